@@ -1,0 +1,115 @@
+"""The written orchestration trace (the upstream seed schema) and the per-turn training sample, as pydantic models.
+
+These are the collector's output boundary. ``Trace.model_dump(exclude_none=True)`` must validate against the
+packaged ``schema/trace_schema.json`` unchanged. Extra event fields that orchestrace adds are all declared on
+``Event`` below, in this one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EventType = Literal[
+    "orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return", "aggregate",
+    "human_intervention", "safety_event",
+]
+EdgeType = Literal["temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow"]
+Topology = Literal[
+    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed", "unknown",
+]
+Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
+
+
+class Event(BaseModel):
+    """One event of the trace. Schema fields first, then orchestrace's documented extras."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    # --- schema fields
+    id: str
+    t: float = Field(ge=0)  # seconds from the trace's first span
+    type: EventType
+    agent: str  # instance label: the agent name, or ``name#k`` when the trace has several instances of it
+    role: str | None = None
+    from_: str | None = Field(default=None, alias="from")
+    to: str | None = None
+    tool: str | None = None
+    content_ref: str | None = None  # ``sha256:<hex>``
+    trusted: bool | None = None
+
+    # --- orchestrace extras (allowed by the schema's open events)
+    decision: Decision | None = None  # orchestrator_decision only: the orchestration sub-decision
+    label: str | None = None  # free decision label when the kind is not one of the five, or a human/safety kind
+    reason: str | None = None
+    handoff: bool | None = None  # a delegate that transfers control without a return
+    agent_id: str | None = None  # raw ``gen_ai.agent.id`` (or node instance id) behind ``agent``
+    t_end: float | None = None  # end time (seconds) for events that last (a tool call, an aggregate)
+    span_id: str | None = None  # the OTel span the event came from
+    otel_trace_id: str | None = None  # the OTel trace of that span (an episode may stitch several)
+    tokens: int | None = None
+    reward: float | None = None  # reward recorded on, or credited to, this event
+    credit: float | None = None  # share of the team reward assigned by the credit strategy
+    incomplete: bool | None = None  # the span behind it never arrived complete (orphan, missing parent)
+
+
+class Edge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    src: str
+    dst: str
+    type: EdgeType
+
+
+class Costs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: float = Field(ge=0)
+    wall_clock_s: float = Field(ge=0)
+    tool_calls: float = Field(default=0, ge=0)
+    messages: float = Field(default=0, ge=0)
+
+
+class Trace(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    system: str | None = None
+    topology: Topology | None = None
+    events: list[Event] = Field(min_length=1)
+    edges: list[Edge]
+    rewards: dict[str, float]
+    costs: Costs
+    metrics: dict[str, float] = Field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The trace as written: aliases (``from``) applied, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class Message(BaseModel):
+    role: str
+    content: str
+
+
+class Turn(BaseModel):
+    """One model call: a training sample. Written one per line to ``turns*.jsonl``."""
+
+    trace_id: str
+    task_id: str
+    turn_id: str  # the span id of the model call
+    agent: str
+    agent_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    t: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_ref: str | None = None
+    output_ref: str | None = None
+    event_ids: list[str] = Field(default_factory=list)  # trace events this turn led to
+    reward: float | None = None  # reward credited to this turn
+    prompt: list[Message] | None = None  # when content was captured
+    completion: list[Message] | None = None

@@ -1,0 +1,51 @@
+"""The collector's in-memory span: what every input format (OTLP protobuf, OTLP-JSON, Jaeger JSON) decodes to.
+
+Plain slotted dataclasses rather than pydantic models: the collector holds hundreds of thousands of these and
+converts them on its hot path. Input is validated where it is decoded (``decode.py``); once a ``Span`` exists
+its fields are trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Attribute values after decoding: OTLP's AnyValue flattened to Python (arrays become tuples).
+AttrValue = Any
+Attributes = dict[str, AttrValue]
+
+STATUS_UNSET = 0
+STATUS_OK = 1
+STATUS_ERROR = 2
+
+
+@dataclass(slots=True)
+class SpanEvent:
+    name: str
+    time_ns: int
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SpanLink:
+    trace_id: str  # 32 lowercase hex
+    span_id: str  # 16 lowercase hex
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Span:
+    trace_id: str  # 32 lowercase hex
+    span_id: str  # 16 lowercase hex
+    parent_span_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: int = 1  # OTLP SpanKind, 1 = INTERNAL
+    attributes: Attributes = field(default_factory=dict)
+    events: list[SpanEvent] = field(default_factory=list)
+    links: list[SpanLink] = field(default_factory=list)
+    status_code: int = STATUS_UNSET
+    status_message: str = ""
+    resource: Attributes = field(default_factory=dict)
+    scope: str = ""

@@ -1,0 +1,174 @@
+"""Every attribute, span-event and value name orchestrace puts on (or reads from) a span.
+
+This module is the single source of truth: the SDK, the LangGraph integration and the collector import
+names from here and never spell them as literals. GenAI names are re-exported from
+``opentelemetry-semantic-conventions`` so that Jaeger and every OTel backend recognise them; the
+``orchestrace.*`` names carry what the GenAI conventions have no word for (orchestration).
+
+How an orchestration run is encoded on ordinary OTel spans
+----------------------------------------------------------
+Spans ("actors" are the spans that own a timeline of events in the written trace):
+
+* ``invoke_workflow {name}``  (``gen_ai.operation.name=invoke_workflow``): one task / episode / graph run.
+  Actor: the orchestrator of the run. ``@ot.task`` and each LangGraph graph run (subgraphs too).
+* ``invoke_agent {name}``     (``invoke_agent``): one agent invocation (a fresh instance with its own
+  ``gen_ai.agent.id``). An actor nested in another actor is a delegation with a return.
+* ``{node}``                  (``orchestrace.operation=node``): a graph node execution that is not an agent
+  (LangGraph). An actor too: its ``orchestrace.node.name`` plays the agent name.
+* ``execute_tool {name}``     (``execute_tool``): a tool call; its result is untrusted unless
+  ``orchestrace.tool.trusted`` is true.
+* ``chat {model}``            (``chat``, or any other GenAI inference operation): one model call, a *turn*:
+  the unit of RL training samples.
+* ``aggregate {agent}``       (``orchestrace.operation=aggregate``): the merge of several results; its span
+  links with ``orchestrace.link.type=aggregate_input`` point at the spans whose results were merged.
+  An actor span may carry such links itself (a LangGraph reducer node).
+
+Span events (recorded on the current span by the orchestration calls):
+
+* ``orchestrace.spawn`` / ``orchestrace.delegate``: target agent name (and id/role when known), reason.
+  An explicit spawn/delegate is matched by the collector to the next actor span of that name that starts
+  after it in the same trace; actors without one get a synthesized delegate + spawn.
+* ``orchestrace.message``: from, to, content ref.
+* ``orchestrace.decision``: kind (one of ``DECISION_KINDS`` or a free label), target, reason.
+* ``orchestrace.stop``: reason (the decision to stop).
+* ``orchestrace.human_intervention``: kind (interrupt, resume, approve, edit, reject, feedback), actor, content ref.
+* ``orchestrace.safety_event``: category, severity, action, source (a tool call id or span id).
+* ``gen_ai.evaluation.result`` (the GenAI evaluation event) plus ``orchestrace.reward.*``: a reward.
+
+Content (messages, tool arguments, results) never goes into a written trace: spans carry
+``orchestrace.content.*_ref`` = ``sha256:<hex>`` of the full content, and only when capture is on also the
+(truncated, redacted) content itself in the GenAI attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
+
+# --- GenAI semantic conventions (re-exported, never re-spelled) -------------------------------------------
+GEN_AI_OPERATION_NAME: Final = _g.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME: Final = _g.GEN_AI_PROVIDER_NAME
+GEN_AI_SYSTEM: Final = _g.GEN_AI_SYSTEM  # deprecated name; read only, for older instrumentations
+GEN_AI_AGENT_NAME: Final = _g.GEN_AI_AGENT_NAME
+GEN_AI_AGENT_ID: Final = _g.GEN_AI_AGENT_ID
+GEN_AI_AGENT_DESCRIPTION: Final = _g.GEN_AI_AGENT_DESCRIPTION
+GEN_AI_WORKFLOW_NAME: Final = _g.GEN_AI_WORKFLOW_NAME
+GEN_AI_CONVERSATION_ID: Final = _g.GEN_AI_CONVERSATION_ID
+GEN_AI_TOOL_NAME: Final = _g.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_CALL_ID: Final = _g.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_TYPE: Final = _g.GEN_AI_TOOL_TYPE
+GEN_AI_TOOL_DESCRIPTION: Final = _g.GEN_AI_TOOL_DESCRIPTION
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = _g.GEN_AI_TOOL_CALL_ARGUMENTS
+GEN_AI_TOOL_CALL_RESULT: Final = _g.GEN_AI_TOOL_CALL_RESULT
+GEN_AI_REQUEST_MODEL: Final = _g.GEN_AI_REQUEST_MODEL
+GEN_AI_RESPONSE_MODEL: Final = _g.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_FINISH_REASONS: Final = _g.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_USAGE_INPUT_TOKENS: Final = _g.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = _g.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_INPUT_MESSAGES: Final = _g.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES: Final = _g.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_EVALUATION_NAME: Final = _g.GEN_AI_EVALUATION_NAME
+GEN_AI_EVALUATION_SCORE_VALUE: Final = _g.GEN_AI_EVALUATION_SCORE_VALUE
+GEN_AI_EVALUATION_SCORE_LABEL: Final = _g.GEN_AI_EVALUATION_SCORE_LABEL
+GEN_AI_EVALUATION_EXPLANATION: Final = _g.GEN_AI_EVALUATION_EXPLANATION
+
+OP_CHAT: Final = _g.GenAiOperationNameValues.CHAT.value
+OP_TEXT_COMPLETION: Final = _g.GenAiOperationNameValues.TEXT_COMPLETION.value
+OP_GENERATE_CONTENT: Final = _g.GenAiOperationNameValues.GENERATE_CONTENT.value
+OP_INVOKE_AGENT: Final = _g.GenAiOperationNameValues.INVOKE_AGENT.value
+OP_CREATE_AGENT: Final = _g.GenAiOperationNameValues.CREATE_AGENT.value
+OP_EXECUTE_TOOL: Final = _g.GenAiOperationNameValues.EXECUTE_TOOL.value
+OP_INVOKE_WORKFLOW: Final = _g.GenAiOperationNameValues.INVOKE_WORKFLOW.value
+#: Operations that are one model call (a turn).
+MODEL_CALL_OPERATIONS: Final = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT})
+
+#: Span event name of the GenAI evaluation result, used for rewards.
+EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+
+# --- orchestrace span attributes ---------------------------------------------------------------------------
+#: What a span is when GenAI has no operation for it: ``node`` or ``aggregate``.
+ORCH_OPERATION: Final = "orchestrace.operation"
+OPERATION_NODE: Final = "node"
+OPERATION_AGGREGATE: Final = "aggregate"
+
+ORCH_AGENT_ROLE: Final = "orchestrace.agent.role"
+#: ``gen_ai.agent.id`` of the actor that invoked this one (the delegating parent), when there is one.
+ORCH_AGENT_PARENT_ID: Final = "orchestrace.agent.parent_id"
+ORCH_NODE_NAME: Final = "orchestrace.node.name"
+#: Instance id of a node execution (LangGraph task id), distinct for parallel Send tasks of one node.
+ORCH_NODE_ID: Final = "orchestrace.node.id"
+
+ORCH_TASK_ID: Final = "orchestrace.task.id"
+ORCH_TOPOLOGY: Final = "orchestrace.task.topology"
+ORCH_SYSTEM: Final = "orchestrace.task.system"
+#: Stitches several OTel traces into one orchestration trace (a LangGraph thread id across interrupt/resume).
+ORCH_EPISODE_ID: Final = "orchestrace.episode.id"
+#: Outcome of the task when known (1.0 success, 0.0 failure): written to metrics.task_success.
+ORCH_TASK_SUCCESS: Final = "orchestrace.task.success"
+
+ORCH_INPUT_REF: Final = "orchestrace.content.input_ref"
+ORCH_OUTPUT_REF: Final = "orchestrace.content.output_ref"
+ORCH_CONTENT_REF: Final = "orchestrace.content.ref"
+#: True when captured content on this span (or event) was cut to the size limit.
+ORCH_CONTENT_TRUNCATED: Final = "orchestrace.content.truncated"
+ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
+
+#: Span-link attribute naming why a link exists.
+ORCH_LINK_TYPE: Final = "orchestrace.link.type"
+LINK_AGGREGATE_INPUT: Final = "aggregate_input"
+LINK_RESUME_OF: Final = "resume_of"
+
+# --- orchestration span events and their attributes ------------------------------------------------------
+EVENT_SPAWN: Final = "orchestrace.spawn"
+EVENT_DELEGATE: Final = "orchestrace.delegate"
+EVENT_MESSAGE: Final = "orchestrace.message"
+EVENT_DECISION: Final = "orchestrace.decision"
+EVENT_STOP: Final = "orchestrace.stop"
+EVENT_HUMAN_INTERVENTION: Final = "orchestrace.human_intervention"
+EVENT_SAFETY: Final = "orchestrace.safety_event"
+
+ORCH_TARGET_AGENT: Final = "orchestrace.target.agent"
+ORCH_TARGET_ID: Final = "orchestrace.target.id"
+ORCH_TARGET_ROLE: Final = "orchestrace.target.role"
+ORCH_REASON: Final = "orchestrace.reason"
+#: A handoff (peer transfer of control, e.g. Command.PARENT / transfer_to_* tools) rather than a call with a return.
+ORCH_HANDOFF: Final = "orchestrace.handoff"
+ORCH_FROM: Final = "orchestrace.from"
+ORCH_TO: Final = "orchestrace.to"
+
+ORCH_DECISION_KIND: Final = "orchestrace.decision.kind"
+ORCH_DECISION_OPTIONS: Final = "orchestrace.decision.options"
+DECISION_SPAWN: Final = "spawn"
+DECISION_DELEGATE: Final = "delegate"
+DECISION_COMMUNICATE: Final = "communicate"
+DECISION_AGGREGATE: Final = "aggregate"
+DECISION_STOP: Final = "stop"
+#: The five orchestration sub-decisions of the trace format (``orchestrator_decision.decision``).
+DECISION_KINDS: Final = (DECISION_SPAWN, DECISION_DELEGATE, DECISION_COMMUNICATE, DECISION_AGGREGATE, DECISION_STOP)
+
+ORCH_HUMAN_KIND: Final = "orchestrace.human.kind"
+ORCH_HUMAN_ACTOR: Final = "orchestrace.human.actor"
+
+ORCH_SAFETY_CATEGORY: Final = "orchestrace.safety.category"
+ORCH_SAFETY_SEVERITY: Final = "orchestrace.safety.severity"
+ORCH_SAFETY_ACTION: Final = "orchestrace.safety.action"
+ORCH_SAFETY_SOURCE: Final = "orchestrace.safety.source"
+
+ORCH_REWARD_FAMILY: Final = "orchestrace.reward.family"
+ORCH_REWARD_UNIT: Final = "orchestrace.reward.unit"
+ORCH_REWARD_TARGET: Final = "orchestrace.reward.target"
+#: Reward families of the trace format (keys of ``rewards``).
+REWARD_FAMILIES: Final = (
+    "team", "individual", "role", "process", "tool", "debate", "verifier", "orchestration", "hybrid",
+)
+#: Units a reward can be attached to.
+REWARD_UNITS: Final = ("team", "agent", "role", "turn", "tool", "message", "event")
+
+# --- LangGraph-specific attributes (set by orchestrace-langgraph) ------------------------------------------
+LANGGRAPH_NODE: Final = "langgraph.node"
+LANGGRAPH_STEP: Final = "langgraph.step"
+LANGGRAPH_TASK_ID: Final = "langgraph.task_id"
+LANGGRAPH_CHECKPOINT_NS: Final = "langgraph.checkpoint_ns"
+LANGGRAPH_THREAD_ID: Final = "langgraph.thread_id"
+LANGGRAPH_TRIGGERS: Final = "langgraph.triggers"
