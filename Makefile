@@ -1,0 +1,37 @@
+# The README's two commands: `make demo` and `make test`. Each bootstraps uv and the locked venv itself.
+PYTHON ?= python3
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := .tools/bin/uv
+endif
+RUN := $(UV) run --frozen
+
+.PHONY: demo test lint pytest bench sync clean
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet uv
+
+.venv/.synced: $(UV) uv.lock pyproject.toml sdk/pyproject.toml integrations/langgraph/pyproject.toml collector/pyproject.toml
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+sync: .venv/.synced
+
+demo: sync
+	$(RUN) python examples/demo.py
+
+test: lint pytest
+
+lint: sync
+	$(RUN) ruff check .
+	$(RUN) mypy
+
+pytest: sync
+	$(RUN) pytest -q
+
+bench: sync
+	$(RUN) python -m bench
+
+clean:
+	rm -rf .venv .tools out
