@@ -1,0 +1,1 @@
+"""Runnable examples of orchestrace: from the repository root, ``uv run python -m examples.<name>.app``."""

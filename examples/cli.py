@@ -1,0 +1,22 @@
+"""The command line every example shares: where its traces go."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+
+def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the tracing options of an example whose module docstring is ``doc``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--exporter",
+        default="otlp",
+        help='where spans go: otlp (OTLP/HTTP, the default), otlp-grpc, jaeger, console, "file:PATH", none',
+    )
+    parser.add_argument("--endpoint", help="OTLP endpoint, e.g. http://127.0.0.1:4318 (default: OTEL_*)")
+    parser.add_argument("--trace-dir", help="also write orchestration traces to this directory, in-process")
+    parser.add_argument(
+        "--capture-content", action="store_true", help="record prompts, completions and tool arguments too"
+    )
+    return parser.parse_args(argv)

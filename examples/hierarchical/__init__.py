@@ -1,0 +1,1 @@
+"""The hierarchical example (see app.py)."""

@@ -1,0 +1,1 @@
+"""The human_in_the_loop example (see app.py)."""

@@ -1,0 +1,1 @@
+"""The map_reduce example (see app.py)."""

@@ -1,0 +1,1 @@
+"""The supervisor example (see app.py)."""

@@ -1,0 +1,1 @@
+"""The swarm example (see app.py)."""
