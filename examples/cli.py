@@ -16,7 +16,8 @@ def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.N
     )
     parser.add_argument("--endpoint", help="OTLP endpoint, e.g. http://127.0.0.1:4318 (default: OTEL_*)")
     parser.add_argument("--trace-dir", help="also write orchestration traces to this directory, in-process")
+    # None when absent, so OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT still decides.
     parser.add_argument(
-        "--capture-content", action="store_true", help="record prompts, completions and tool arguments too"
+        "--capture-content", action="store_true", default=None, help="record prompts and completions"
     )
     return parser.parse_args(argv)

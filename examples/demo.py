@@ -1,0 +1,142 @@
+"""``make demo``: one instrumented multi-agent run, sent over OTLP to a local collector, then summarized.
+
+1. starts ``orchestrace collect --out out/demo`` on two free local ports;
+2. runs the supervisor example (examples/supervisor/app.py) with ``--exporter otlp`` pointed at it;
+3. stops the collector with SIGTERM (it writes every trace still open before it exits);
+4. prints what was written (traces, turns, events by type, rewards, metrics, topology) and validates it.
+
+Offline and deterministic: the example's models are scripted fakes. Run it with
+``uv run --frozen python examples/demo.py [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from orchestrace_collector.output import latest_traces, latest_turns
+from orchestrace_collector.validate import validate_trace
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = "examples.supervisor.app"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_collector(out: Path, log: IO[bytes]) -> tuple[subprocess.Popen[bytes], int]:
+    """``orchestrace collect`` from this interpreter's environment, once it accepts connections."""
+    port, grpc_port = free_port(), free_port()
+    command = ["collect", "--out", str(out), "--port", str(port), "--grpc-port", str(grpc_port)]
+    collector = subprocess.Popen([sys.executable, "-m", "orchestrace_collector.cli", *command], stderr=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if collector.poll() is not None:
+            raise RuntimeError(f"the collector exited with code {collector.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return collector, port
+        except OSError:
+            time.sleep(0.05)
+    collector.kill()
+    raise RuntimeError("the collector did not start listening within 30 s")
+
+
+def run_example(endpoint: str) -> str:
+    """The supervisor example in its own process, exporting OTLP/HTTP to ``endpoint``; returns its answer."""
+    command = [sys.executable, "-m", EXAMPLE, "--exporter", "otlp", "--endpoint", endpoint]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{EXAMPLE} failed:\n{done.stderr}")
+    return done.stdout.strip()
+
+
+def summarize(console: Console, out: Path, traces: dict[str, dict[str, Any]]) -> None:
+    turns = latest_turns(out, traces)
+    events = Counter(
+        f"orchestrator_decision:{event['decision']}" if "decision" in event else event["type"]
+        for trace in traces.values()
+        for event in trace["events"]
+    )
+    n_turns = sum(len(t) for t in turns.values())
+    console.print(f"[bold]{len(traces)}[/] trace(s) and [bold]{n_turns}[/] turn(s) written to {out}")
+
+    table = Table(title="Events by type")
+    table.add_column("event")
+    table.add_column("count", justify="right")
+    for name, count in sorted(events.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(name, str(count))
+    console.print(table)
+
+    for trace in traces.values():
+        topology = trace.get("topology", "unknown")
+        console.print(f"trace [cyan]{trace['trace_id']}[/], task {trace['task_id']}, topology {topology}")
+        console.print(f"  rewards: {_numbers(trace['rewards'])}")
+        console.print(f"  costs:   {_numbers(trace['costs'])}")
+        console.print(f"  metrics: {_numbers(trace.get('metrics', {}))}")
+
+
+def _numbers(values: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(values.items())) or "(none)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo", help="output dir (emptied first)")
+    out: Path = parser.parse_args(argv).out
+    console = Console()
+    shutil.rmtree(out, ignore_errors=True)  # the summary describes this run only
+
+    with tempfile.TemporaryFile() as log:
+        collector, port = start_collector(out, log)
+        try:
+            console.rule("orchestrace demo")
+            console.print(f"collector listening on http://127.0.0.1:{port}, writing to {out}")
+            console.print(f"running {EXAMPLE} with --exporter otlp ...")
+            console.print(f"answer: [green]{run_example(f'http://127.0.0.1:{port}')}[/]")
+        finally:
+            collector.send_signal(signal.SIGTERM)
+            code = collector.wait(timeout=30)
+        if code != 0:
+            log.seek(0)
+            console.print(log.read().decode(errors="replace"))
+            console.print(f"[red]the collector exited with code {code}[/]")
+            return 1
+
+    traces = latest_traces([out])
+    if not traces:
+        console.print("[red]no trace was written[/]")
+        return 1
+    summarize(console, out, traces)
+    problems = [f"{trace_id}: {p}" for trace_id, trace in traces.items() for p in validate_trace(trace)]
+    if problems:
+        console.print("[red]invalid traces:[/]\n" + "\n".join(problems))
+        return 1
+    console.print(f"[green]all {len(traces)} trace(s) valid[/] (as `orchestrace validate {out}` checks)")
+
+    console.rule("the same run in Jaeger")
+    console.print("docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one")
+    console.print(f"uv run --frozen python -m {EXAMPLE} --exporter jaeger")
+    console.print('open http://localhost:16686 and pick the service "supervisor-example"')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Each example runs offline, prints its answer, and writes valid traces showing its orchestration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from example_runs import ExampleRun, run_example
+from orchestrace_collector.validate import validate_trace
+
+EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
+Runner = Callable[[str], ExampleRun]
+
+
+def decisions(run: ExampleRun, kind: str) -> list[dict[str, Any]]:
+    return [e for e in run.events if e["type"] == "orchestrator_decision" and e.get("decision") == kind]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_writes_valid_traces_and_turns(name: str, example_run: Runner) -> None:
+    run = example_run(name)
+    assert run.stdout.strip()
+    assert run.traces
+    for trace in run.traces:
+        assert validate_trace(trace) == []
+    # every example calls models, and every model call is a training sample
+    assert run.turns
+    assert all(turn["input_tokens"] > 0 and turn["output_tokens"] > 0 for turn in run.turns)
+
+
+def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner) -> None:
+    run = example_run("supervisor")
+    assert "97 moons" in run.stdout
+    (trace,) = run.traces
+    assert trace["rewards"]["team"] == 1.0
+    delegated = {e.get("to") for e in decisions(run, "delegate")}
+    assert {"researcher", "mathematician", "writer"} <= delegated
+    tools = sorted(e["tool"] for e in run.events if e["type"] == "tool_call")
+    worker_tools = [t for t in tools if not t.startswith("transfer_")]
+    assert worker_tools == ["add", "count_words", "lookup_moons", "lookup_moons"]
+    assert len(run.turns) == 10  # supervisor 4, each worker 2
+
+
+def test_swarm_records_handoffs_both_ways(example_run: Runner) -> None:
+    run = example_run("swarm")
+    assert "CASA-2N" in run.stdout
+    handoffs = {(e.get("from", e["agent"]), e.get("to")) for e in run.events if e.get("handoff")}
+    assert ("travel_agent", "hotel_agent") in handoffs
+    assert ("hotel_agent", "travel_agent") in handoffs
+
+
+def test_map_reduce_spawns_one_worker_per_planet_and_aggregates(example_run: Runner) -> None:
+    run = example_run("map_reduce")
+    assert "Jupiter is the largest" in run.stdout
+    spawns = [e for e in run.events if e["type"] == "spawn"]
+    assert len([e for e in spawns if str(e.get("to", e["agent"])).startswith("research")]) >= 4
+    assert [e for e in run.events if e["type"] == "aggregate"]
+
+
+def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:
+    run = example_run("hierarchical")
+    (trace,) = run.traces
+    assert trace["topology"] == "hierarchical"
+    delegated = {e.get("to") for e in decisions(run, "delegate")}
+    assert {"research_team", "writing_team"} <= delegated
+
+
+def test_human_in_the_loop_is_one_episode_with_interrupt_and_resume(example_run: Runner) -> None:
+    run = example_run("human_in_the_loop")
+    assert "Keep the receipt." in run.stdout
+    (trace,) = run.traces  # two graph invocations, stitched by thread id
+    kinds = [e.get("label") for e in trace["events"] if e["type"] == "human_intervention"]
+    assert "interrupt" in kinds and "resume" in kinds
+    assert len({e["otel_trace_id"] for e in trace["events"] if "otel_trace_id" in e}) == 2
+
+
+def test_captured_content_becomes_chat_samples(tmp_path: Path) -> None:
+    run = run_example("supervisor", tmp_path, "--capture-content")
+    assert all(turn["prompt"] and turn["completion"] for turn in run.turns)
+    assert any("97 moons" in m["content"] for turn in run.turns for m in turn["completion"])
