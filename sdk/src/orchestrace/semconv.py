@@ -31,7 +31,8 @@ Span events (recorded on the current span by the orchestration calls):
 * ``orchestrace.message``: from, to, content ref.
 * ``orchestrace.decision``: kind (one of ``DECISION_KINDS`` or a free label), target, reason.
 * ``orchestrace.stop``: reason (the decision to stop).
-* ``orchestrace.human_intervention``: kind (interrupt, resume, approve, edit, reject, feedback), actor, content ref.
+* ``orchestrace.human_intervention``: kind (interrupt, resume, approve, edit, reject, feedback), actor,
+  content ref.
 * ``orchestrace.safety_event``: category, severity, action, source (a tool call id or span id).
 * ``gen_ai.evaluation.result`` (the GenAI evaluation event) plus ``orchestrace.reward.*``: a reward.
 
@@ -110,6 +111,8 @@ ORCH_TASK_SUCCESS: Final = "orchestrace.task.success"
 ORCH_INPUT_REF: Final = "orchestrace.content.input_ref"
 ORCH_OUTPUT_REF: Final = "orchestrace.content.output_ref"
 ORCH_CONTENT_REF: Final = "orchestrace.content.ref"
+#: The captured (redacted, truncated) content of an event (message, human input), only when capture is on.
+ORCH_CONTENT: Final = "orchestrace.content.text"
 #: True when captured content on this span (or event) was cut to the size limit.
 ORCH_CONTENT_TRUNCATED: Final = "orchestrace.content.truncated"
 ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
@@ -132,7 +135,8 @@ ORCH_TARGET_AGENT: Final = "orchestrace.target.agent"
 ORCH_TARGET_ID: Final = "orchestrace.target.id"
 ORCH_TARGET_ROLE: Final = "orchestrace.target.role"
 ORCH_REASON: Final = "orchestrace.reason"
-#: A handoff (peer transfer of control, e.g. Command.PARENT / transfer_to_* tools) rather than a call with a return.
+#: A handoff (peer transfer of control, e.g. Command.PARENT / transfer_to_* tools) rather than a call with a
+#: return.
 ORCH_HANDOFF: Final = "orchestrace.handoff"
 ORCH_FROM: Final = "orchestrace.from"
 ORCH_TO: Final = "orchestrace.to"
@@ -145,7 +149,9 @@ DECISION_COMMUNICATE: Final = "communicate"
 DECISION_AGGREGATE: Final = "aggregate"
 DECISION_STOP: Final = "stop"
 #: The five orchestration sub-decisions of the trace format (``orchestrator_decision.decision``).
-DECISION_KINDS: Final = (DECISION_SPAWN, DECISION_DELEGATE, DECISION_COMMUNICATE, DECISION_AGGREGATE, DECISION_STOP)
+DECISION_KINDS: Final = (
+    DECISION_SPAWN, DECISION_DELEGATE, DECISION_COMMUNICATE, DECISION_AGGREGATE, DECISION_STOP,
+)
 
 ORCH_HUMAN_KIND: Final = "orchestrace.human.kind"
 ORCH_HUMAN_ACTOR: Final = "orchestrace.human.actor"

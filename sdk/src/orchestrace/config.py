@@ -1,0 +1,74 @@
+"""What orchestrace captures: one frozen object read from arguments and environment variables.
+
+Environment variables (arguments to :func:`orchestrace.configure` win over them):
+
+* ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: ``true`` (or ``span_only`` / ``span_and_event``)
+  turns content capture on. Off by default: spans then carry only ``sha256:`` content refs.
+* ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes,
+  default 16384).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrace.failsafe import logger
+
+ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ENV_MAX_CONTENT_BYTES = "ORCHESTRACE_MAX_CONTENT_BYTES"
+DEFAULT_MAX_CONTENT_BYTES = 16384
+
+#: A redaction hook: receives captured text and returns what may leave the process.
+Redactor = Callable[[str], str]
+
+_TRUE_VALUES = frozenset({"1", "true", "yes", "on", "span_only", "span_and_event", "event_only"})
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureConfig:
+    """Content capture settings.
+
+    ``redact`` runs on every piece of captured text before it is put on a span (content refs are digests of
+    the original content and are computed without it).
+    """
+
+    capture_content: bool = False
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    redact: Redactor | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        capture_content: bool | None = None,
+        max_content_bytes: int | None = None,
+        redact: Redactor | None = None,
+    ) -> CaptureConfig:
+        if capture_content is None:
+            capture_content = os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _TRUE_VALUES
+        if max_content_bytes is None:
+            raw = os.environ.get(ENV_MAX_CONTENT_BYTES, "")
+            try:
+                max_content_bytes = int(raw) if raw else DEFAULT_MAX_CONTENT_BYTES
+            except ValueError:
+                logger.warning("orchestrace: ignoring %s=%r (not an integer)", ENV_MAX_CONTENT_BYTES, raw)
+                max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
+        return cls(bool(capture_content), max(0, max_content_bytes), redact)
+
+
+_current: CaptureConfig | None = None
+
+
+def get_config() -> CaptureConfig:
+    """The active settings: those given to ``configure``, else read from the environment once."""
+    global _current
+    if _current is None:
+        _current = CaptureConfig.from_env()
+    return _current
+
+
+def set_config(config: CaptureConfig | None) -> None:
+    """Install settings (``None``: read the environment again on next use)."""
+    global _current
+    _current = config

@@ -1,0 +1,141 @@
+"""Who is running now, and carrying that across tasks, threads and processes.
+
+The current agent and task live in the OpenTelemetry ``Context`` next to the current span, so whatever
+carries the span (asyncio tasks, ``contextvars.copy_context``, W3C propagation) carries them too.
+Across processes the span travels as W3C ``traceparent`` and the agent as W3C ``baggage``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from opentelemetry import baggage, propagate
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_AGENT_KEY = otel_context.create_key("orchestrace.agent")
+_TASK_KEY = otel_context.create_key("orchestrace.task")
+#: The model call in progress (for ``set_usage``).
+MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFrame:
+    """An agent instance that is running."""
+
+    name: str
+    id: str
+    role: str | None = None
+
+
+def current_agent(ctx: Context | None = None) -> AgentFrame | None:
+    """The innermost ``@ot.agent`` invocation running in ``ctx`` (default: the current context)."""
+    frame = otel_context.get_value(_AGENT_KEY, ctx)
+    return frame if isinstance(frame, AgentFrame) else None
+
+
+def with_agent(frame: AgentFrame, ctx: Context) -> Context:
+    return otel_context.set_value(_AGENT_KEY, frame, ctx)
+
+
+def current_task_id(ctx: Context | None = None) -> str | None:
+    task_id = otel_context.get_value(_TASK_KEY, ctx)
+    return task_id if isinstance(task_id, str) else None
+
+
+def with_task(task_id: str, ctx: Context) -> Context:
+    return otel_context.set_value(_TASK_KEY, task_id, ctx)
+
+
+# --- processes: W3C traceparent + baggage ------------------------------------------------------------------
+_BAGGAGE_AGENT = {sc.GEN_AI_AGENT_ID: "id", sc.GEN_AI_AGENT_NAME: "name", sc.ORCH_AGENT_ROLE: "role"}
+
+
+@failsafe(default={})
+def inject(carrier: dict[str, str] | None = None) -> dict[str, str]:
+    """Headers carrying the current span, agent and task to another process (``traceparent``, ``baggage``).
+
+    Pass them to the child and call :func:`extract` / :func:`attach` there.
+    """
+    carrier = {} if carrier is None else carrier
+    ctx = otel_context.get_current()
+    frame = current_agent(ctx)
+    if frame is not None:
+        for key, field in _BAGGAGE_AGENT.items():
+            value = getattr(frame, field)
+            if value is not None:
+                ctx = baggage.set_baggage(key, value, ctx)
+    task_id = current_task_id(ctx)
+    if task_id is not None:
+        ctx = baggage.set_baggage(sc.ORCH_TASK_ID, task_id, ctx)
+    propagate.inject(carrier, context=ctx)
+    return carrier
+
+
+@failsafe(default=None)
+def _restore(ctx: Context) -> Context:
+    values = baggage.get_all(ctx)
+    agent_id, name = values.get(sc.GEN_AI_AGENT_ID), values.get(sc.GEN_AI_AGENT_NAME)
+    if isinstance(agent_id, str) and isinstance(name, str):
+        role = values.get(sc.ORCH_AGENT_ROLE)
+        ctx = with_agent(AgentFrame(name, agent_id, role if isinstance(role, str) else None), ctx)
+    task_id = values.get(sc.ORCH_TASK_ID)
+    if isinstance(task_id, str):
+        ctx = with_task(task_id, ctx)
+    return ctx
+
+
+def extract(carrier: Mapping[str, str]) -> Context:
+    """The context that :func:`inject` sent (the current one when the carrier holds nothing usable)."""
+    try:
+        ctx = propagate.extract(dict(carrier))
+    except Exception:
+        return otel_context.get_current()
+    return _restore(ctx) or ctx
+
+
+@contextlib.contextmanager
+def attach(carrier: Mapping[str, str] | Context) -> Iterator[Context]:
+    """``with ot.attach(headers):`` runs the block as a child of the process that called :func:`inject`."""
+    ctx = carrier if isinstance(carrier, Context) else extract(carrier)
+    token = otel_context.attach(ctx)
+    try:
+        yield ctx
+    finally:
+        otel_context.detach(token)
+
+
+# --- threads ------------------------------------------------------------------------------------------------
+def wrap_context(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``func`` bound to the caller's current context: pass it to any executor or ``threading.Thread``.
+
+    Plain ``ThreadPoolExecutor`` workers do not inherit context variables, so without this their spans
+    would start new traces.
+    """
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(func)
+    def run_in_context(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # A copy per call: one Context cannot be entered by two threads at once.
+        return ctx.copy().run(func, *args, **kwargs)
+
+    return run_in_context
+
+
+class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A ``concurrent.futures.ThreadPoolExecutor`` whose tasks run in the submitter's context."""
+
+    def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[_R]:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)

@@ -1,0 +1,301 @@
+"""The span of one decorated call, and what each kind (agent, tool, model, task) puts on it.
+
+A ``Spec`` is made once per decorated function; ``Spec.begin`` starts an :class:`Invocation` per call.
+Everything here is orchestrace's own code: it is guarded so that it can only fail silently.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from orchestrace import results
+from orchestrace import semconv as sc
+from orchestrace.config import get_config
+from orchestrace.content import call_input, capture, content_ref
+from orchestrace.context import (
+    MODEL_CALL_KEY,
+    AgentFrame,
+    current_agent,
+    current_task_id,
+    with_agent,
+    with_task,
+)
+from orchestrace.failsafe import failsafe
+from orchestrace.messages import capture_messages, input_messages, output_messages
+from orchestrace.tracing import get_tracer
+from orchestrace.usage import Usage, extract_usage, response_model
+
+_ERROR_TYPE = "error.type"
+Attributes = dict[str, Any]
+
+
+class Invocation:
+    """One call's span from start to end. Every method is fail-safe."""
+
+    __slots__ = ("context", "explicit_usage", "span", "spec")
+
+    def __init__(self, spec: Spec, span: Span, ctx: Context) -> None:
+        self.spec = spec
+        self.span = span
+        self.context = ctx
+        self.explicit_usage = False
+
+    @failsafe(default=None)
+    def activate(self) -> object:
+        """Make this call's span (and agent/task) current; returns the token for :meth:`deactivate`."""
+        return otel_context.attach(self.context)
+
+    @failsafe(default=None)
+    def deactivate(self, token: object) -> None:
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    @failsafe(default=None)
+    def finish(self, result: Any) -> None:
+        """The call returned ``result``."""
+        if self.span.is_recording():
+            self.spec.record_result(self, result)
+        self.span.end()
+
+    @failsafe(default=None)
+    def fail(self, exc: BaseException) -> None:
+        """The call raised ``exc`` (it is re-raised by the caller, unchanged)."""
+        try:
+            if self.span.is_recording():
+                self.span.set_attribute(_ERROR_TYPE, type(exc).__qualname__)
+                self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                self.span.record_exception(exc, escaped=True)
+                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        finally:
+            self.span.end()  # even when the exception's __str__ is broken
+
+    @failsafe(default=None)
+    def close(self) -> None:
+        """A generator was closed (or abandoned and collected) before it finished."""
+        self.span.end()
+
+    @failsafe(default=None)
+    def on_item(self, item: Any) -> None:
+        """A generator yielded ``item``."""
+        if self.span.is_recording():
+            self.spec.record_item(self, item)
+
+
+class Spec:
+    """What a decorated function records; subclasses per kind."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @failsafe(default=None)
+    def begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context | None = None,
+              ) -> Invocation | None:
+        """Start the span of one call (``None`` if orchestrace failed: the call then runs untraced)."""
+        parent = otel_context.get_current() if parent is None else parent
+        name, kind, attributes = self.describe(args, kwargs, parent)
+        span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
+        invocation = Invocation(self, span, trace.set_span_in_context(span, parent))
+        invocation.context = self.enter(invocation, attributes)
+        if span.is_recording() and (args or kwargs):
+            self.record_input(span, call_input(args, kwargs))
+        return invocation
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        raise NotImplementedError
+
+    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
+        """The context the call runs in (kinds add their agent, task or model call)."""
+        return invocation.context
+
+    def record_input(self, span: Span, value: Any) -> None:
+        span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
+        captured = capture_messages(input_messages(value), get_config())
+        if captured is not None:
+            span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, captured.text)
+            if captured.truncated:
+                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+
+    def record_result(self, invocation: Invocation, result: Any) -> None:
+        if result is None:
+            return
+        ref = content_ref(result)
+        invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
+        results.record(ref, invocation.span.get_span_context())
+        captured = capture_messages(output_messages(result), get_config())
+        if captured is not None:
+            invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+            if captured.truncated:
+                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+
+    def record_item(self, invocation: Invocation, item: Any) -> None:
+        """Streams: nothing by default (a stream's output ref is that of its return value)."""
+
+
+def _conversation(attributes: Attributes, parent: Context) -> None:
+    task_id = current_task_id(parent)
+    if task_id is not None:
+        attributes[sc.GEN_AI_CONVERSATION_ID] = task_id
+
+
+class AgentSpec(Spec):
+    """``@ot.agent``: ``invoke_agent {name}``, a fresh agent instance per call."""
+
+    def __init__(self, name: str, role: str | None, agent_id: str | None) -> None:
+        super().__init__(name)
+        self.role = role
+        self.agent_id = agent_id
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        attributes: Attributes = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.GEN_AI_AGENT_NAME: self.name,
+            sc.GEN_AI_AGENT_ID: self.agent_id or f"{self.name}-{uuid.uuid4().hex[:12]}",
+        }
+        if self.role is not None:
+            attributes[sc.ORCH_AGENT_ROLE] = self.role
+        caller = current_agent(parent)
+        if caller is not None:
+            attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
+        _conversation(attributes, parent)
+        return f"{sc.OP_INVOKE_AGENT} {self.name}", SpanKind.INTERNAL, attributes
+
+    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
+        frame = AgentFrame(self.name, attributes[sc.GEN_AI_AGENT_ID], self.role)
+        return with_agent(frame, invocation.context)
+
+
+class ToolSpec(Spec):
+    """``@ot.tool``: ``execute_tool {name}``; the arguments and result go to the GenAI tool attributes."""
+
+    def __init__(self, name: str, description: str | None, trusted: bool) -> None:
+        super().__init__(name)
+        self.description = description
+        self.trusted = trusted
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        call_id = kwargs.get("tool_call_id")
+        attributes: Attributes = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: self.name,
+            sc.GEN_AI_TOOL_TYPE: "function",
+            sc.GEN_AI_TOOL_CALL_ID: call_id if isinstance(call_id, str) else f"call_{uuid.uuid4().hex[:24]}",
+        }
+        if self.description:
+            attributes[sc.GEN_AI_TOOL_DESCRIPTION] = self.description
+        if self.trusted:
+            attributes[sc.ORCH_TOOL_TRUSTED] = True
+        return f"{sc.OP_EXECUTE_TOOL} {self.name}", SpanKind.INTERNAL, attributes
+
+    def record_input(self, span: Span, value: Any) -> None:
+        span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
+        captured = capture(value)
+        if captured is not None:
+            span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, captured.text)
+            if captured.truncated:
+                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+
+    def record_result(self, invocation: Invocation, result: Any) -> None:
+        if result is None:
+            return
+        ref = content_ref(result)
+        invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
+        results.record(ref, invocation.span.get_span_context())
+        captured = capture(result)
+        if captured is not None:
+            invocation.span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, captured.text)
+            if captured.truncated:
+                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+
+
+def set_usage_on(span: Span, usage: Usage) -> None:
+    if usage.input_tokens is not None:
+        span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
+    if usage.output_tokens is not None:
+        span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+
+
+class LlmSpec(Spec):
+    """``@ot.llm``: ``chat {model}`` (CLIENT), one model call: usage, and messages with content capture."""
+
+    def __init__(self, model: str | None, provider: str | None) -> None:
+        super().__init__(model or "")
+        self.model = model
+        self.provider = provider
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        model = self.model
+        if model is None and isinstance(kwargs.get("model"), str):
+            model = kwargs["model"]
+        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+        if model:
+            attributes[sc.GEN_AI_REQUEST_MODEL] = model
+        if self.provider:
+            attributes[sc.GEN_AI_PROVIDER_NAME] = self.provider
+        _conversation(attributes, parent)
+        return (f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT), SpanKind.CLIENT, attributes
+
+    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
+        return otel_context.set_value(MODEL_CALL_KEY, invocation, invocation.context)
+
+    def record_result(self, invocation: Invocation, result: Any) -> None:
+        self.record_item(invocation, result)
+        model = response_model(result)
+        if model is not None:
+            invocation.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
+        if result is not None:
+            invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+            captured = capture_messages(output_messages(result), get_config())
+            if captured is not None:
+                invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+                if captured.truncated:
+                    invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+
+    def record_item(self, invocation: Invocation, item: Any) -> None:
+        """Usage found in a streamed chunk (usually the last) or the result, unless set explicitly."""
+        if not invocation.explicit_usage:
+            usage = extract_usage(item)
+            if usage is not None:
+                set_usage_on(invocation.span, usage)
+
+
+class TaskSpec(Spec):
+    """``ot.task``: ``invoke_workflow {name}``, one episode = one orchestration trace."""
+
+    def __init__(self, name: str | None, task_id: str | None, topology: str | None, system: str | None,
+                 workflow: str | None) -> None:
+        super().__init__(name or "")
+        self.task_id = task_id
+        self.topology = topology
+        self.system = system
+        self.workflow = workflow
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        task_id = self.task_id or str(uuid.uuid4())
+        attributes: Attributes = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
+            sc.ORCH_TASK_ID: task_id,
+            sc.GEN_AI_CONVERSATION_ID: task_id,
+        }
+        if self.workflow:
+            attributes[sc.GEN_AI_WORKFLOW_NAME] = self.workflow
+        if self.topology is not None:
+            attributes[sc.ORCH_TOPOLOGY] = self.topology
+        if self.system is not None:
+            attributes[sc.ORCH_SYSTEM] = self.system
+        label = self.name or self.task_id or self.workflow or task_id
+        return f"{sc.OP_INVOKE_WORKFLOW} {label}", SpanKind.INTERNAL, attributes
+
+    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
+        return with_task(attributes[sc.ORCH_TASK_ID], invocation.context)

@@ -1,0 +1,144 @@
+"""Chat messages in the OTel GenAI shape, for ``gen_ai.input.messages`` / ``gen_ai.output.messages``.
+
+``[{"role": "user", "parts": [{"type": "text", "content": "..."}]}]``; output messages also carry
+``finish_reason``. Reads the message shapes users already have: plain strings, OpenAI-style dicts
+(``{"role", "content", "tool_calls"}``, ChatCompletion results with ``choices``), LangChain messages
+(``.type`` / ``.content`` / ``.tool_calls``) and ``("role", "text")`` pairs. Used with content capture only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrace.config import CaptureConfig
+from orchestrace.content import Captured, capture_text, to_text
+
+Message = dict[str, Any]
+Part = dict[str, Any]
+
+_ROLE_BY_LANGCHAIN_TYPE = {
+    "human": "user", "ai": "assistant", "AIMessageChunk": "assistant", "system": "system",
+    "tool": "tool", "function": "tool", "chat": "user",
+}
+
+
+def _get(value: Any, key: str, default: Any = None) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(key, default)
+    return getattr(value, key, default)
+
+
+def _text_parts(content: Any) -> list[Part]:
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    if isinstance(content, list | tuple):
+        parts: list[Part] = []
+        for item in content:
+            if isinstance(item, str):
+                parts.append({"type": "text", "content": item})
+            elif isinstance(item, Mapping) and item.get("type") == "text":
+                parts.append({"type": "text", "content": item.get("text", item.get("content", ""))})
+            else:
+                parts.append({"type": "text", "content": to_text(item)[0]})
+        return parts
+    return [{"type": "text", "content": to_text(content)[0]}]
+
+
+def _tool_call_parts(tool_calls: Any) -> list[Part]:
+    parts: list[Part] = []
+    for call in tool_calls or ():
+        function = _get(call, "function")
+        if function is not None:  # OpenAI: {"id", "function": {"name", "arguments": "<json>"}}
+            parts.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(function, "name"),
+                          "arguments": _get(function, "arguments")})
+        else:  # LangChain: {"id", "name", "args": {...}}
+            parts.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(call, "name"),
+                          "arguments": _get(call, "args", _get(call, "arguments"))})
+    return parts
+
+
+def to_message(value: Any, default_role: str = "user") -> Message | None:
+    """One message in the GenAI shape, or ``None`` when ``value`` does not look like a message."""
+    if isinstance(value, str):
+        return {"role": default_role, "parts": _text_parts(value)}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        return {"role": _ROLE_BY_LANGCHAIN_TYPE.get(value[0], value[0]), "parts": _text_parts(value[1])}
+    if isinstance(value, Mapping):
+        if "role" not in value and "content" not in value:
+            return None
+        role = str(value.get("role") or default_role)
+    else:
+        kind = getattr(value, "type", None)
+        if not isinstance(kind, str) or not hasattr(value, "content"):
+            return None
+        role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
+    content = _get(value, "content")
+    if role == "tool":
+        parts: list[Part] = [{"type": "tool_call_response", "id": _get(value, "tool_call_id"),
+                              "response": content if isinstance(content, str) else to_text(content)[0]}]
+    else:
+        parts = _text_parts(content) + _tool_call_parts(_get(value, "tool_calls"))
+    return {"role": role, "parts": parts}
+
+
+def input_messages(value: Any) -> list[Message]:
+    """Messages for a call's input (``value`` as given by ``content.call_input``)."""
+    if isinstance(value, Mapping) and "messages" in value and "role" not in value:
+        value = value["messages"]
+    if isinstance(value, list | tuple) and value and not (isinstance(value, tuple) and len(value) == 2
+                                                             and isinstance(value[0], str)):
+        converted = [to_message(item) for item in value]
+        if all(message is not None for message in converted):
+            return [message for message in converted if message is not None]
+    return [to_message(value) or {"role": "user", "parts": _text_parts(to_text(value)[0])}]
+
+
+def output_messages(result: Any) -> list[Message]:
+    """Messages for a call's result: ChatCompletion choices, a message, a state with ``messages``, text."""
+    choices = _get(result, "choices") if not isinstance(result, str) else None
+    if isinstance(choices, list | tuple) and choices:
+        messages = []
+        for choice in choices:
+            message = to_message(_get(choice, "message"), "assistant") or {"role": "assistant", "parts": []}
+            message["finish_reason"] = _get(choice, "finish_reason") or "stop"
+            messages.append(message)
+        return messages
+    if isinstance(result, Mapping) and isinstance(result.get("messages"), list) and result["messages"]:
+        result = result["messages"][-1]
+    message = to_message(result, "assistant") or {"role": "assistant",
+                                                  "parts": _text_parts(to_text(result)[0])}
+    metadata = _get(result, "response_metadata")
+    reason = _get(metadata, "finish_reason") if metadata is not None else None
+    message["finish_reason"] = reason or "stop"
+    return [message]
+
+
+def _clip(text: str, budget: int, config: CaptureConfig) -> tuple[str, bool]:
+    # Only a prefix of a huge text is redacted and kept.
+    window, cut = to_text(text, budget + 1024)
+    captured = capture_text(window, dataclasses.replace(config, max_content_bytes=budget), cut)
+    return (captured.text, captured.truncated) if captured else ("", True)
+
+
+def capture_messages(messages: list[Message], config: CaptureConfig) -> Captured | None:
+    """The messages as a JSON attribute value: every text redacted, all texts together cut to the size
+    limit (the JSON itself stays valid). ``None`` when capture is off."""
+    if not config.capture_content:
+        return None
+    budget = config.max_content_bytes
+    truncated = False
+    for message in messages:
+        for part in message["parts"]:
+            for key in ("content", "response"):
+                if isinstance(part.get(key), str):
+                    part[key], cut = _clip(part[key], budget, config)
+                    budget = max(0, budget - len(part[key].encode("utf-8", "surrogatepass")))
+                    truncated = truncated or cut
+            if part.get("arguments") is not None and not isinstance(part["arguments"], str):
+                part["arguments"] = json.loads(json.dumps(part["arguments"], default=str))
+    return Captured(json.dumps(messages, ensure_ascii=False, default=str), truncated)

@@ -1,0 +1,295 @@
+"""Orchestration calls: span events on the current span (and ``aggregate``, a span of its own).
+
+Every call is a no-op outside a recording span and never raises. Agents may be named by a string or by the
+``@ot.agent`` function itself. Event encodings are described in :mod:`orchestrace.semconv`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
+
+from orchestrace import results
+from orchestrace import semconv as sc
+from orchestrace.config import get_config
+from orchestrace.content import capture, content_ref
+from orchestrace.context import MODEL_CALL_KEY, current_agent
+from orchestrace.decorators import AGENT_ATTRIBUTE
+from orchestrace.failsafe import failsafe
+from orchestrace.messages import capture_messages, output_messages
+from orchestrace.tracing import get_tracer
+from orchestrace.usage import Usage
+
+Attributes = dict[str, Any]
+AgentRef = Any  # a name, or an @ot.agent-decorated callable
+
+
+def _recording_span() -> Span | None:
+    span = trace.get_current_span()
+    return span if span.is_recording() else None
+
+
+def _agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
+    if isinstance(agent, str):
+        return agent, None
+    declared = getattr(agent, AGENT_ATTRIBUTE, None)
+    if isinstance(declared, tuple):
+        return str(declared[0]), declared[1]
+    return str(getattr(agent, "__name__", agent)), None
+
+
+def _put(attributes: Attributes, key: str, value: Any) -> None:
+    if value is not None:
+        attributes[key] = value
+
+
+def _content(attributes: Attributes, content: Any) -> None:
+    """The content's ref always; the (redacted, truncated) content itself only with capture on."""
+    if content is None:
+        return
+    attributes[sc.ORCH_CONTENT_REF] = content_ref(content)
+    captured = capture(content)
+    if captured is not None:
+        attributes[sc.ORCH_CONTENT] = captured.text
+        if captured.truncated:
+            attributes[sc.ORCH_CONTENT_TRUNCATED] = True
+
+
+def _emit(name: str, attributes: Attributes) -> None:
+    span = _recording_span()
+    if span is not None:
+        span.add_event(name, attributes)
+
+
+def _target(agent: AgentRef, agent_id: str | None, role: str | None, reason: str | None) -> Attributes:
+    name, declared_role = _agent_name_role(agent)
+    attributes: Attributes = {sc.ORCH_TARGET_AGENT: name}
+    _put(attributes, sc.ORCH_TARGET_ID, agent_id)
+    _put(attributes, sc.ORCH_TARGET_ROLE, role or declared_role)
+    _put(attributes, sc.ORCH_REASON, reason)
+    return attributes
+
+
+@failsafe(default=None)
+def spawn(agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
+          reason: str | None = None) -> None:
+    """The current agent creates a new agent instance (matched to that agent's next span by the collector)."""
+    if _recording_span() is not None:
+        _emit(sc.EVENT_SPAWN, _target(agent, agent_id, role, reason))
+
+
+@failsafe(default=None)
+def delegate(agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
+             reason: str | None = None, handoff: bool = False) -> None:
+    """The current agent hands work to ``agent``; ``handoff=True`` for a transfer of control without return.
+
+    Calling an ``@ot.agent`` function is already a delegation with a return: this call adds the reason.
+    """
+    if _recording_span() is not None:
+        attributes = _target(agent, agent_id, role, reason)
+        if handoff:
+            attributes[sc.ORCH_HANDOFF] = True
+        _emit(sc.EVENT_DELEGATE, attributes)
+
+
+@failsafe(default=None)
+def message(to: AgentRef, content: Any = None, *, sender: AgentRef | None = None) -> None:
+    """A message from the current agent (or ``sender``) to ``to``."""
+    if _recording_span() is None:
+        return
+    attributes: Attributes = {sc.ORCH_TO: _agent_name_role(to)[0]}
+    if sender is not None:
+        attributes[sc.ORCH_FROM] = _agent_name_role(sender)[0]
+    else:
+        frame = current_agent()
+        _put(attributes, sc.ORCH_FROM, frame.name if frame else None)
+    _content(attributes, content)
+    _emit(sc.EVENT_MESSAGE, attributes)
+
+
+@failsafe(default=None)
+def decide(kind: str, *, target: AgentRef | None = None, reason: str | None = None,
+           options: Sequence[str] | None = None) -> None:
+    """An orchestration decision: one of ``semconv.DECISION_KINDS`` (spawn, delegate, communicate,
+    aggregate, stop) or a free label, with the chosen target and the options considered."""
+    if _recording_span() is None:
+        return
+    attributes: Attributes = {sc.ORCH_DECISION_KIND: str(kind)}
+    if target is not None:
+        attributes[sc.ORCH_TARGET_AGENT] = _agent_name_role(target)[0]
+    _put(attributes, sc.ORCH_REASON, reason)
+    if options is not None:
+        attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
+    _emit(sc.EVENT_DECISION, attributes)
+
+
+@failsafe(default=None)
+def stop(reason: str | None = None) -> None:
+    """The decision to stop the run."""
+    if _recording_span() is not None:
+        attributes: Attributes = {}
+        _put(attributes, sc.ORCH_REASON, reason)
+        _emit(sc.EVENT_STOP, attributes)
+
+
+@failsafe(default=None)
+def human_intervention(kind: str = "feedback", *, actor: str | None = None, content: Any = None) -> None:
+    """A human stepped in: ``interrupt``, ``resume``, ``approve``, ``edit``, ``reject`` or ``feedback``."""
+    if _recording_span() is None:
+        return
+    attributes: Attributes = {sc.ORCH_HUMAN_KIND: kind}
+    _put(attributes, sc.ORCH_HUMAN_ACTOR, actor)
+    _content(attributes, content)
+    _emit(sc.EVENT_HUMAN_INTERVENTION, attributes)
+
+
+@failsafe(default=None)
+def safety_event(category: str, *, severity: str | None = None, action: str | None = None,
+                 source: str | None = None) -> None:
+    """A safety finding (e.g. ``prompt_injection``), its severity, what was done, and where it came from
+    (a tool call id or span id)."""
+    if _recording_span() is None:
+        return
+    attributes: Attributes = {sc.ORCH_SAFETY_CATEGORY: category}
+    _put(attributes, sc.ORCH_SAFETY_SEVERITY, severity)
+    _put(attributes, sc.ORCH_SAFETY_ACTION, action)
+    _put(attributes, sc.ORCH_SAFETY_SOURCE, source)
+    _emit(sc.EVENT_SAFETY, attributes)
+
+
+@failsafe(default=None)
+def reward(value: float, *, name: str | None = None, family: str | None = None, unit: str | None = None,
+           target: str | None = None, label: str | None = None, explanation: str | None = None) -> None:
+    """A reward, as a GenAI ``gen_ai.evaluation.result`` event plus its family (``semconv.REWARD_FAMILIES``),
+    unit (``semconv.REWARD_UNITS``) and target (e.g. an agent id). ``name`` defaults to the family."""
+    if _recording_span() is None:
+        return
+    attributes: Attributes = {
+        sc.GEN_AI_EVALUATION_NAME: name or family or "reward",
+        sc.GEN_AI_EVALUATION_SCORE_VALUE: float(value),
+    }
+    _put(attributes, sc.GEN_AI_EVALUATION_SCORE_LABEL, label)
+    _put(attributes, sc.GEN_AI_EVALUATION_EXPLANATION, explanation)
+    _put(attributes, sc.ORCH_REWARD_FAMILY, family)
+    _put(attributes, sc.ORCH_REWARD_UNIT, unit)
+    _put(attributes, sc.ORCH_REWARD_TARGET, target)
+    _emit(sc.EVENT_EVALUATION_RESULT, attributes)
+
+
+@failsafe(default=None)
+def set_usage(input_tokens: int | None = None, output_tokens: int | None = None) -> None:
+    """Token usage of the current ``@ot.llm`` call (wins over what its result says)."""
+    from orchestrace.invocation import Invocation, set_usage_on
+
+    invocation = otel_context.get_value(MODEL_CALL_KEY)
+    if isinstance(invocation, Invocation):
+        invocation.explicit_usage = True
+        span: Span | None = invocation.span
+    else:
+        span = _recording_span()
+    if span is not None:
+        set_usage_on(span, Usage(input_tokens, output_tokens))
+
+
+# --- aggregate ----------------------------------------------------------------------------------------------
+def _links(inputs: Iterable[Any]) -> list[Link]:
+    links: list[Link] = []
+    seen: set[tuple[int, int]] = set()
+    attributes = {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}
+    for value in inputs:
+        if isinstance(value, Span):
+            value = value.get_span_context()
+        candidates = [value] if isinstance(value, SpanContext) else results.producers(content_ref(value))
+        # Equal values from several producers: link the next producer not linked yet.
+        for candidate in candidates:
+            key = (candidate.trace_id, candidate.span_id)
+            if candidate.is_valid and key not in seen:
+                seen.add(key)
+                links.append(Link(candidate, attributes))
+                break
+    return links
+
+
+class Aggregation:
+    """The merge in progress: ``set_result(value)`` records what it produced."""
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+
+    @failsafe(default=None)
+    def set_result(self, value: Any) -> None:
+        if self.span is None or not self.span.is_recording() or value is None:
+            return
+        ref = content_ref(value)
+        self.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
+        results.record(ref, self.span.get_span_context())
+        captured = capture_messages(output_messages(value), get_config())
+        if captured is not None:
+            self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+
+
+class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case: used like a function
+                contextlib.AbstractAsyncContextManager["Aggregation"]):
+    """``with ot.aggregate(results) as merge:``: an ``aggregate {agent}`` span linked to the spans that
+    produced ``results`` (values returned by ``@ot.agent`` / ``@ot.tool`` calls, or ``SpanContext`` /
+    ``Span`` objects). Values nobody is known to have produced are simply not linked."""
+
+    def __init__(self, inputs: Iterable[Any] = (), *, agent: AgentRef | None = None,
+                 reason: str | None = None) -> None:
+        self._inputs = inputs
+        self._agent = agent
+        self._reason = reason
+        self._state: list[tuple[Span | None, object]] = []
+
+    @failsafe(default=None)
+    def _start(self) -> tuple[Span, object] | None:
+        parent = _recording_span()
+        if parent is None:
+            return None
+        inputs = list(self._inputs)
+        if self._agent is not None:
+            label = _agent_name_role(self._agent)[0]
+        else:
+            frame = current_agent()
+            label = frame.name if frame else sc.OPERATION_AGGREGATE
+        attributes: Attributes = {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE,
+                                  sc.ORCH_INPUT_REF: content_ref(inputs)}
+        _put(attributes, sc.ORCH_REASON, self._reason)
+        span = get_tracer().start_span(f"{sc.OPERATION_AGGREGATE} {label}", attributes=attributes,
+                                       links=_links(inputs))
+        return span, otel_context.attach(trace.set_span_in_context(span))
+
+    def __enter__(self) -> Aggregation:
+        started = self._start()
+        self._state.append(started or (None, None))
+        return Aggregation(started[0] if started else None)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        span, token = self._state.pop() if self._state else (None, None)
+        if span is not None:
+            self._end(span, token, exc)
+
+    @failsafe(default=None)
+    def _end(self, span: Span, token: object, exc: BaseException | None) -> None:
+        try:
+            otel_context.detach(token)  # type: ignore[arg-type]
+            if exc is not None:
+                span.record_exception(exc, escaped=True)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        finally:
+            span.end()
+
+    async def __aenter__(self) -> Aggregation:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        self.__exit__(exc_type, exc, traceback)
+

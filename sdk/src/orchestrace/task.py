@@ -1,0 +1,104 @@
+"""``ot.task``: one episode (one orchestration trace), as a decorator or a ``with`` block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from opentelemetry.trace import Span
+
+from orchestrace import semconv as sc
+from orchestrace.decorators import instrument
+from orchestrace.failsafe import failsafe
+from orchestrace.invocation import Invocation, TaskSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TaskRun:
+    """The running task a ``with ot.task(...) as run:`` block gets."""
+
+    def __init__(self, invocation: Invocation | None) -> None:
+        self._invocation = invocation
+
+    @property
+    def span(self) -> Span | None:
+        return self._invocation.span if self._invocation else None
+
+    @property
+    def task_id(self) -> str | None:
+        attributes = getattr(self.span, "attributes", None) or {}
+        task_id = attributes.get(sc.ORCH_TASK_ID)
+        return task_id if isinstance(task_id, str) else None
+
+    @failsafe(default=None)
+    def set_success(self, success: bool | float) -> None:
+        """Record the task's outcome (``True``/``1.0`` success): the trace's ``metrics.task_success``."""
+        if self._invocation is not None:
+            self._invocation.span.set_attribute(sc.ORCH_TASK_SUCCESS, float(success))
+
+    @failsafe(default=None)
+    def set_result(self, result: Any) -> None:
+        """Record the task's output (its content ref; content too when capture is on)."""
+        if self._invocation is not None and self._invocation.span.is_recording():
+            self._invocation.spec.record_result(self._invocation, result)
+
+
+class TaskScope:
+    """What ``ot.task(...)`` returns: a decorator, and a (sync or async) context manager."""
+
+    def __init__(self, task_id: str | None, topology: str | None, system: str | None, name: str | None,
+                 ) -> None:
+        self._options = (task_id, topology, system, name)
+        self._active: list[tuple[Invocation | None, object]] = []
+
+    def _spec(self, workflow: str | None) -> TaskSpec:
+        task_id, topology, system, name = self._options
+        return TaskSpec(name, task_id, topology, system, workflow)
+
+    def __call__(self, func: F) -> F:
+        workflow = getattr(getattr(func, "__func__", func), "__name__", None)
+        return instrument(func, self._spec(workflow))
+
+    def __enter__(self) -> TaskRun:
+        invocation = self._spec(self._options[3]).begin((), {})
+        token = invocation.activate() if invocation is not None else None
+        self._active.append((invocation, token))
+        return TaskRun(invocation)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        invocation, token = self._active.pop() if self._active else (None, None)
+        if invocation is None:
+            return
+        invocation.deactivate(token)
+        if exc is not None:
+            invocation.fail(exc)
+        else:
+            invocation.finish(None)
+
+    async def __aenter__(self) -> TaskRun:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+
+@overload
+def task(task_id: F, /) -> F: ...
+@overload
+def task(task_id: str | None = None, *, topology: str | None = None, system: str | None = None,
+         name: str | None = None) -> TaskScope: ...
+def task(task_id: Any = None, *, topology: str | None = None, system: str | None = None,
+         name: str | None = None) -> Any:
+    """One episode: an ``invoke_workflow {name}`` span whose descendants form one orchestration trace.
+
+    ``task_id`` defaults to a fresh uuid per run; ``topology`` and ``system`` describe the team (the
+    trace's ``topology`` / ``system``). The span is named after ``name``, else the given ``task_id``,
+    else the decorated function, else the generated id.
+    """
+    if task_id is None or isinstance(task_id, str):
+        return TaskScope(task_id, topology, system, name)
+    return TaskScope(None, topology, system, name)(task_id)

@@ -1,0 +1,208 @@
+"""``ot.configure``: where spans go, and the tracer every orchestrace span is made with.
+
+Behaviour worth knowing:
+
+* Idempotent. The first call sets tracing up and returns a :class:`TracingHandle`; later calls return the
+  same handle, apply the content settings they pass, and add the exporters / ``trace_dir`` they name
+  explicitly that are not installed yet (a name is never installed twice). Passing a *different*
+  ``tracer_provider`` starts over with that provider (tests use a fresh one each).
+* Never replaces an SDK ``TracerProvider`` the application already installed: its processors are added to it.
+  Otherwise a new provider (resource from ``service_name`` / ``OTEL_SERVICE_NAME``) becomes the global one.
+* ``exporter=None`` reads ``OTEL_TRACES_EXPORTER`` (comma-separated names), default ``otlp``;
+  ``OTEL_SDK_DISABLED=true`` turns everything into no-ops.
+* ``BatchSpanProcessor`` by default (``batch=False`` exports each span as it ends; the ``memory`` exporter
+  always does). The provider flushes and shuts down at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from orchestrace.config import CaptureConfig, Redactor, get_config, set_config
+from orchestrace.exporters import create_exporter
+from orchestrace.failsafe import log_once, logger
+from orchestrace.version import __version__
+
+ExporterSpec = str | SpanExporter
+
+_lock = threading.RLock()
+_handle: TracingHandle | None = None
+_tracer: trace.Tracer | None = None
+_TRACER_NAME = "orchestrace"
+
+
+class TracingHandle:
+    """What ``configure`` set up: flush, shut down, and (``memory`` exporter) read the finished spans."""
+
+    def __init__(self, tracer_provider: TracerProvider | None, owns_provider: bool) -> None:
+        #: The provider orchestrace's spans go to (``None`` when tracing is disabled).
+        self.tracer_provider = tracer_provider
+        #: The in-memory exporter when ``"memory"`` was requested.
+        self.memory_exporter: InMemorySpanExporter | None = None
+        self._owns_provider = owns_provider
+        self._processors: list[SpanProcessor] = []
+        self._installed: set[str] = set()
+
+    def get_finished_spans(self) -> tuple[ReadableSpan, ...]:
+        """Spans the ``memory`` exporter holds (empty without one)."""
+        return tuple(self.memory_exporter.get_finished_spans()) if self.memory_exporter else ()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export every finished span now. Never raises; ``False`` when something did not flush."""
+        ok = True
+        for processor in self._processors:
+            try:
+                ok = processor.force_flush(timeout_millis) and ok
+            except Exception as exc:
+                log_once("tracing.TracingHandle.force_flush", exc)
+                ok = False
+        return ok
+
+    def shutdown(self) -> None:
+        """Flush and stop what orchestrace installed; later orchestrace spans go to the global provider."""
+        global _handle, _tracer
+        for processor in self._processors:
+            try:
+                processor.shutdown()
+            except Exception as exc:
+                log_once("tracing.TracingHandle.shutdown", exc)
+        self._processors.clear()
+        with _lock:
+            if _handle is self:
+                _handle, _tracer = None, None
+
+    def _add(self, key: str, exporter: SpanExporter, batch: bool) -> None:
+        if self.tracer_provider is None or key in self._installed:
+            return
+        processor: SpanProcessor
+        if isinstance(exporter, InMemorySpanExporter):
+            self.memory_exporter = self.memory_exporter or exporter
+            processor = SimpleSpanProcessor(exporter)  # readable right after a span ends
+        else:
+            processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+        self.tracer_provider.add_span_processor(processor)
+        self._processors.append(processor)
+        self._installed.add(key)
+
+
+def get_tracer() -> trace.Tracer:
+    """The tracer for orchestrace spans: from the configured provider, else the global one."""
+    global _tracer
+    tracer = _tracer
+    if tracer is None:
+        with _lock:
+            if _tracer is None:
+                _tracer = trace.get_tracer(_TRACER_NAME, __version__)
+            tracer = _tracer
+    return tracer
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
+
+
+def _exporter_specs(exporter: ExporterSpec | Sequence[ExporterSpec] | None) -> list[ExporterSpec]:
+    if exporter is None:
+        return []
+    if isinstance(exporter, str | SpanExporter):
+        return [exporter]
+    return list(exporter)
+
+
+def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | None,
+             trace_dir: str | os.PathLike[str] | None, batch: bool) -> None:
+    for spec in specs:
+        if isinstance(spec, SpanExporter):
+            handle._add(f"instance:{id(spec)}", spec, batch)
+            continue
+        key = spec.strip().lower() if not spec.strip().lower().startswith("file:") else spec.strip()
+        if key in handle._installed:
+            continue
+        exporter = create_exporter(spec, endpoint)
+        if exporter is not None:
+            handle._add(key, exporter, batch)
+    if trace_dir is not None:
+        key = f"trace_dir:{os.fspath(trace_dir)}"
+        if key not in handle._installed:
+            try:
+                from orchestrace_collector.inprocess import TraceDirExporter
+            except ImportError as exc:
+                logger.error("orchestrace: trace_dir needs the collector (pip install "
+                             "'orchestrace[collector]'); traces are not written to %s (%s)", trace_dir, exc)
+                return
+            handle._add(key, TraceDirExporter(os.fspath(trace_dir)), batch)
+
+
+def _provider(service_name: str | None) -> tuple[TracerProvider, bool]:
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current, False
+    attributes = {SERVICE_NAME: service_name} if service_name else {}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    trace.set_tracer_provider(provider)
+    return provider, True
+
+
+def configure(
+    service_name: str | None = None,
+    *,
+    exporter: ExporterSpec | Sequence[ExporterSpec] | None = None,
+    endpoint: str | None = None,
+    capture_content: bool | None = None,
+    trace_dir: str | os.PathLike[str] | None = None,
+    max_content_bytes: int | None = None,
+    redact: Redactor | None = None,
+    batch: bool = True,
+    tracer_provider: TracerProvider | None = None,
+) -> TracingHandle:
+    """Set up tracing for orchestrace (see the module docstring). Never raises.
+
+    ``exporter``: a name (``otlp``, ``otlp-grpc``, ``jaeger``, ``console``, ``memory``, ``file:PATH``,
+    ``none``), a ``SpanExporter``, or a list of them. ``endpoint``: the OTLP base URL (``/v1/traces`` is
+    added for http) or gRPC address. ``capture_content`` / ``max_content_bytes`` / ``redact``: see
+    :class:`orchestrace.config.CaptureConfig`. ``trace_dir``: also write finished orchestration traces
+    there in-process (needs ``orchestrace-collector``). ``tracer_provider``: use this SDK provider
+    (not made global) instead of the global one.
+    """
+    global _handle, _tracer
+    with _lock:
+        try:
+            base = get_config() if _handle is not None else CaptureConfig.from_env()
+            changes = {key: value for key, value in (("capture_content", capture_content),
+                                                     ("max_content_bytes", max_content_bytes),
+                                                     ("redact", redact)) if value is not None}
+            set_config(replace(base, **changes))  # type: ignore[arg-type]
+
+            specs = _exporter_specs(exporter)
+            if _handle is not None and tracer_provider in (None, _handle.tracer_provider):
+                _install(_handle, specs, endpoint, trace_dir, batch)
+                return _handle
+
+            if _env_true("OTEL_SDK_DISABLED"):
+                _handle, _tracer = TracingHandle(None, False), None
+                return _handle
+
+            if tracer_provider is not None:
+                provider, owns = tracer_provider, False
+            else:
+                provider, owns = _provider(service_name)
+            handle = TracingHandle(provider, owns)
+            if not specs:
+                env = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
+                specs = [name for name in env.split(",") if name.strip()]
+            _install(handle, specs, endpoint, trace_dir, batch)
+            _handle = handle
+            _tracer = provider.get_tracer(_TRACER_NAME, __version__)
+            return handle
+        except Exception as exc:
+            log_once("tracing.configure", exc)
+            return _handle or TracingHandle(None, False)

@@ -1,0 +1,3 @@
+"""Version of the orchestrace distribution."""
+
+__version__ = "0.1.0"
