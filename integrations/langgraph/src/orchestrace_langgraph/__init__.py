@@ -1,0 +1,90 @@
+"""OpenTelemetry auto-instrumentation of LangGraph that records the orchestration.
+
+``LangGraphInstrumentor().instrument(tracer_provider=None)`` patches:
+
+* ``Pregel.stream`` / ``Pregel.astream``: one ``invoke_workflow {graph}`` span per graph run (subgraphs too);
+* ``langgraph.pregel._runner.run_with_retry`` / ``arun_with_retry``: one span per node execution
+  (``{node}``, or ``invoke_agent {node}`` for agents), with routing, ``Send``, handoff and interrupt events;
+* ``BranchSpec._finish``: the choice of each conditional edge;
+* ``BaseTool.run`` / ``BaseTool.arun``: ``execute_tool {name}``;
+* ``BaseCallbackManager.__init__``: a callback handler for ``chat {model}`` spans with token usage.
+
+Mark a node as an agent with ``add_node(name, fn, metadata={AGENT_METADATA_KEY: True})`` (optionally
+``AGENT_ROLE_METADATA_KEY: "<role>"``); compiled graphs used as nodes are agents without a marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import langchain_core.callbacks.base
+import langchain_core.tools
+import langgraph.graph._branch
+import langgraph.pregel
+import langgraph.pregel._runner
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+from orchestrace_langgraph.actors import InterruptLog, NamespaceIndex
+from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, callback_manager_init
+from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
+from orchestrace_langgraph.package import _instruments
+from orchestrace_langgraph.routing import branch_finish
+from orchestrace_langgraph.tools import ToolTracer
+from orchestrace_langgraph.version import __version__
+from orchestrace_langgraph.workflow import EpisodeId, WorkflowTracer, thread_episode
+
+__all__ = ["AGENT_METADATA_KEY", "AGENT_ROLE_METADATA_KEY", "LangGraphInstrumentor", "__version__"]
+
+# (object, attribute) pairs patched by ``_instrument``, undone by ``_uninstrument``.
+_PATCHES: tuple[tuple[Any, str], ...] = (
+    (langgraph.pregel.Pregel, "stream"),
+    (langgraph.pregel.Pregel, "astream"),
+    (langgraph.pregel._runner, "run_with_retry"),
+    (langgraph.pregel._runner, "arun_with_retry"),
+    (langgraph.graph._branch.BranchSpec, "_finish"),
+    (langchain_core.tools.BaseTool, "run"),
+    (langchain_core.tools.BaseTool, "arun"),
+    (langchain_core.callbacks.base.BaseCallbackManager, "__init__"),
+)
+
+
+class LangGraphInstrumentor(BaseInstrumentor):
+    """Instruments LangGraph (and LangChain tools and chat models) for orchestrace.
+
+    ``instrument(tracer_provider=None, episode_id=None)``: ``episode_id(config) -> str | None`` names the
+    episode a run belongs to (``orchestrace.episode.id``); by default the run's ``thread_id``, so that an
+    interrupted run and its resume are stitched into one episode.
+    """
+
+    _handler: ChatModelCallbackHandler | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer = trace.get_tracer(__name__, __version__, kwargs.get("tracer_provider"))
+        episode_id: EpisodeId = kwargs.get("episode_id") or thread_episode
+        interrupts = InterruptLog()
+        namespaces = NamespaceIndex()
+        workflows = WorkflowTracer(tracer, interrupts, episode_id)
+        nodes = NodeTracer(tracer, namespaces, interrupts)
+        tools = ToolTracer(tracer)
+        self._handler = ChatModelCallbackHandler(tracer)
+        wrappers: tuple[Any, ...] = (
+            workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
+            branch_finish, tools.run, tools.arun, callback_manager_init(self._handler),
+        )
+        for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
+            wrap_function_wrapper(owner, attribute, wrapper)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, attribute in _PATCHES:
+            unwrap(owner, attribute)
+        if self._handler is not None:
+            # Managers created while instrumented keep the handler object; it goes quiet.
+            self._handler.enabled = False
+            self._handler = None

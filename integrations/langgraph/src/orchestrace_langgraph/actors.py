@@ -1,0 +1,138 @@
+"""The spans that own orchestration events (graph runs and node executions) and how code finds them.
+
+A graph run and the node execution around the current code travel in the OpenTelemetry ``Context`` (so they
+cross thread pools and asyncio tasks exactly as span parents do). Node executions are also indexed by their
+checkpoint namespace, which is how a ``Command.PARENT`` handoff raised deep in a subgraph finds the node of
+the parent graph that hands off.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Link, Span, SpanContext
+
+_RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
+_NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
+
+
+@dataclass(slots=True)
+class Actor:
+    span: Span
+    name: str
+
+
+@dataclass(slots=True)
+class SendResult:
+    """A finished pushed task (a ``Send`` target) and the channels it wrote, for the node aggregating them."""
+
+    span_context: SpanContext
+    channels: frozenset[str]
+
+
+@dataclass(slots=True)
+class Run(Actor):
+    """One graph run (``invoke_workflow``)."""
+
+    thread_id: str | None = None
+    _sends: list[SendResult] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_send_result(self, result: SendResult) -> None:
+        with self._lock:
+            self._sends.append(result)
+
+    def take_aggregate_inputs(self, triggers: frozenset[str]) -> list[SpanContext]:
+        """Span contexts of the pushed tasks whose writes trigger a node; each is handed out once."""
+        with self._lock:
+            hits = [s for s in self._sends if s.channels & triggers]
+            if hits:
+                self._sends = [s for s in self._sends if not (s.channels & triggers)]
+        return [s.span_context for s in hits]
+
+
+@dataclass(slots=True)
+class Node(Actor):
+    """One node execution (a LangGraph task)."""
+
+    namespace: str = ""
+    agent_id: str | None = None  # set when the node is an agent
+
+
+def with_run(ctx: otel_context.Context, run: Run) -> otel_context.Context:
+    return otel_context.set_value(_NODE_KEY, None, otel_context.set_value(_RUN_KEY, run, ctx))
+
+
+def with_node(ctx: otel_context.Context, node: Node) -> otel_context.Context:
+    return otel_context.set_value(_NODE_KEY, node, ctx)
+
+
+def current_run() -> Run | None:
+    run = otel_context.get_value(_RUN_KEY)
+    return run if isinstance(run, Run) else None
+
+
+def current_node() -> Node | None:
+    node = otel_context.get_value(_NODE_KEY)
+    return node if isinstance(node, Node) else None
+
+
+def current_actor() -> Actor | None:
+    """The innermost node execution, else the graph run, around the calling code."""
+    return current_node() or current_run()
+
+
+class NamespaceIndex:
+    """Node executions in progress, by checkpoint namespace."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Node] = {}
+        self._lock = threading.Lock()
+
+    def add(self, node: Node) -> None:
+        with self._lock:
+            self._nodes[node.namespace] = node
+
+    def remove(self, node: Node) -> None:
+        with self._lock:
+            if self._nodes.get(node.namespace) is node:
+                del self._nodes[node.namespace]
+
+    def get(self, namespace: str) -> Node | None:
+        with self._lock:
+            return self._nodes.get(namespace)
+
+
+class InterruptLog:
+    """Interrupts already recorded (one event per interrupt however many graphs it bubbles through), and the
+    span that last asked a human on each thread, so that the resume can link to it."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._by_thread: OrderedDict[str, SpanContext] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def first_time(self, interrupt_id: str) -> bool:
+        with self._lock:
+            if interrupt_id in self._seen:
+                return False
+            self._seen[interrupt_id] = None
+            while len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+            return True
+
+    def asked(self, thread_id: str, span_context: SpanContext) -> None:
+        with self._lock:
+            self._by_thread[thread_id] = span_context
+            self._by_thread.move_to_end(thread_id)
+            while len(self._by_thread) > self._size:
+                self._by_thread.popitem(last=False)
+
+    def resume_links(self, thread_id: str | None, attributes: dict[str, str]) -> list[Link]:
+        with self._lock:
+            asked = self._by_thread.pop(thread_id, None) if thread_id is not None else None
+        return [Link(asked, attributes)] if asked is not None else []

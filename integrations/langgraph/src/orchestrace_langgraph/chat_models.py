@@ -1,0 +1,167 @@
+"""``chat {model}`` spans from a LangChain callback handler added to every callback manager.
+
+Callbacks see every model call whatever its entry point (``invoke``, ``stream``, LangGraph's
+``stream_mode="messages"``, ``astream_events``) and, at ``on_llm_end``, the whole response with its token
+usage, also when it was streamed (LangChain merges the chunks before calling it). The span's parent is the
+context current where the model is called (the node, tool or user span around it); the handler runs inline,
+so that context is the caller's. One handler object is shared by all managers: it is added once per manager,
+whatever other handlers (OpenInference's, OpenLLMetry's) are there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id
+from opentelemetry.util.types import AttributeValue
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+from orchestrace_langgraph import history
+from orchestrace_langgraph.content import capture, content_ref, genai_messages, message_dict
+
+
+class _Call:
+    __slots__ = ("chained", "refs", "span")
+
+    def __init__(self, span: Span, refs: list[str], chained: list[str]) -> None:
+        self.span = span
+        self.refs = refs
+        self.chained = chained
+
+
+class ChatModelCallbackHandler(BaseCallbackHandler):
+    run_inline = True  # called in the model caller's context, so the current span is the right parent
+
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self._tracer = tracer
+        self._calls: dict[UUID, _Call] = {}
+        self._lock = threading.Lock()
+        self._prompts = history.PromptIndex()
+        self.enabled = True
+
+    @failsafe(None)
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *,
+                            run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not self.enabled:
+            return
+        metadata = metadata or {}
+        params = kwargs.get("invocation_params") or {}
+        model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
+        label = str(model) if model else _class_name(serialized)
+        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+        if model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
+        provider = metadata.get("ls_provider")
+        if provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
+        prompt = messages[0] if messages else []
+        refs = [content_ref(message_dict(m)) for m in prompt]
+        attrs[sc.ORCH_INPUT_REF] = content_ref([message_dict(m) for m in prompt])
+        attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
+        span = self._tracer.start_span(f"{sc.OP_CHAT} {label}", kind=SpanKind.CLIENT, attributes=attrs)
+        chained: list[str] = []
+        config = capture()
+        if config.capture_content:
+            chained = history.chain(refs)
+            prefix = self._prompts.longest_prefix(chained)
+            start = 0
+            if prefix is not None:
+                span.set_attribute(history.PREFIX_SPAN_ID, prefix[0])
+                span.set_attribute(history.PREFIX_LENGTH, prefix[1])
+                start = prefix[1]
+            value, truncated = genai_messages(prompt[start:], config)
+            span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, value)
+            if truncated:
+                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+        with self._lock:
+            self._calls[run_id] = _Call(span, refs, chained)
+
+    @failsafe(None)
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
+                   **kwargs: Any) -> None:
+        with self._lock:
+            call = self._calls.pop(run_id, None)
+        if call is None:
+            return
+        span = call.span
+        try:
+            first = response.generations[0] if response.generations else []
+            generation = first[0] if first else None
+            message = generation.message if isinstance(generation, ChatGeneration) else None
+            if message is not None:
+                _set_usage(span, message, response)
+                span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(message_dict(message)))
+                config = capture()
+                if config.capture_content:
+                    value, truncated = genai_messages([message], config)
+                    span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, value)
+                    if truncated:
+                        span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+                    out_ref = content_ref(message_dict(message))
+                    self._prompts.remember(format_span_id(span.get_span_context().span_id),
+                                           history.chain([*call.refs, out_ref]))
+        finally:
+            span.end()
+
+    @failsafe(None)
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
+                     **kwargs: Any) -> None:
+        with self._lock:
+            call = self._calls.pop(run_id, None)
+        if call is None:
+            return
+        if isinstance(error, Exception):
+            call.span.record_exception(error)
+        call.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
+        call.span.end()
+
+
+def _class_name(serialized: dict[str, Any] | None) -> str:
+    ids = (serialized or {}).get("id")
+    return str(ids[-1]) if isinstance(ids, list) and ids else "model"
+
+
+def _set_usage(span: Span, message: BaseMessage, response: LLMResult) -> None:
+    usage = getattr(message, "usage_metadata", None)
+    if usage:
+        span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, int(usage.get("input_tokens", 0)))
+        span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.get("output_tokens", 0)))
+    else:
+        token_usage = (response.llm_output or {}).get("token_usage") or {}
+        if "prompt_tokens" in token_usage:
+            span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, int(token_usage["prompt_tokens"]))
+        if "completion_tokens" in token_usage:
+            span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, int(token_usage["completion_tokens"]))
+    metadata = message.response_metadata or {}
+    finish = metadata.get("finish_reason") or metadata.get("stop_reason")
+    if finish:
+        span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, [str(finish)])
+    response_model = metadata.get("model_name") or metadata.get("model")
+    if response_model:
+        span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, str(response_model))
+
+
+def callback_manager_init(handler: ChatModelCallbackHandler) -> Callable[..., None]:
+    """Wrapper of ``BaseCallbackManager.__init__`` that makes every manager carry ``handler``."""
+
+    def wrapper(wrapped: Callable[..., None], instance: Any, args: Sequence[Any],
+                kwargs: dict[str, Any]) -> None:
+        wrapped(*args, **kwargs)
+        _add_handler(instance, handler)
+
+    return wrapper
+
+
+@failsafe(None)
+def _add_handler(manager: Any, handler: ChatModelCallbackHandler) -> None:
+    if handler not in manager.inheritable_handlers:
+        manager.add_handler(handler, inherit=True)

@@ -1,0 +1,63 @@
+"""Message history stored once: a model call exports only the messages that earlier calls did not.
+
+A chat prompt in an agent loop is the previous prompt, the previous completion and a few new messages.
+Exporting the whole prompt at every call makes a run of n calls O(n^2) bytes. Instead, each chat span names
+an earlier chat span whose prompt followed by its completion is the start of this prompt
+(:data:`PREFIX_SPAN_ID`, :data:`PREFIX_LENGTH`) and carries the content of the remaining messages only.
+The collector rebuilds the full prompt by following these references:
+``prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input_messages(s)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Final
+
+#: Span id (16 hex) of an earlier model call whose prompt + completion starts this call's prompt.
+PREFIX_SPAN_ID: Final = "orchestrace.content.prefix_span_id"
+#: How many messages of that earlier prompt + completion start this prompt.
+PREFIX_LENGTH: Final = "orchestrace.content.prefix_length"
+#: Number of messages in the whole prompt (the exported input messages are its last ones).
+INPUT_MESSAGE_COUNT: Final = "orchestrace.content.input_message_count"
+
+
+def chain(refs: Sequence[str]) -> list[str]:
+    """Running digests of a message sequence: ``out[i]`` identifies ``refs[: i + 1]``."""
+    out: list[str] = []
+    digest = ""
+    for ref in refs:
+        digest = hashlib.sha256(f"{digest}|{ref}".encode()).hexdigest()
+        out.append(digest)
+    return out
+
+
+class PromptIndex:
+    """Which message sequences were already exported, and by which span (bounded, thread-safe)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self._seen: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def longest_prefix(self, chained: Sequence[str]) -> tuple[str, int] | None:
+        """(span id, length) of the longest already exported start of the sequence, if any."""
+        with self._lock:
+            for i in range(len(chained) - 1, -1, -1):
+                hit = self._seen.get(chained[i])
+                if hit is not None:
+                    self._seen.move_to_end(chained[i])
+                    return hit[0], i + 1
+        return None
+
+    def remember(self, span_id: str, chained: Sequence[str]) -> None:
+        """Record that ``span_id`` exported the sequence ending at ``chained[-1]`` (prompt + completion)."""
+        with self._lock:
+            for i in (len(chained) - 2, len(chained) - 1):
+                if i >= 0:
+                    self._seen[chained[i]] = (span_id, i + 1)
+                    self._seen.move_to_end(chained[i])
+            while len(self._seen) > self._size:
+                self._seen.popitem(last=False)

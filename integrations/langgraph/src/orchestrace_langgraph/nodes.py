@@ -1,0 +1,186 @@
+"""One span per node execution, around LangGraph's task runner (``run_with_retry`` / ``arun_with_retry``).
+
+The span's context is attached inside the task, so whatever the node does (model calls, tools, subgraphs,
+plain OTel spans) nests under it, also in thread-pool and asyncio parallel branches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, PUSH, TASKS
+from langgraph.constants import START
+from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
+from langgraph.types import PregelExecutableTask, Send
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+from orchestrace_langgraph import routing
+from orchestrace_langgraph.actors import (
+    InterruptLog,
+    NamespaceIndex,
+    Node,
+    Run,
+    SendResult,
+    current_actor,
+    current_node,
+    current_run,
+    with_node,
+)
+from orchestrace_langgraph.content import content_ref
+
+#: ``add_node(..., metadata={AGENT_METADATA_KEY: True})`` marks a node as an agent (an ``invoke_agent`` span).
+AGENT_METADATA_KEY: Final = "orchestrace.agent"
+#: Optional node metadata: the agent's role (``orchestrace.agent.role``).
+AGENT_ROLE_METADATA_KEY: Final = sc.ORCH_AGENT_ROLE
+
+_MAX_TRIGGERS = 16
+
+
+def is_agent(task: PregelExecutableTask) -> bool:
+    """A node is an agent when it runs a compiled graph (a prebuilt react agent, the agents of
+    langgraph-supervisor and langgraph-swarm: LangGraph finds them as the task's subgraphs) or is marked."""
+    metadata = task.config.get("metadata") or {}
+    return bool(task.subgraphs) or bool(metadata.get(AGENT_METADATA_KEY))
+
+
+@dataclass(slots=True)
+class _Started:
+    task: PregelExecutableTask
+    node: Node | None  # None for LangGraph's internal input task, which gets no span
+    run: Run | None
+    ctx: otel_context.Context
+    thread_id: str | None
+
+
+class NodeTracer:
+    def __init__(self, tracer: Tracer, namespaces: NamespaceIndex, interrupts: InterruptLog) -> None:
+        self._tracer = tracer
+        self._namespaces = namespaces
+        self._interrupts = interrupts
+
+    # --- the wrappers (the user's node runs outside every guard) --------------------------------------------
+    def run_with_retry(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> Any:
+        started = self._start(args[0] if args else kwargs.get("task"))
+        if started is None:
+            return wrapped(*args, **kwargs)
+        token = otel_context.attach(started.ctx)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self._finish(started, None, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        self._finish(started, result, None)
+        return result
+
+    def arun_with_retry(self, wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._arun(wrapped, args, kwargs)
+
+    async def _arun(self, wrapped: Callable[..., Awaitable[Any]], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        started = self._start(args[0] if args else kwargs.get("task"))
+        if started is None:
+            return await wrapped(*args, **kwargs)
+        token = otel_context.attach(started.ctx)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self._finish(started, None, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        self._finish(started, result, None)
+        return result
+
+    # --- our own code: never raises -----------------------------------------------------------------------
+    @failsafe(None)
+    def _start(self, task: Any) -> _Started | None:
+        if not isinstance(task, PregelExecutableTask):
+            return None
+        run = current_run()
+        config = task.config
+        conf = config.get(CONF) or {}
+        metadata = config.get("metadata") or {}
+        thread_id = conf.get("thread_id")
+        thread_id = str(thread_id) if thread_id is not None else None
+        if task.name == START:
+            return _Started(task, None, run, otel_context.get_current(), thread_id)
+        namespace = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
+        attrs: dict[str, AttributeValue] = {
+            sc.ORCH_NODE_NAME: task.name,
+            sc.ORCH_NODE_ID: task.id,
+            sc.LANGGRAPH_NODE: task.name,
+            sc.LANGGRAPH_TASK_ID: task.id,
+            sc.LANGGRAPH_CHECKPOINT_NS: namespace,
+            sc.LANGGRAPH_TRIGGERS: [str(t) for t in task.triggers][:_MAX_TRIGGERS],
+        }
+        step = metadata.get("langgraph_step")
+        if isinstance(step, int):
+            attrs[sc.LANGGRAPH_STEP] = step
+        if thread_id is not None:
+            attrs[sc.LANGGRAPH_THREAD_ID] = thread_id
+        if is_agent(task):
+            name = f"{sc.OP_INVOKE_AGENT} {task.name}"
+            attrs[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+            attrs[sc.GEN_AI_AGENT_NAME] = task.name
+            attrs[sc.GEN_AI_AGENT_ID] = task.id
+            role = metadata.get(AGENT_ROLE_METADATA_KEY)
+            if isinstance(role, str):
+                attrs[sc.ORCH_AGENT_ROLE] = role
+            parent = current_node()
+            if parent is not None and parent.agent_id is not None:
+                attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
+        else:
+            name = task.name
+            attrs[sc.ORCH_OPERATION] = sc.OPERATION_NODE
+        links: list[Link] = []
+        if run is not None and not _pushed(task):
+            links = [Link(sc_, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
+                     for sc_ in run.take_aggregate_inputs(frozenset(str(t) for t in task.triggers))]
+        span = self._tracer.start_span(name, attributes=attrs, links=links)
+        node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
+        self._namespaces.add(node)
+        return _Started(task, node, run, with_node(trace.set_span_in_context(span), node), thread_id)
+
+    @failsafe(None)
+    def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
+        task, node = started.task, started.node
+        actor = node or current_actor()
+        try:
+            if actor is not None:
+                routing.record_sends(actor, [v for c, v in task.writes if c == TASKS and isinstance(v, Send)])
+                routing.record_commands(actor, result)
+            if isinstance(exc, ParentCommand):
+                routing.record_handoff(exc, self._namespaces, actor)
+            elif isinstance(exc, GraphInterrupt) and actor is not None:
+                routing.record_interrupt(actor, exc, self._interrupts, started.thread_id)
+            if node is None:
+                return
+            if exc is None:
+                node.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+                if _pushed(task) and started.run is not None:
+                    started.run.add_send_result(
+                        SendResult(node.span.get_span_context(), frozenset(str(c) for c, _ in task.writes))
+                    )
+            elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
+                node.span.record_exception(exc)
+                node.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+        finally:
+            if node is not None:
+                self._namespaces.remove(node)
+                node.span.end()
+
+
+def _pushed(task: PregelExecutableTask) -> bool:
+    """A task scheduled by a ``Send`` packet (or a functional-API call) rather than by channel triggers."""
+    return bool(task.path) and task.path[0] == PUSH

@@ -1,0 +1,1 @@
+_instruments = ("langgraph >= 1.0",)

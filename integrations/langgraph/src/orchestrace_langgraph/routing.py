@@ -1,0 +1,158 @@
+"""LangGraph's control flow as orchestration events on the span of the node (or graph run) that decided.
+
+* ``Send`` packets (from a conditional edge or ``Command(goto=[Send, ...])``): one spawn decision, then one
+  spawn per packet, naming the target node.
+* ``Command(goto=node)`` returned by a node, or a conditional edge choosing a node: a delegate decision.
+* A conditional edge or ``Command`` choosing ``END``: a stop.
+* ``Command(graph=Command.PARENT)`` (the ``ParentCommand`` exception; ``transfer_to_*`` tools of
+  langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
+  recorded on that node of the parent graph.
+* ``interrupt()`` (``GraphInterrupt``): a human intervention of kind ``interrupt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from langgraph.constants import END
+from langgraph.errors import GraphInterrupt, ParentCommand
+from langgraph.types import Command, Send
+from opentelemetry.util.types import AttributeValue
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+from orchestrace_langgraph.actors import Actor, InterruptLog, NamespaceIndex, current_actor
+from orchestrace_langgraph.content import content_ref
+
+#: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
+REASON_CONDITIONAL_EDGE = "conditional_edge"
+REASON_COMMAND = "command"
+HUMAN_INTERRUPT = "interrupt"
+HUMAN_RESUME = "resume"
+
+_MAX_OPTIONS = 32
+
+
+def _goto_list(goto: Any) -> list[Any]:
+    return list(goto) if isinstance(goto, (list, tuple)) else [goto]
+
+
+def commands_in(value: Any) -> list[Command]:
+    """The ``Command`` objects a node returned (itself, or inside a list such as a ToolNode's output)."""
+    if isinstance(value, Command):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, Command)]
+    return []
+
+
+def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
+    if not sends:
+        return
+    targets = sorted({s.node for s in sends})
+    decision: dict[str, AttributeValue] = {
+        sc.ORCH_DECISION_KIND: sc.DECISION_SPAWN,
+        sc.ORCH_DECISION_OPTIONS: targets[:_MAX_OPTIONS],
+    }
+    if len(targets) == 1:
+        decision[sc.ORCH_TARGET_AGENT] = targets[0]
+    actor.span.add_event(sc.EVENT_DECISION, decision)
+    for send in sends:
+        actor.span.add_event(
+            sc.EVENT_SPAWN, {sc.ORCH_TARGET_AGENT: send.node, sc.ORCH_CONTENT_REF: content_ref(send.arg)}
+        )
+
+
+def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
+                  options: Sequence[str] = ()) -> None:
+    """Routes to named nodes (``Send`` packets are recorded from the task's writes, not here)."""
+    for dest in destinations:
+        if not isinstance(dest, str):
+            continue
+        if dest == END:
+            actor.span.add_event(sc.EVENT_STOP, {sc.ORCH_REASON: reason, sc.ORCH_FROM: actor.name})
+        else:
+            attrs: dict[str, AttributeValue] = {
+                sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
+                sc.ORCH_TARGET_AGENT: dest,
+                sc.ORCH_REASON: reason,
+            }
+            if options:
+                attrs[sc.ORCH_DECISION_OPTIONS] = list(options)[:_MAX_OPTIONS]
+            actor.span.add_event(sc.EVENT_DECISION, attrs)
+
+
+def record_commands(actor: Actor, value: Any) -> None:
+    for command in commands_in(value):
+        if command.graph is None:
+            record_routes(actor, _goto_list(command.goto), REASON_COMMAND)
+
+
+def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Actor | None) -> None:
+    """Record a ``Command.PARENT`` once, on the node of the parent graph that the command is for.
+
+    ``run_with_retry`` has already rewritten ``command.graph`` to that node's checkpoint namespace when the
+    exception leaves the task that raised it; later wrappers see the same exception and skip it.
+    """
+    if getattr(exc, "_orchestrace_seen", False):
+        return
+    exc._orchestrace_seen = True  # type: ignore[attr-defined]
+    command = exc.args[0]
+    if not isinstance(command, Command) or not isinstance(command.graph, str):
+        return
+    actor = namespaces.get(command.graph) or fallback
+    if actor is None:
+        return
+    targets = [g.node if isinstance(g, Send) else str(g) for g in _goto_list(command.goto) if g != ()]
+    for target in targets or [""]:
+        attrs: dict[str, AttributeValue] = {
+            sc.ORCH_HANDOFF: True,
+            sc.ORCH_FROM: actor.name,
+            sc.ORCH_TO: target,
+            sc.ORCH_REASON: "Command.PARENT",
+        }
+        if target:
+            attrs[sc.ORCH_TARGET_AGENT] = target
+        actor.span.add_event(sc.EVENT_DELEGATE, attrs)
+
+
+def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, thread_id: str | None) -> None:
+    interrupts = exc.args[0] if exc.args and isinstance(exc.args[0], (list, tuple)) else ()
+    for interrupt in interrupts:
+        interrupt_id = str(getattr(interrupt, "id", id(interrupt)))
+        if not log.first_time(interrupt_id):
+            continue
+        actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
+            sc.ORCH_HUMAN_KIND: HUMAN_INTERRUPT,
+            sc.ORCH_HUMAN_ACTOR: actor.name,
+            sc.ORCH_CONTENT_REF: content_ref(getattr(interrupt, "value", None)),
+        })
+    if thread_id is not None:
+        log.asked(thread_id, actor.span.get_span_context())
+
+
+def record_resume(actor: Actor, command: Command) -> None:
+    actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
+        sc.ORCH_HUMAN_KIND: HUMAN_RESUME, sc.ORCH_CONTENT_REF: content_ref(command.resume),
+    })
+
+
+def branch_finish(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    """Wrapper of ``BranchSpec._finish``: a conditional edge's choice, recorded on the node it follows."""
+    out = wrapped(*args, **kwargs)
+    _record_branch(instance, args[2] if len(args) > 2 else kwargs.get("result"))
+    return out
+
+
+@failsafe(None)
+def _record_branch(branch: Any, result: Any) -> None:
+    actor = current_actor()
+    if actor is None:
+        return
+    ends = getattr(branch, "ends", None) or {}
+    chosen = _goto_list(result)
+    if ends:
+        chosen = [ends.get(r, r) if isinstance(r, str) else r for r in chosen]
+    record_routes(actor, chosen, REASON_CONDITIONAL_EDGE, [str(v) for v in ends.values()])

@@ -1,0 +1,115 @@
+"""``execute_tool {name}`` spans around ``BaseTool.run`` / ``BaseTool.arun`` (ToolNode, or any tool use).
+
+Wrapping the tool (rather than listening to callbacks) lets the span's context be attached while the tool
+runs, so spans the tool itself creates nest under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+from orchestrace_langgraph.content import capture, content_ref, text
+
+_MAX_DESCRIPTION = 512
+
+
+class ToolTracer:
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+
+    def run(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+        span = self._start(instance, args, kwargs)
+        if span is None:
+            return wrapped(*args, **kwargs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _finish(span, None, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        _finish(span, result, None)
+        return result
+
+    def arun(self, wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._arun(wrapped, instance, args, kwargs)
+
+    async def _arun(self, wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        span = self._start(instance, args, kwargs)
+        if span is None:
+            return await wrapped(*args, **kwargs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _finish(span, None, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        _finish(span, result, None)
+        return result
+
+    @failsafe(None)
+    def _start(self, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span | None:
+        name = str(getattr(tool, "name", type(tool).__name__))
+        tool_input = args[0] if args else kwargs.get("tool_input")
+        attrs: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: name,
+            sc.GEN_AI_TOOL_TYPE: "function",
+            sc.ORCH_INPUT_REF: content_ref(tool_input),
+        }
+        description = getattr(tool, "description", None)
+        if isinstance(description, str) and description:
+            attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description[:_MAX_DESCRIPTION]
+        call_id = kwargs.get("tool_call_id")
+        if isinstance(call_id, str):
+            attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        config = capture()
+        if config.capture_content:
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS], truncated = text(tool_input, config)
+            if truncated:
+                attrs[sc.ORCH_CONTENT_TRUNCATED] = True
+        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
+
+
+def _result_content(result: Any) -> Any:
+    if isinstance(result, ToolMessage):
+        return result.content
+    if isinstance(result, Command):
+        return {"goto": result.goto, "graph": result.graph}
+    return result
+
+
+@failsafe(None)
+def _finish(span: Span, result: Any, exc: BaseException | None) -> None:
+    try:
+        if exc is None:
+            content = _result_content(result)
+            span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(content))
+            config = capture()
+            if config.capture_content:
+                value, truncated = text(content, config)
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, value)
+                if truncated:
+                    span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+        elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+    finally:
+        span.end()

@@ -1,0 +1,152 @@
+"""One ``invoke_workflow {graph}`` span per graph run, around ``Pregel.stream`` / ``Pregel.astream``.
+
+Every way of running a graph goes through these two generators (``invoke`` and ``batch`` call ``stream``;
+``ainvoke``, ``abatch`` and ``astream_events`` call ``astream``; a subgraph used as a node runs through them
+too), so wrapping them gives exactly one span per run. The span's context is attached only while the graph
+advances (inside each ``next``), never across a ``yield``: the caller's code between chunks keeps its own
+context, and a stream abandoned early (``break``, ``close``, ``aclose``, garbage collection) still ends its span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from langchain_core.runnables.config import ensure_config
+from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+from orchestrace import semconv as sc
+from orchestrace.failsafe import failsafe
+
+from orchestrace_langgraph import routing
+from orchestrace_langgraph.actors import InterruptLog, Run, with_run
+from orchestrace_langgraph.content import content_ref
+
+#: Given a run's config, the episode id that stitches its traces (default: the thread id).
+EpisodeId = Callable[[dict[str, Any]], "str | None"]
+
+
+def thread_episode(config: dict[str, Any]) -> str | None:
+    thread_id = (config.get(CONF) or {}).get("thread_id")
+    return str(thread_id) if thread_id is not None else None
+
+
+class WorkflowTracer:
+    def __init__(self, tracer: Tracer, interrupts: InterruptLog, episode_id: EpisodeId) -> None:
+        self._tracer = tracer
+        self._interrupts = interrupts
+        self._episode_id = episode_id
+
+    def stream(self, wrapped: Callable[..., Iterator[Any]], instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Iterator[Any]:
+        return self._stream(wrapped(*args, **kwargs), instance, args, kwargs)
+
+    def astream(self, wrapped: Callable[..., AsyncIterator[Any]], instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        return self._astream(wrapped(*args, **kwargs), instance, args, kwargs)
+
+    def _stream(self, inner: Iterator[Any], graph: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Iterator[Any]:
+        run = self._start(graph, args, kwargs)
+        if run is None:
+            yield from inner
+            return
+        ctx = with_run(trace.set_span_in_context(run.span), run)
+        try:
+            while True:
+                token = otel_context.attach(ctx)
+                try:
+                    item = next(inner)
+                except StopIteration:
+                    return
+                finally:
+                    otel_context.detach(token)
+                yield item
+        except BaseException as exc:
+            _fail(run, exc)
+            raise
+        finally:
+            token = otel_context.attach(ctx)
+            try:
+                close = getattr(inner, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                otel_context.detach(token)
+                run.span.end()
+
+    async def _astream(self, inner: AsyncIterator[Any], graph: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        run = self._start(graph, args, kwargs)
+        if run is None:
+            async for item in inner:
+                yield item
+            return
+        ctx = with_run(trace.set_span_in_context(run.span), run)
+        try:
+            while True:
+                token = otel_context.attach(ctx)
+                try:
+                    item = await inner.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    otel_context.detach(token)
+                yield item
+        except BaseException as exc:
+            _fail(run, exc)
+            raise
+        finally:
+            token = otel_context.attach(ctx)
+            try:
+                aclose = getattr(inner, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                otel_context.detach(token)
+                run.span.end()
+
+    @failsafe(None)
+    def _start(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Run | None:
+        config: dict[str, Any] = dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
+        graph_input = args[0] if args else kwargs.get("input")
+        conf = config.get(CONF) or {}
+        nested = CONFIG_KEY_TASK_ID in conf
+        name = str(config.get("run_name") or graph.get_name()) if not nested else str(graph.get_name())
+        thread_id = conf.get("thread_id")
+        attrs: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
+            sc.GEN_AI_WORKFLOW_NAME: name,
+            sc.ORCH_INPUT_REF: content_ref(graph_input),
+        }
+        if nested:
+            attrs[sc.LANGGRAPH_CHECKPOINT_NS] = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
+        if thread_id is not None:
+            attrs[sc.LANGGRAPH_THREAD_ID] = str(thread_id)
+            attrs[sc.GEN_AI_CONVERSATION_ID] = str(thread_id)
+        episode = self._episode_id(config)
+        if episode is not None:
+            attrs[sc.ORCH_EPISODE_ID] = episode
+        resume = isinstance(graph_input, Command) and graph_input.resume is not None
+        links = (self._interrupts.resume_links(str(thread_id) if thread_id is not None else None,
+                                               {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
+                 if resume and not nested else [])
+        span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
+        run = Run(span, name, str(thread_id) if thread_id is not None else None)
+        if resume and not nested and isinstance(graph_input, Command):
+            routing.record_resume(run, graph_input)
+        return run
+
+
+@failsafe(None)
+def _fail(run: Run, exc: BaseException) -> None:
+    # An interrupt or a Command.PARENT leaving a subgraph is control flow; closing a stream is the caller's
+    # choice: neither is an error.
+    if isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
+        run.span.record_exception(exc)
+        run.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
