@@ -1,0 +1,133 @@
+"""Actor instances and their labels.
+
+An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges:
+a wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
+``invoke_agent X`` around ``X.workflow``), and top-level actors of the same name in different OTel traces of one
+episode are one instance (a LangGraph run and its resume after an interrupt).
+
+Labels: the agent name when the episode has one instance of that name, else ``name#k`` with k = 1, 2, ... in
+start order. ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id) behind a label.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from orchestrace import semconv as sc
+
+from .classify import Kind, actor_name, agent_id
+from .forest import Forest, Node
+
+if TYPE_CHECKING:
+    from .events import Ev
+
+
+@dataclass(slots=True, eq=False)
+class Instance:
+    name: str
+    sub_kind: str
+    node: Node | None  # the first (outermost) span; None for the stand-in owner of actor-less spans
+    start_ns: int
+    end_ns: int
+    parent: Instance | None = None
+    label: str = ""
+    role: str | None = None
+    agent_id: str | None = None
+    children: list[Instance] = field(default_factory=list)
+    timeline: list[Ev] = field(default_factory=list)  # its own events, in trace order once sorted
+    spawn: Ev | None = None  # the spawn event that started it
+    explicit_spawn: bool = False  # started by an explicit ``orchestrace.spawn`` (gets a despawn)
+    ret: Ev | None = None
+    last: Node | None = None  # the span that ended last (its output is the instance's result)
+    incomplete: bool = False
+    depth: int = 0  # actor nesting depth (top level = 0)
+    agent_depth: int = 0  # how many ``invoke_agent`` actors enclose it
+
+
+@dataclass(slots=True)
+class Actors:
+    instances: list[Instance]  # in start order
+    by_name: dict[str, list[Instance]]
+    by_label: dict[str, Instance]
+
+    def resolve(self, name: str, t_ns: int) -> Instance | None:
+        """The instance a name (or label) refers to at time ``t_ns``: the one running then, else the next to start,
+        else the last one."""
+        exact = self.by_label.get(name)
+        candidates = self.by_name.get(name)
+        if not candidates:
+            return exact
+        if len(candidates) == 1:
+            return candidates[0]
+        starts = [c.start_ns for c in candidates]
+        i = bisect_right(starts, t_ns)
+        for cand in reversed(candidates[:i]):
+            if cand.end_ns >= t_ns:
+                return cand
+        return candidates[i] if i < len(candidates) else candidates[-1]
+
+    def label_of(self, name: str, t_ns: int) -> str:
+        inst = self.resolve(name, t_ns)
+        return inst.label if inst is not None else name
+
+
+def assign_instances(forest: Forest, fallback_name: str) -> Actors:
+    instances: list[Instance] = []
+    top_level: dict[str, Instance] = {}
+    stand_in: Instance | None = None
+    for node in forest.nodes:  # parents before children
+        parent = node.parent
+        enclosing = parent.instance if parent is not None else None
+        if node.kind is not Kind.ACTOR:
+            if enclosing is None:
+                if stand_in is None:
+                    stand_in = Instance(fallback_name, "", None, node.start_ns, node.end_ns)
+                    instances.append(stand_in)
+                enclosing = stand_in
+                stand_in.end_ns = max(stand_in.end_ns, node.end_ns)
+            node.instance = enclosing
+            continue
+        name = actor_name(node.span, node.sub_kind)
+        inst = None
+        if enclosing is not None and parent is not None and parent.kind is Kind.ACTOR and len(parent.children) == 1 \
+                and enclosing.name == name:
+            inst = enclosing  # a wrapper span around the same actor
+        elif enclosing is None:
+            inst = top_level.get(name)  # the same run continued in another OTel trace
+        if inst is None:
+            inst = Instance(name, node.sub_kind, node, node.start_ns, node.end_ns, parent=enclosing)
+            instances.append(inst)
+            if enclosing is None:
+                top_level[name] = inst
+            else:
+                enclosing.children.append(inst)
+                inst.depth = enclosing.depth + 1
+                inst.agent_depth = enclosing.agent_depth + (enclosing.sub_kind == "agent")
+        if node.end_ns >= inst.end_ns:
+            inst.end_ns = node.end_ns
+            inst.last = node
+        attrs = node.span.attributes
+        role = attrs.get(sc.ORCH_AGENT_ROLE)
+        if role and inst.role is None:
+            inst.role = str(role)
+        if inst.agent_id is None:
+            inst.agent_id = agent_id(node.span)
+        inst.incomplete |= node.incomplete
+        node.instance = inst
+
+    instances.sort(key=lambda i: i.start_ns)
+    by_name: dict[str, list[Instance]] = {}
+    for inst in instances:
+        by_name.setdefault(inst.name, []).append(inst)
+    by_label: dict[str, Instance] = {}
+    for name, group in by_name.items():
+        if len(group) == 1:
+            group[0].label = name
+        else:
+            for k, inst in enumerate(group, 1):
+                inst.label = f"{name}#{k}"
+        for inst in group:
+            by_label[inst.label] = inst
+    return Actors(instances, by_name, by_label)

@@ -1,0 +1,181 @@
+"""What a span is, whichever instrumentation wrote it.
+
+Recognised vocabularies, in order of precedence:
+
+1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are actors,
+   ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
+   ``create_agent`` an explicit spawn of ``gen_ai.agent.name``.
+2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``).
+3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that is a
+   LangGraph node) and its older ``llm.request.type`` for model calls.
+4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node; ``TOOL``;
+   ``LLM``).
+
+Everything else is ``OTHER``: it yields no event itself, but span events recorded on it still count for the
+actor that encloses it.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import IntEnum
+
+from orchestrace import semconv as sc
+
+from ..spans import Span
+
+#: OpenInference and OpenLLMetry attribute names (foreign vocabularies, read only).
+OI_SPAN_KIND = "openinference.span.kind"
+OI_METADATA = "metadata"
+OI_TOOL_NAME = "tool.name"
+OI_MODEL_NAME = "llm.model_name"
+OI_PROVIDER = "llm.provider"
+OI_SYSTEM = "llm.system"
+TL_SPAN_KIND = "traceloop.span.kind"
+TL_ENTITY_NAME = "traceloop.entity.name"
+TL_WORKFLOW_NAME = "traceloop.workflow.name"
+TL_LANGGRAPH_NODE = "traceloop.association.properties.langgraph_node"
+TL_REQUEST_TYPE = "llm.request.type"
+
+
+class Kind(IntEnum):
+    OTHER = 0
+    ACTOR = 1
+    TOOL = 2
+    MODEL = 3
+    AGGREGATE = 4
+    CREATE_AGENT = 5  # ``create_agent``: an explicit spawn of an agent (no timeline of its own)
+
+
+#: Actor sub-kinds.
+WORKFLOW = "workflow"
+AGENT = "agent"
+NODE = "node"
+
+_GENAI_KINDS: dict[str, tuple[Kind, str]] = {
+    sc.OP_INVOKE_WORKFLOW: (Kind.ACTOR, WORKFLOW),
+    sc.OP_INVOKE_AGENT: (Kind.ACTOR, AGENT),
+    sc.OP_EXECUTE_TOOL: (Kind.TOOL, ""),
+    sc.OP_CREATE_AGENT: (Kind.CREATE_AGENT, ""),
+    **{op: (Kind.MODEL, "") for op in sc.MODEL_CALL_OPERATIONS},
+}
+_TRACELOOP_KINDS: dict[str, tuple[Kind, str]] = {
+    "workflow": (Kind.ACTOR, WORKFLOW),
+    "agent": (Kind.ACTOR, AGENT),
+    "tool": (Kind.TOOL, ""),
+}
+_OPENINFERENCE_KINDS: dict[str, tuple[Kind, str]] = {
+    "AGENT": (Kind.ACTOR, AGENT),
+    "TOOL": (Kind.TOOL, ""),
+    "LLM": (Kind.MODEL, ""),
+}
+_OPERATION_PREFIXES = tuple(f"{op} " for op in _GENAI_KINDS)
+
+
+def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
+    """The kind of ``span`` and, for actors, its sub-kind (``workflow``, ``agent`` or ``node``)."""
+    attrs = span.attributes
+    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
+    if op is not None:
+        found = _GENAI_KINDS.get(op)
+        if found is not None:
+            return found
+    orch_op = attrs.get(sc.ORCH_OPERATION)
+    if orch_op == sc.OPERATION_NODE:
+        return Kind.ACTOR, NODE
+    if orch_op == sc.OPERATION_AGGREGATE:
+        return Kind.AGGREGATE, ""
+    tl_kind = attrs.get(TL_SPAN_KIND)
+    if tl_kind is not None:
+        found = _TRACELOOP_KINDS.get(tl_kind)
+        if found is not None:
+            return found
+        if tl_kind == "task" and _is_langgraph_node(attrs.get(TL_ENTITY_NAME), attrs.get(TL_LANGGRAPH_NODE), parent):
+            return Kind.ACTOR, NODE
+    oi_kind = attrs.get(OI_SPAN_KIND)
+    if oi_kind is not None:
+        found = _OPENINFERENCE_KINDS.get(oi_kind)
+        if found is not None:
+            return found
+        if oi_kind == "CHAIN":
+            if parent is None:
+                return Kind.ACTOR, WORKFLOW
+            if _is_langgraph_node(span.name, _metadata_node(attrs.get(OI_METADATA)), parent):
+                return Kind.ACTOR, NODE
+    if attrs.get(TL_REQUEST_TYPE) in ("chat", "completion"):
+        return Kind.MODEL, ""
+    if attrs.get(sc.LANGGRAPH_NODE) is not None and _is_langgraph_node(
+        span.name, attrs.get(sc.LANGGRAPH_NODE), parent
+    ):
+        return Kind.ACTOR, NODE
+    return Kind.OTHER, ""
+
+
+def _is_langgraph_node(name: object, node: object, parent: Span | None) -> bool:
+    # A LangGraph node's own span carries its node name; the runnables inside it inherit the node name in
+    # their metadata but have names of their own.
+    return node is not None and name == node and (parent is None or _own_name(parent) != name)
+
+
+def _own_name(span: Span) -> object:
+    return span.attributes.get(TL_ENTITY_NAME, span.name)
+
+
+def _metadata_node(metadata: object) -> object:
+    if not isinstance(metadata, str) or "langgraph_node" not in metadata:
+        return None
+    try:
+        parsed = json.loads(metadata)
+    except ValueError:
+        return None
+    return parsed.get("langgraph_node") if isinstance(parsed, dict) else None
+
+
+def _strip_operation(name: str) -> str:
+    for prefix in _OPERATION_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def actor_name(span: Span, sub_kind: str) -> str:
+    """The agent name an actor span plays (never empty)."""
+    attrs = span.attributes
+    if sub_kind == NODE:
+        name = attrs.get(sc.ORCH_NODE_NAME) or attrs.get(sc.LANGGRAPH_NODE) or attrs.get(TL_ENTITY_NAME)
+    elif sub_kind == WORKFLOW:
+        name = attrs.get(sc.GEN_AI_WORKFLOW_NAME) or attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+    else:
+        name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+    return str(name) if name else (_strip_operation(span.name) or "agent")
+
+
+def tool_name(span: Span) -> str:
+    attrs = span.attributes
+    name = attrs.get(sc.GEN_AI_TOOL_NAME) or attrs.get(OI_TOOL_NAME) or attrs.get(TL_ENTITY_NAME)
+    return str(name) if name else (_strip_operation(span.name) or "tool")
+
+
+def created_agent_name(span: Span) -> str:
+    return actor_name(span, AGENT)
+
+
+def model_name(span: Span) -> str | None:
+    attrs = span.attributes
+    name = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL) or attrs.get(OI_MODEL_NAME)
+    return str(name) if name else None
+
+
+def provider_name(span: Span) -> str | None:
+    attrs = span.attributes
+    name = (
+        attrs.get(sc.GEN_AI_PROVIDER_NAME) or attrs.get(sc.GEN_AI_SYSTEM) or attrs.get(OI_PROVIDER)
+        or attrs.get(OI_SYSTEM)
+    )
+    return str(name) if name else None
+
+
+def agent_id(span: Span) -> str | None:
+    attrs = span.attributes
+    raw = attrs.get(sc.GEN_AI_AGENT_ID) or attrs.get(sc.ORCH_NODE_ID) or attrs.get(sc.LANGGRAPH_TASK_ID)
+    return str(raw) if raw else None

@@ -1,0 +1,107 @@
+"""Credit assignment: the team reward (``rewards["team"]``) split over events, turns and agents.
+
+Strategies:
+
+- ``uniform``: every event gets ``team / N`` (N = number of events).
+- ``causal``: the final event is the last ``return``, ``aggregate`` or stop decision (else the last event); the
+  events it depends on are its ancestors along every edge type (its information-flow closure, itself included).
+  Each of them gets ``team / |ancestors|``; every other event (work after the answer, dead ends such as a branch
+  whose result nobody consumed) gets 0.
+
+Written: ``credit`` on every event, ``rewards["credit:agent:<label>"]`` = the sum of credit over that agent's
+events (a tool result counts for the agent that called the tool), and, through ``credit_turns``, a turn's
+``reward`` = the credit of the events it links plus any reward recorded for the turn itself (``turn:<span id>``).
+Re-running (after a late reward) replaces earlier credit; recorded rewards are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import Trace, Turn
+
+STRATEGIES = ("uniform", "causal")
+CREDIT_PREFIX = "credit:agent:"
+_FINAL_TYPES = frozenset({"return", "aggregate"})
+
+
+def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
+    """A copy of ``trace`` with credit (re)assigned from its current team reward."""
+    copy = trace.model_copy(deep=True)
+    apply_credit(copy, strategy)
+    return copy
+
+
+def apply_credit(trace: Trace, strategy: str) -> None:
+    """Assign credit in place."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown credit strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    for key in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
+        del trace.rewards[key]
+    pool = trace.rewards.get("team")
+    events = trace.events
+    if pool is None:
+        for ev in events:
+            ev.credit = None
+        return
+    if strategy == "uniform":
+        share = pool / len(events)
+        for ev in events:
+            ev.credit = share
+    else:
+        chosen = causal_events(trace)
+        share = pool / len(chosen)
+        for ev in events:
+            ev.credit = share if ev.id in chosen else 0.0
+    owners = event_owners(trace)
+    for ev in events:
+        if ev.credit:
+            key = CREDIT_PREFIX + owners[ev.id]
+            trace.rewards[key] = trace.rewards.get(key, 0.0) + ev.credit
+
+
+def final_event(trace: Trace) -> str:
+    for ev in reversed(trace.events):
+        if ev.type in _FINAL_TYPES or ev.decision == "stop":
+            return ev.id
+    return trace.events[-1].id
+
+
+def causal_events(trace: Trace) -> set[str]:
+    """Ids of the final event and of every event it depends on through edges."""
+    parents: dict[str, list[str]] = {}
+    for edge in trace.edges:
+        parents.setdefault(edge.dst, []).append(edge.src)
+    start = final_event(trace)
+    seen = {start}
+    stack = [start]
+    while stack:
+        for src in parents.get(stack.pop(), ()):
+            if src not in seen:
+                seen.add(src)
+                stack.append(src)
+    return seen
+
+
+def event_owners(trace: Trace) -> dict[str, str]:
+    """Event id -> the agent the event counts for (a tool result counts for the caller of the tool)."""
+    owners = {ev.id: ev.agent for ev in trace.events}
+    by_id = {ev.id: ev for ev in trace.events}
+    for edge in trace.edges:
+        if edge.type == "return" and by_id[edge.dst].type == "tool_result" and by_id[edge.src].type == "tool_call":
+            owners[edge.dst] = by_id[edge.src].agent
+    return owners
+
+
+def credit_turns(trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
+    """Copies of ``turns`` whose ``reward`` is their credited share plus the reward recorded for them."""
+    credit = {ev.id: ev.credit for ev in trace.events}
+    out = []
+    for turn in turns:
+        total: float | None = trace.rewards.get(f"turn:{turn.turn_id}")
+        for event_id in turn.event_ids:
+            value = credit.get(event_id)
+            if value is not None:
+                total = (total or 0.0) + value
+        out.append(turn.model_copy(update={"reward": total}))
+    return out

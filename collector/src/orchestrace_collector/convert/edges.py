@@ -1,0 +1,123 @@
+"""Edges between numbered events (see README.md in this package for the rules).
+
+Every rule is linear in the number of events: "the next event of X after e" is a binary search in X's timeline,
+and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` later events of the caller plus its return.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+
+from .actors import Actors, Instance
+from .events import Ev, EventSet
+
+#: How many later events of the calling instance an untrusted tool result flows into (its return always counts).
+SAFETY_FLOW_FANOUT = 32
+
+EdgeRec = tuple[int, int, str]  # (src index, dst index, type)
+_Add = Callable[[EdgeRec], None]
+
+
+class _Timelines:
+    __slots__ = ("positions",)
+
+    def __init__(self) -> None:
+        self.positions: dict[int, list[int]] = {}
+
+    def next_after(self, inst: Instance, ev: Ev) -> Ev | None:
+        """The first event of ``inst``'s timeline that comes after ``ev`` in trace order."""
+        timeline = inst.timeline
+        if not timeline:
+            return None
+        pos = self.positions.get(id(inst))
+        if pos is None:
+            pos = self.positions[id(inst)] = [e.index for e in timeline]
+        i = bisect_right(pos, ev.index)
+        return timeline[i] if i < len(timeline) else None
+
+
+def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
+    edges: list[EdgeRec] = []
+    add = edges.append
+    timelines = _Timelines()
+    previous_work: dict[int, Ev] = {}  # event index -> the owner's last event before it that is not a tool_call
+    for inst in actors.instances:
+        last_non_call: Ev | None = None
+        prev: Ev | None = None
+        for ev in inst.timeline:
+            if prev is not None:
+                add((prev.index, ev.index, "temporal"))
+            if ev.type == "tool_call":
+                if last_non_call is not None:
+                    previous_work[ev.index] = last_non_call
+            else:
+                last_non_call = ev
+            prev = ev
+
+    for ev in events_set.events:
+        kind = ev.type
+        if kind == "spawn":
+            if ev.decision_ev is not None:
+                add((ev.decision_ev.index, ev.index, "spawn"))
+            if ev.child is not None and ev.child.timeline:
+                add((ev.index, ev.child.timeline[0].index, "causal"))
+        elif kind == "tool_call":
+            dep = previous_work.get(ev.index)
+            if dep is not None:
+                add((dep.index, ev.index, "tool_dependency"))
+        elif kind == "tool_result":
+            if ev.decision_ev is not None:
+                add((ev.decision_ev.index, ev.index, "return"))
+            if not ev.trusted:
+                _safety_flow(ev, add)
+        elif kind == "return":
+            parent = ev.owner.parent
+            nxt = timelines.next_after(parent, ev) if parent is not None else None
+            if nxt is not None:
+                add((ev.index, nxt.index, "return"))
+        elif kind == "message":
+            if ev.recipient is not None:
+                nxt = timelines.next_after(ev.recipient, ev)
+                if nxt is not None:
+                    add((ev.index, nxt.index, "message"))
+        elif kind == "safety_event" and ev.source is not None:
+            origin = events_set.tool_calls.get(ev.source) or events_set.closing.get(ev.source)
+            if origin is not None and origin.index < ev.index:
+                add((origin.index, ev.index, "safety_flow"))
+    _aggregate_edges(events_set, add)
+    # A temporal edge says nothing more where a typed edge already links the same two events.
+    typed = {(src, dst) for src, dst, kind in edges if kind != "temporal"}
+    return sorted({e for e in edges if e[2] != "temporal" or (e[0], e[1]) not in typed})
+
+
+def _safety_flow(result: Ev, add: _Add) -> None:
+    timeline = result.owner.timeline
+    end = min(len(timeline), result.pos + 1 + SAFETY_FLOW_FANOUT)
+    for ev in timeline[result.pos + 1:end]:
+        add((result.index, ev.index, "safety_flow"))
+    ret = result.owner.ret
+    if ret is not None and ret.index > result.index:
+        add((result.index, ret.index, "safety_flow"))
+
+
+def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
+    """Linked inputs when the aggregate names them; else the returns of the aggregating instance's children
+    that ended since its previous aggregate."""
+    pending_returns: dict[int, tuple[list[Ev], list[int]]] = {}
+    for agg in sorted(events_set.aggregates, key=lambda e: e.index):
+        if agg.inputs:
+            for span_id in agg.inputs:
+                src = events_set.closing.get(span_id)
+                if src is not None and src is not agg:
+                    add((src.index, agg.index, "aggregate"))
+            continue
+        owner = agg.owner
+        state = pending_returns.get(id(owner))
+        if state is None:
+            rets = sorted((c.ret for c in owner.children if c.ret is not None), key=lambda e: e.index)
+            state = pending_returns[id(owner)] = (rets, [0])
+        rets, cursor = state
+        while cursor[0] < len(rets) and rets[cursor[0]].index < agg.index:
+            add((rets[cursor[0]].index, agg.index, "aggregate"))
+            cursor[0] += 1

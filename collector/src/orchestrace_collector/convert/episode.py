@@ -1,0 +1,182 @@
+"""One episode's spans -> one orchestration ``Trace`` plus its ``Turn`` samples and captured contents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrace import semconv as sc
+
+from ..model import Costs, Edge, Event, Message, Trace, Turn
+from ..spans import Span
+from .actors import assign_instances
+from .chat import ChatMessage
+from .content import ContentStore
+from .credit import apply_credit, causal_events, credit_turns, event_owners
+from .edges import build_edges
+from .events import Ev, build_events
+from .forest import Forest, build_forest
+from .metrics import structural_metrics
+from .rewards import apply_rewards, reward_value
+from .topology import infer_topology
+from .turns import TurnRec, build_turns
+
+_NS = 1e9
+
+
+@dataclass(slots=True)
+class Episode:
+    trace: Trace
+    turns: list[Turn]
+    contents: dict[str, str] = field(default_factory=dict)  # content ref -> captured text (the content store)
+
+
+def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit: str = "causal") -> Episode:
+    """Convert the spans of one episode (one or several OTel traces, possibly incomplete) to a trace.
+
+    Raises ``ValueError`` when the spans yield no event (a trace needs at least one).
+    """
+    if not spans:
+        raise ValueError("no spans: a trace needs at least one event")
+    forest = build_forest(spans)
+    actors = assign_instances(forest, _service_name(forest))
+    store = ContentStore()
+    events_set = build_events(forest, actors, store)
+    events = events_set.events
+    if not events:
+        raise ValueError(
+            f"{len(forest.nodes)} span(s) yielded no orchestration event (no actor, tool or orchestration "
+            "span): a trace needs at least one event"
+        )
+    events.sort(key=_key)
+    for i, ev in enumerate(events):
+        ev.index = i
+        ev.id = f"e{i + 1}"
+        timeline = ev.owner.timeline
+        ev.pos = len(timeline)
+        timeline.append(ev)
+    edges = build_edges(events_set, actors)
+    turn_recs = build_turns(events_set.model_nodes, store)
+    rewards = apply_rewards(events_set, actors, turn_recs)
+
+    t0 = forest.nodes[0].start_ns
+    t0 = min(n.start_ns for n in forest.roots) if forest.roots else t0
+    t0 = min(t0, min(n.start_ns for n in forest.nodes))
+    end = max(n.end_ns for n in forest.nodes)
+    root_attrs = _episode_attributes(forest)
+    trace_id = str(root_attrs.get(sc.ORCH_EPISODE_ID) or forest.roots[0].span.trace_id)
+    task = task_id or root_attrs.get(sc.ORCH_TASK_ID) or trace_id
+    system = root_attrs.get(sc.ORCH_SYSTEM) or _service_name(forest)
+
+    metrics = structural_metrics(forest, events, edges, len(turn_recs))
+    success = reward_value(root_attrs.get(sc.ORCH_TASK_SUCCESS))
+    if success is not None:
+        metrics["task_success"] = success
+    trace = Trace.model_construct(
+        trace_id=trace_id,
+        task_id=str(task),
+        system=str(system) if system else None,
+        topology=infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY)),
+        events=[_event(ev, t0) for ev in events],
+        edges=[Edge.model_construct(src=events[s].id, dst=events[d].id, type=kind) for s, d, kind in edges],
+        rewards=rewards,
+        costs=Costs.model_construct(
+            tokens=float(sum(t.tokens for t in turn_recs)),
+            wall_clock_s=(end - t0) / _NS,
+            tool_calls=float(sum(1 for ev in events if ev.type == "tool_call")),
+            messages=float(sum(1 for ev in events if ev.type == "message")),
+        ),
+        metrics=metrics,
+    )
+    apply_credit(trace, credit)
+    _agent_utilization(trace)
+    turns = credit_turns(trace, [_turn(t, trace, t0) for t in turn_recs])
+    return Episode(trace, turns, store.contents)
+
+
+def _key(ev: Ev) -> tuple[int, int, int, int, int]:
+    return ev.key
+
+
+def _service_name(forest: Forest) -> str:
+    for node in forest.roots or forest.nodes:
+        name = node.span.resource.get("service.name")
+        if name:
+            return str(name)
+    return "agent"
+
+
+def _episode_attributes(forest: Forest) -> dict[str, object]:
+    """Task-level attributes (task id, topology, success, ...): the roots' first, then any span's, first wins."""
+    keys = (sc.ORCH_EPISODE_ID, sc.ORCH_TASK_ID, sc.ORCH_SYSTEM, sc.ORCH_TOPOLOGY, sc.ORCH_TASK_SUCCESS)
+    found: dict[str, object] = {}
+    for node in [*forest.roots, *forest.nodes]:
+        attrs = node.span.attributes
+        for key in keys:
+            if key not in found and attrs.get(key) is not None:
+                found[key] = attrs[key]
+        if len(found) == len(keys):
+            break
+    return found
+
+
+def _seconds(t_ns: int, t0: int) -> float:
+    return max(0.0, (t_ns - t0) / _NS)  # clock skew between processes never makes t negative
+
+
+def _event(ev: Ev, t0: int) -> Event:
+    node = ev.node
+    fields: dict[str, Any] = {"id": ev.id, "t": _seconds(ev.key[0], t0), "type": ev.type, "agent": ev.agent}
+    for name, value in (
+        ("role", ev.role), ("from_", ev.frm), ("to", ev.to), ("tool", ev.tool), ("content_ref", ev.content_ref),
+        ("trusted", ev.trusted), ("decision", ev.decision), ("label", ev.label), ("reason", ev.reason),
+        ("handoff", ev.handoff), ("agent_id", ev.agent_id), ("tokens", ev.tokens), ("reward", ev.reward),
+    ):
+        if value is not None:
+            fields[name] = value
+    if ev.t_end_ns is not None:
+        fields["t_end"] = _seconds(ev.t_end_ns, t0)
+    if node is not None:
+        fields["span_id"] = node.span.span_id
+        fields["otel_trace_id"] = node.span.trace_id
+        if node.incomplete:
+            fields["incomplete"] = True
+    return Event.model_construct(**fields)
+
+
+def _turn(rec: TurnRec, trace: Trace, t0: int) -> Turn:
+    span = rec.node.span
+    return Turn.model_construct(
+        trace_id=trace.trace_id,
+        task_id=trace.task_id,
+        turn_id=span.span_id,
+        agent=rec.owner.label,
+        agent_id=rec.owner.agent_id,
+        model=rec.model,
+        provider=rec.provider,
+        t=_seconds(rec.node.start_ns, t0),
+        input_tokens=rec.input_tokens,
+        output_tokens=rec.output_tokens,
+        input_ref=rec.input_ref,
+        output_ref=rec.output_ref,
+        event_ids=[ev.id for ev in rec.events],
+        reward=rec.reward,
+        prompt=_messages(rec.prompt),
+        completion=_messages(rec.completion),
+    )
+
+
+def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
+    if chat is None:
+        return None
+    return [Message.model_construct(role=m["role"], content=m["content"]) for m in chat]
+
+
+def _agent_utilization(trace: Trace) -> None:
+    agents = {ev.agent for ev in trace.events if ev.type == "return"}
+    if not agents:
+        return
+    owners = event_owners(trace)
+    useful = {owners[i] for i in causal_events(trace)} & agents
+    trace.metrics["agent_utilization"] = len(useful) / len(agents)

@@ -1,0 +1,315 @@
+"""The span-to-event mapping (see README.md in this package for the table).
+
+Events are built as slotted ``Ev`` records, sorted once by ``key`` and numbered ``e1..eN``; pydantic models are
+made only at the very end. The sort key is ``(t_ns, phase, depth, rank, seq)``: at equal times, ends of spans
+that lasted come first (inner before outer), then starts and point events (outer before inner), then ends of
+zero-length spans; ``rank`` is a fixed per-type order and ``seq`` the creation order, so output is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrace import semconv as sc
+
+from ..spans import Attributes, SpanEvent
+from .actors import Actors, Instance
+from .classify import Kind, created_agent_name, tool_name
+from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
+from .forest import Forest, Node
+
+RANK = {
+    "orchestrator_decision": 0, "spawn": 1, "aggregate": 2, "message": 3, "human_intervention": 4,
+    "safety_event": 5, "tool_call": 6, "tool_result": 7, "return": 8, "despawn": 9,
+}
+_DECISIONS = frozenset(sc.DECISION_KINDS)
+
+
+@dataclass(slots=True, eq=False)
+class Ev:
+    key: tuple[int, int, int, int, int]
+    type: str
+    agent: str
+    owner: Instance  # whose timeline the event is on
+    node: Node | None
+    role: str | None = None
+    frm: str | None = None
+    to: str | None = None
+    tool: str | None = None
+    content_ref: str | None = None
+    trusted: bool | None = None
+    decision: str | None = None
+    label: str | None = None
+    reason: str | None = None
+    handoff: bool | None = None
+    agent_id: str | None = None
+    t_end_ns: int | None = None
+    tokens: int | None = None
+    reward: float | None = None
+    id: str = ""
+    index: int = -1  # position in the sorted trace
+    pos: int = -1  # position in the owner's timeline
+    # --- structure used to build edges
+    decision_ev: Ev | None = None  # spawn: its decision; tool_result: its tool_call
+    child: Instance | None = None  # spawn: the instance it started
+    recipient: Instance | None = None  # message
+    inputs: list[str] | None = None  # aggregate: span ids of linked inputs
+    source: str | None = None  # safety_event: tool call id or span id it names
+
+    @property
+    def t_ns(self) -> int:
+        return self.key[0]
+
+
+@dataclass(slots=True)
+class _Spawn:
+    """An explicit spawn/delegate (span event or ``create_agent`` span) waiting to be matched to an actor."""
+
+    t_ns: int
+    node: Node
+    owner: Instance
+    name: str
+    attrs: Attributes
+    decision: str
+    matched: bool = False
+
+
+@dataclass(slots=True)
+class EventSet:
+    events: list[Ev]
+    model_nodes: list[Node]
+    evaluations: list[tuple[Node, SpanEvent]]
+    closing: dict[str, Ev]  # span id -> the event that closes it (return, tool_result, aggregate)
+    tool_calls: dict[str, Ev]  # gen_ai.tool.call.id -> tool_result
+    aggregates: list[Ev] = field(default_factory=list)
+
+
+class _Builder:
+    def __init__(self, actors: Actors, store: ContentStore) -> None:
+        self.actors = actors
+        self.store = store
+        self.seq = 0
+        self.events: list[Ev] = []
+        self.closing: dict[str, Ev] = {}
+        self.tool_calls: dict[str, Ev] = {}
+        self.aggregates: list[Ev] = []
+
+    def add(self, type_: str, t_ns: int, phase: int, depth: int, owner: Instance, node: Node | None,
+            agent: str | None = None) -> Ev:
+        self.seq += 1
+        ev = Ev((t_ns, phase, depth, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
+        if agent is None:
+            ev.role = owner.role
+            ev.agent_id = owner.agent_id
+        self.events.append(ev)
+        return ev
+
+    def at_start(self, type_: str, node: Node, owner: Instance, agent: str | None = None) -> Ev:
+        return self.add(type_, node.start_ns, 1, node.depth, owner, node, agent)
+
+    def at_end(self, type_: str, node: Node, end_ns: int, start_ns: int, owner: Instance,
+               agent: str | None = None) -> Ev:
+        if start_ns < end_ns:
+            return self.add(type_, end_ns, 0, -node.depth, owner, node, agent)
+        return self.add(type_, end_ns, 2, -node.depth, owner, node, agent)
+
+    def point(self, type_: str, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None) -> Ev:
+        return self.add(type_, event.time_ns, 1, node.depth, owner, node, agent)
+
+
+def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSet:
+    b = _Builder(actors, store)
+    model_nodes: list[Node] = []
+    evaluations: list[tuple[Node, SpanEvent]] = []
+    spawns: list[_Spawn] = []
+    for node in forest.nodes:
+        owner = node.instance
+        assert owner is not None  # assign_instances gives every node one
+        kind = node.kind
+        attrs = node.span.attributes
+        if kind is Kind.TOOL:
+            _tool(b, node, owner)
+        elif kind is Kind.MODEL:
+            model_nodes.append(node)
+        elif kind is Kind.AGGREGATE or (kind is Kind.ACTOR and _aggregate_links(node)):
+            ev = b.at_start("aggregate", node, owner)
+            ev.t_end_ns = node.end_ns
+            ev.content_ref = store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
+            ev.inputs = _aggregate_links(node)
+            b.aggregates.append(ev)
+            if kind is Kind.AGGREGATE:
+                b.closing[node.span.span_id] = ev
+        elif kind is Kind.CREATE_AGENT:
+            spawns.append(_Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN))
+        for event in node.span.events:
+            _span_event(b, event, node, owner, spawns, evaluations)
+
+    _spawns_and_returns(b, actors, spawns)
+    return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
+
+
+def _aggregate_links(node: Node) -> list[str]:
+    return [link.span_id for link in node.span.links if link.attributes.get(sc.ORCH_LINK_TYPE) == sc.LINK_AGGREGATE_INPUT]
+
+
+def _tool(b: _Builder, node: Node, owner: Instance) -> None:
+    attrs = node.span.attributes
+    name = tool_name(node.span)
+    call = b.at_start("tool_call", node, owner)
+    call.tool = name
+    call.trusted = True
+    call.content_ref = b.store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT)
+    call.t_end_ns = node.end_ns
+    result = b.at_end("tool_result", node, node.end_ns, node.start_ns, owner, agent=name)
+    result.tool = name
+    result.trusted = attrs.get(sc.ORCH_TOOL_TRUSTED) is True
+    result.content_ref = b.store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
+    result.decision_ev = call
+    b.closing[node.span.span_id] = result
+    call_id = attrs.get(sc.GEN_AI_TOOL_CALL_ID)
+    if call_id:
+        b.tool_calls[str(call_id)] = result
+
+
+def _span_event(b: _Builder, event: SpanEvent, node: Node, owner: Instance, spawns: list[_Spawn],
+                evaluations: list[tuple[Node, SpanEvent]]) -> None:
+    name = event.name
+    attrs = event.attributes
+    if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
+        target = attrs.get(sc.ORCH_TARGET_AGENT)
+        decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
+        spawns.append(_Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision))
+    elif name == sc.EVENT_MESSAGE:
+        sender = attrs.get(sc.ORCH_FROM)
+        sender_label = b.actors.label_of(str(sender), event.time_ns) if sender else owner.label
+        ev = b.point("message", event, node, owner, agent=sender_label)
+        ev.role = owner.role if sender_label == owner.label else None
+        ev.frm = sender_label
+        recipient = attrs.get(sc.ORCH_TO)
+        if recipient:
+            ev.recipient = b.actors.resolve(str(recipient), event.time_ns)
+            ev.to = ev.recipient.label if ev.recipient is not None else str(recipient)
+        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, ())
+        ev.trusted = True
+    elif name == sc.EVENT_DECISION:
+        ev = b.point("orchestrator_decision", event, node, owner)
+        kind = attrs.get(sc.ORCH_DECISION_KIND)
+        if kind in _DECISIONS:
+            ev.decision = str(kind)
+        elif kind:
+            ev.label = str(kind)
+        target = attrs.get(sc.ORCH_TARGET_AGENT)
+        if target:
+            ev.to = b.actors.label_of(str(target), event.time_ns)
+        _reason(ev, attrs)
+        if attrs.get(sc.ORCH_HANDOFF) is True:
+            ev.handoff = True
+    elif name == sc.EVENT_STOP:
+        ev = b.point("orchestrator_decision", event, node, owner)
+        ev.decision = sc.DECISION_STOP
+        _reason(ev, attrs)
+    elif name == sc.EVENT_HUMAN_INTERVENTION:
+        actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
+        ev = b.point("human_intervention", event, node, owner, agent=str(actor) if actor else "human")
+        kind = attrs.get(sc.ORCH_HUMAN_KIND)
+        ev.label = str(kind) if kind else None
+        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, ())
+        _reason(ev, attrs)
+    elif name == sc.EVENT_SAFETY:
+        ev = b.point("safety_event", event, node, owner)
+        category = attrs.get(sc.ORCH_SAFETY_CATEGORY)
+        ev.label = str(category) if category else None
+        action = attrs.get(sc.ORCH_SAFETY_ACTION)
+        ev.reason = str(attrs.get(sc.ORCH_REASON) or action) if (attrs.get(sc.ORCH_REASON) or action) else None
+        source = attrs.get(sc.ORCH_SAFETY_SOURCE)
+        ev.source = str(source) if source else None
+    elif name == sc.EVENT_EVALUATION_RESULT:
+        evaluations.append((node, event))
+
+
+def _reason(ev: Ev, attrs: Attributes) -> None:
+    reason = attrs.get(sc.ORCH_REASON)
+    if reason:
+        ev.reason = str(reason)
+
+
+def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> None:
+    pending: dict[tuple[str, str], list[_Spawn]] = {}
+    for sp in sorted(spawns, key=lambda s: (s.t_ns, s.node.depth)):
+        pending.setdefault((sp.node.span.trace_id, sp.name), []).append(sp)
+    first_open: dict[tuple[str, str], int] = {}
+    for inst in actors.instances:
+        node = inst.node
+        if node is None:
+            continue
+        parent = inst.parent
+        if parent is not None:
+            match = _match(pending, first_open, (node.span.trace_id, inst.name), inst)
+            if match is not None:
+                spawn = _explicit(b, match, inst)
+                inst.explicit_spawn = match.decision == sc.DECISION_SPAWN
+            else:
+                decision = b.add("orchestrator_decision", inst.start_ns, 1, node.depth, parent, node)
+                decision.decision = sc.DECISION_DELEGATE
+                decision.to = inst.label
+                spawn = b.add("spawn", inst.start_ns, 1, node.depth, parent, node)
+                spawn.decision_ev = decision
+                spawn.to = inst.label
+                spawn.role = inst.role
+            spawn.child = inst
+            inst.spawn = spawn
+        last = inst.last or node
+        ret = b.at_end("return", node, inst.end_ns, inst.start_ns, inst)
+        ret.frm = inst.label
+        ret.to = parent.label if parent is not None else None
+        ret.trusted = True
+        ret.content_ref = b.store.ref(last.span.attributes, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
+        inst.ret = ret
+        b.closing[node.span.span_id] = ret
+        if inst.explicit_spawn and parent is not None:
+            despawn = b.at_end("despawn", node, inst.end_ns, inst.start_ns, parent)
+            despawn.to = inst.label
+    for group in pending.values():
+        for sp in group:
+            if not sp.matched:
+                _explicit(b, sp, None)
+
+
+def _match(pending: dict[tuple[str, str], list[_Spawn]], first_open: dict[tuple[str, str], int],
+           key: tuple[str, str], inst: Instance) -> _Spawn | None:
+    """The earliest unmatched explicit spawn of this name before the instance started (target id permitting)."""
+    candidates = pending.get(key)
+    if not candidates:
+        return None
+    start = first_open.get(key, 0)
+    while start < len(candidates) and candidates[start].matched:
+        start += 1
+    first_open[key] = start
+    for sp in candidates[start:]:
+        if sp.t_ns > inst.start_ns:
+            return None
+        if sp.matched:
+            continue
+        wanted = sp.attrs.get(sc.ORCH_TARGET_ID)
+        if wanted and inst.agent_id and str(wanted) != inst.agent_id:
+            continue
+        sp.matched = True
+        return sp
+    return None
+
+
+def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
+    target = child.label if child is not None else b.actors.label_of(sp.name, sp.t_ns) if sp.name else None
+    depth = sp.node.depth
+    decision = b.add("orchestrator_decision", sp.t_ns, 1, depth, sp.owner, sp.node)
+    decision.decision = sp.decision
+    decision.to = target
+    _reason(decision, sp.attrs)
+    if sp.attrs.get(sc.ORCH_HANDOFF) is True:
+        decision.handoff = True
+    spawn = b.add("spawn", sp.t_ns, 1, depth, sp.owner, sp.node)
+    spawn.decision_ev = decision
+    spawn.to = target
+    role = sp.attrs.get(sc.ORCH_TARGET_ROLE)
+    spawn.role = str(role) if role else (child.role if child is not None else None)
+    return spawn

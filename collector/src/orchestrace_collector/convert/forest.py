@@ -1,0 +1,111 @@
+"""The episode's spans as one repaired tree: duplicates dropped, parents resolved, cycles broken, orphans attached.
+
+Every later stage walks these nodes instead of raw spans. Repairs never fail the conversion; they mark the
+affected nodes ``incomplete`` so the written trace says it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..spans import Span
+from .classify import Kind, classify
+
+if TYPE_CHECKING:
+    from .actors import Instance
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    span: Span
+    start_ns: int
+    end_ns: int  # never before start_ns
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    depth: int = 0
+    kind: Kind = Kind.OTHER
+    sub_kind: str = ""
+    incomplete: bool = False
+    #: For an actor span, the instance it belongs to; for any other span, the nearest enclosing actor's instance.
+    instance: Instance | None = None
+
+
+@dataclass(slots=True)
+class Forest:
+    nodes: list[Node]  # parents before children, siblings by start time
+    roots: list[Node]
+    incomplete: bool
+
+
+def build_forest(spans: Sequence[Span]) -> Forest:
+    by_id: dict[str, Node] = {}
+    ordered: list[Node] = []
+    for span in spans:
+        if span.span_id in by_id:
+            continue  # a duplicate (retried export): the first copy wins
+        end = span.end_ns if span.end_ns >= span.start_ns else span.start_ns
+        node = Node(span, span.start_ns, end)
+        by_id[span.span_id] = node
+        ordered.append(node)
+    ordered.sort(key=lambda n: (n.start_ns, n.span.span_id))
+
+    orphans: list[Node] = []
+    for node in ordered:
+        pid = node.span.parent_span_id
+        if not pid:
+            continue
+        parent = by_id.get(pid)
+        if parent is None or parent is node:
+            orphans.append(node)
+        else:
+            node.parent = parent
+    orphans.extend(_break_cycles(ordered))
+    incomplete = bool(orphans)
+    for orphan in orphans:
+        orphan.incomplete = True
+    roots = [n for n in ordered if n.parent is None and not n.incomplete]
+    if roots:
+        first_root_of_trace: dict[str, Node] = {}
+        for root in roots:
+            first_root_of_trace.setdefault(root.span.trace_id, root)
+        for orphan in orphans:
+            orphan.parent = first_root_of_trace.get(orphan.span.trace_id, roots[0])
+    else:
+        for orphan in orphans:
+            orphan.parent = None
+        roots = [n for n in ordered if n.parent is None]
+
+    for node in ordered:
+        if node.parent is not None:
+            node.parent.children.append(node)
+    nodes: list[Node] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        parent = node.parent
+        node.depth = 0 if parent is None else parent.depth + 1
+        node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
+        nodes.append(node)
+        stack.extend(reversed(node.children))
+    return Forest(nodes, roots, incomplete)
+
+
+def _break_cycles(nodes: list[Node]) -> list[Node]:
+    """Cut parent pointers that loop back (corrupt input); the node that closes a loop becomes an orphan."""
+    state: dict[int, int] = {}  # id(node) -> 1 on the current walk, 2 known to reach a root
+    broken: list[Node] = []
+    for start in nodes:
+        walk: list[Node] = []
+        node: Node | None = start
+        while node is not None and state.get(id(node)) is None:
+            state[id(node)] = 1
+            walk.append(node)
+            node = node.parent
+        if node is not None and state[id(node)] == 1:
+            node.parent = None  # the loop closes here
+            broken.append(node)
+        for seen in walk:
+            state[id(seen)] = 2
+    return broken

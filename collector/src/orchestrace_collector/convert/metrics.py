@@ -1,0 +1,83 @@
+"""Costs and built-in metrics of one episode (definitions in README.md of this package).
+
+- ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed duration of the leaf work spans (model
+  calls, tools, and actors with no work inside them); T_parallel is the active wall clock, the union of the
+  top-level spans' intervals (a long pause between an interrupt and its resume is not counted). 1 = sequential,
+  above 1 = parallel speed-up, below 1 = idle time.
+- ``critical_steps``: the number of events on the longest edge path (forward edges only).
+- ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates) over
+  orchestration events plus work units (tool calls, tool results, model calls).
+- ``message_redundancy``: the share of messages whose content ref repeats an earlier message's (only when the
+  episode has messages).
+- ``agent_utilization``: agent instances with an event on the causal path to the final answer over all instances.
+- ``task_success``: ``orchestrace.task.success`` when a span records it.
+- ``incomplete``: 1 when spans were missing or repaired (orphans, parent cycles), else 0.
+"""
+
+from __future__ import annotations
+
+from .classify import Kind
+from .edges import EdgeRec
+from .events import Ev
+from .forest import Forest
+
+ORCHESTRATION_TYPES = frozenset({"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"})
+WORK_TYPES = frozenset({"tool_call", "tool_result"})
+_WORK_KINDS = frozenset({Kind.MODEL, Kind.TOOL, Kind.ACTOR})
+
+
+def active_wall_clock_ns(forest: Forest) -> int:
+    total = 0
+    cur_start = cur_end = None
+    for root in sorted(forest.roots, key=lambda n: n.start_ns):
+        if cur_end is None or root.start_ns > cur_end:
+            if cur_end is not None and cur_start is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = root.start_ns, root.end_ns
+        else:
+            cur_end = max(cur_end, root.end_ns)
+    if cur_end is not None and cur_start is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def serial_work_ns(forest: Forest) -> int:
+    has_work_inside: set[int] = set()
+    for node in reversed(forest.nodes):  # children before parents
+        if node.parent is not None and (node.kind in _WORK_KINDS or id(node) in has_work_inside):
+            has_work_inside.add(id(node.parent))
+    return sum(
+        n.end_ns - n.start_ns for n in forest.nodes if n.kind in _WORK_KINDS and id(n) not in has_work_inside
+    )
+
+
+def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:
+    longest = [1] * n_events
+    for src, dst, _ in sorted(edges, key=lambda e: e[1]):
+        if src < dst and longest[src] + 1 > longest[dst]:
+            longest[dst] = longest[src] + 1
+    return max(longest) if longest else 0
+
+
+def structural_metrics(forest: Forest, events: list[Ev], edges: list[EdgeRec], n_turns: int) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    wall = active_wall_clock_ns(forest)
+    if wall > 0:
+        metrics["parallelism_efficiency"] = serial_work_ns(forest) / wall
+    metrics["critical_steps"] = float(critical_steps(len(events), edges))
+    orchestration = sum(1 for ev in events if ev.type in ORCHESTRATION_TYPES)
+    work = sum(1 for ev in events if ev.type in WORK_TYPES) + n_turns
+    if orchestration + work:
+        metrics["protocol_overhead"] = orchestration / (orchestration + work)
+    refs = [ev.content_ref for ev in events if ev.type == "message"]
+    if refs:
+        seen: set[str] = set()
+        repeats = 0
+        for ref in refs:
+            if ref is not None and ref in seen:
+                repeats += 1
+            elif ref is not None:
+                seen.add(ref)
+        metrics["message_redundancy"] = repeats / len(refs)
+    metrics["incomplete"] = 1.0 if forest.incomplete else 0.0
+    return metrics

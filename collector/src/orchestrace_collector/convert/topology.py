@@ -1,0 +1,73 @@
+"""The run's topology: declared (``orchestrace.task.topology``) or inferred from the structure.
+
+Inference, from these signals:
+
+- ``planner_executor_critic``: instances playing a planner, an executor and a critic (role, else name, containing
+  ``plan``; ``exec``; ``critic`` / ``review`` / ``verif``).
+- ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them more
+  than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
+  ``moderat`` role or name).
+- ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) between peers.
+- ``hierarchical``: an actor enclosed by two or more ``invoke_agent`` actors (nested delegation depth >= 2).
+
+One signal gives that topology, several give ``mixed``; none, with at least one delegation (an actor inside
+another), gives ``centralized``; otherwise ``unknown``.
+"""
+
+from __future__ import annotations
+
+from orchestrace import semconv as sc
+
+from .actors import Actors, Instance
+from .events import Ev
+
+TOPOLOGIES = frozenset({
+    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed", "unknown",
+})
+_PEC = (("plan",), ("exec",), ("critic", "review", "verif"))
+_MERGERS = ("judge", "aggregat", "moderat")
+
+
+def _words(inst: Instance) -> str:
+    return f"{inst.role or ''} {inst.name}".lower()
+
+
+def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
+    if isinstance(declared, str) and declared in TOPOLOGIES:
+        return declared
+    instances = [i for i in actors.instances if i.node is not None]
+    signals = []
+    words = [_words(i) for i in instances]
+    if all(any(any(k in w for k in keys) for w in words) for keys in _PEC):
+        signals.append("planner_executor_critic")
+    if _debate(instances, events, words):
+        signals.append("debate")
+    if any(ev.handoff for ev in events):
+        signals.append("swarm")
+    if any(i.agent_depth >= 2 for i in instances):
+        signals.append("hierarchical")
+    if len(signals) > 1:
+        return "mixed"
+    if signals:
+        return signals[0]
+    if any(i.parent is not None for i in instances):
+        return "centralized"
+    return "unknown"
+
+
+def _debate(instances: list[Instance], events: list[Ev], words: list[str]) -> bool:
+    sent: dict[str, int] = {}
+    for ev in events:
+        if ev.type != "message" or ev.recipient is None or ev.recipient.parent is None:
+            continue
+        sender = ev.owner if ev.frm == ev.owner.label else None
+        if sender is None or sender.parent is None or sender is ev.recipient:
+            continue
+        sent[sender.label] = sent.get(sender.label, 0) + 1
+    if len(sent) < 2 or max(sent.values()) < 2:
+        return False
+    return any(ev.type == "aggregate" for ev in events) or any(m in w for w in words for m in _MERGERS)
+
+
+def declared_topology(attrs: dict[str, object]) -> object:
+    return attrs.get(sc.ORCH_TOPOLOGY)

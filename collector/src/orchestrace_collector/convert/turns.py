@@ -1,0 +1,88 @@
+"""Model calls (turns): the training samples, linked to the events their agent instance produced.
+
+A turn links the events of its instance's timeline from the turn's start up to the start of the instance's next
+turn; its tokens are added to the first event it links (the event's ``tokens`` field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrace import semconv as sc
+
+from ..spans import Attributes
+from .actors import Instance
+from .chat import ChatMessage, prompt_and_completion
+from .classify import model_name, provider_name
+from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
+from .events import Ev
+from .forest import Node
+
+#: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
+_INPUT_TOKENS = (sc.GEN_AI_USAGE_INPUT_TOKENS, "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+_OUTPUT_TOKENS = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+
+
+@dataclass(slots=True, eq=False)
+class TurnRec:
+    node: Node
+    owner: Instance
+    model: str | None
+    provider: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    input_ref: str | None
+    output_ref: str | None
+    prompt: list[ChatMessage] | None
+    completion: list[ChatMessage] | None
+    events: list[Ev]
+    reward: float | None = None  # reward recorded on the model call itself
+
+    @property
+    def tokens(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+    return None
+
+
+def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
+    turns: list[TurnRec] = []
+    by_owner: dict[int, list[TurnRec]] = {}
+    for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
+        owner = node.instance
+        assert owner is not None
+        attrs = node.span.attributes
+        prompt, completion = prompt_and_completion(attrs)
+        turn = TurnRec(
+            node, owner, model_name(node.span), provider_name(node.span),
+            _count(attrs, _INPUT_TOKENS), _count(attrs, _OUTPUT_TOKENS),
+            store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT), store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT),
+            prompt, completion, [],
+        )
+        turns.append(turn)
+        by_owner.setdefault(id(owner), []).append(turn)
+    for group in by_owner.values():
+        _link(group)
+    return turns
+
+
+def _link(turns: list[TurnRec]) -> None:
+    timeline = turns[0].owner.timeline
+    i = 0
+    for k, turn in enumerate(turns):
+        start = turn.node.start_ns
+        stop = turns[k + 1].node.start_ns if k + 1 < len(turns) else None
+        while i < len(timeline) and timeline[i].t_ns < start:
+            i += 1
+        while i < len(timeline) and (stop is None or timeline[i].t_ns < stop):
+            turn.events.append(timeline[i])
+            i += 1
+        if turn.events and turn.tokens:
+            first = turn.events[0]
+            first.tokens = (first.tokens or 0) + turn.tokens

@@ -1,0 +1,73 @@
+"""Checks a written trace: the packaged upstream JSON Schema plus the referential rules the schema cannot express.
+
+The referential rules are those of the upstream validator: unique event ids, ``t >= 0``, every edge's ``src``
+and ``dst`` an event id, every cost >= 0. They run even when the schema fails, on whatever parts have the right
+shape, so one call reports every problem.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+SCHEMA_RESOURCE = "schema/trace_schema.json"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The packaged upstream schema (a byte-identical copy of the seed schema)."""
+    loaded: dict[str, Any] = json.loads(files("orchestrace_collector").joinpath(SCHEMA_RESOURCE).read_text("utf-8"))
+    return loaded
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    Draft202012Validator.check_schema(schema())
+    return Draft202012Validator(schema())
+
+
+def validate_trace(obj: dict[str, Any]) -> list[str]:
+    """Every problem found in one trace object, as readable messages; empty when the trace is valid."""
+    problems = [
+        f"{_path(error.absolute_path)}: {error.message}"
+        for error in sorted(_validator().iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    ]
+    if not isinstance(obj, dict):
+        return problems
+    events = obj.get("events")
+    ids: set[str] = set()
+    if isinstance(events, list):
+        for i, event in enumerate(events):
+            if not isinstance(event, dict):
+                continue
+            event_id = event.get("id")
+            if isinstance(event_id, str):
+                if event_id in ids:
+                    problems.append(f"events/{i}: duplicate event id {event_id!r}")
+                ids.add(event_id)
+            t = event.get("t")
+            if isinstance(t, int | float) and not isinstance(t, bool) and t < 0:
+                problems.append(f"events/{i}: t is negative ({t})")
+    edges = obj.get("edges")
+    if isinstance(edges, list):
+        for i, edge in enumerate(edges):
+            if not isinstance(edge, dict):
+                continue
+            for end in ("src", "dst"):
+                ref = edge.get(end)
+                if isinstance(ref, str) and ref not in ids:
+                    problems.append(f"edges/{i}: {end} {ref!r} is not an event id")
+    costs = obj.get("costs")
+    if isinstance(costs, dict):
+        for name, value in costs.items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+                problems.append(f"costs/{name}: negative cost ({value})")
+    return problems
+
+
+def _path(path: Any) -> str:
+    return "/".join(str(p) for p in path) or "<root>"
