@@ -22,8 +22,8 @@ class Spans:
 
     @property
     def ours(self) -> list[ReadableSpan]:
-        scope = "orchestrace_langgraph"
-        return [s for s in self.all if s.instrumentation_scope is not None and s.instrumentation_scope.name == scope]
+        return [s for s in self.all if s.instrumentation_scope is not None
+                and s.instrumentation_scope.name == "orchestrace_langgraph"]
 
     def named(self, name: str) -> list[ReadableSpan]:
         return [s for s in self.all if s.name == name]

@@ -24,16 +24,21 @@ from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
-from orchestrace_langgraph.content import capture, content_ref, genai_messages, message_dict
+from orchestrace_langgraph.content import (
+    captured_messages,
+    content_ref,
+    genai_message,
+    get_config,
+    message_ref,
+)
 
 
 class _Call:
-    __slots__ = ("chained", "refs", "span")
+    __slots__ = ("refs", "span")
 
-    def __init__(self, span: Span, refs: list[str], chained: list[str]) -> None:
+    def __init__(self, span: Span, refs: list[str]) -> None:
         self.span = span
         self.refs = refs
-        self.chained = chained
 
 
 class ChatModelCallbackHandler(BaseCallbackHandler):
@@ -64,12 +69,11 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
         prompt = messages[0] if messages else []
-        refs = [content_ref(message_dict(m)) for m in prompt]
-        attrs[sc.ORCH_INPUT_REF] = content_ref([message_dict(m) for m in prompt])
+        refs = [message_ref(m) for m in prompt]
+        attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
         attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
         span = self._tracer.start_span(f"{sc.OP_CHAT} {label}", kind=SpanKind.CLIENT, attributes=attrs)
-        chained: list[str] = []
-        config = capture()
+        config = get_config()
         if config.capture_content:
             chained = history.chain(refs)
             prefix = self._prompts.longest_prefix(chained)
@@ -78,12 +82,13 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                 span.set_attribute(history.PREFIX_SPAN_ID, prefix[0])
                 span.set_attribute(history.PREFIX_LENGTH, prefix[1])
                 start = prefix[1]
-            value, truncated = genai_messages(prompt[start:], config)
-            span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, value)
-            if truncated:
-                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+            captured = captured_messages(prompt[start:], config)
+            if captured is not None:
+                span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, captured.text)
+                if captured.truncated:
+                    span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
         with self._lock:
-            self._calls[run_id] = _Call(span, refs, chained)
+            self._calls[run_id] = _Call(span, refs)
 
     @failsafe(None)
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -99,14 +104,13 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             message = generation.message if isinstance(generation, ChatGeneration) else None
             if message is not None:
                 _set_usage(span, message, response)
-                span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(message_dict(message)))
-                config = capture()
-                if config.capture_content:
-                    value, truncated = genai_messages([message], config)
-                    span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, value)
-                    if truncated:
+                out_ref = message_ref(message)
+                span.set_attribute(sc.ORCH_OUTPUT_REF, out_ref)
+                captured = captured_messages([message], get_config())
+                if captured is not None:
+                    span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+                    if captured.truncated:
                         span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
-                    out_ref = content_ref(message_dict(message))
                     self._prompts.remember(format_span_id(span.get_span_context().span_id),
                                            history.chain([*call.refs, out_ref]))
         finally:

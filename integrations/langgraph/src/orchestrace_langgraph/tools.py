@@ -19,7 +19,7 @@ from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
-from orchestrace_langgraph.content import capture, content_ref, text
+from orchestrace_langgraph.content import capture, content_ref
 
 _MAX_DESCRIPTION = 512
 
@@ -80,10 +80,10 @@ class ToolTracer:
         call_id = kwargs.get("tool_call_id")
         if isinstance(call_id, str):
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
-        config = capture()
-        if config.capture_content:
-            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS], truncated = text(tool_input, config)
-            if truncated:
+        captured = capture(tool_input)
+        if captured is not None:
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = captured.text
+            if captured.truncated:
                 attrs[sc.ORCH_CONTENT_TRUNCATED] = True
         return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
 
@@ -102,11 +102,10 @@ def _finish(span: Span, result: Any, exc: BaseException | None) -> None:
         if exc is None:
             content = _result_content(result)
             span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(content))
-            config = capture()
-            if config.capture_content:
-                value, truncated = text(content, config)
-                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, value)
-                if truncated:
+            captured = capture(content)
+            if captured is not None:
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, captured.text)
+                if captured.truncated:
                     span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
         elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
             span.record_exception(exc)

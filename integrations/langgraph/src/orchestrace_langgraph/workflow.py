@@ -4,7 +4,8 @@ Every way of running a graph goes through these two generators (``invoke`` and `
 ``ainvoke``, ``abatch`` and ``astream_events`` call ``astream``; a subgraph used as a node runs through them
 too), so wrapping them gives exactly one span per run. The span's context is attached only while the graph
 advances (inside each ``next``), never across a ``yield``: the caller's code between chunks keeps its own
-context, and a stream abandoned early (``break``, ``close``, ``aclose``, garbage collection) still ends its span.
+context, and a stream abandoned early (``break``, ``close``, ``aclose``, garbage collection) still ends its
+span.
 """
 
 from __future__ import annotations
