@@ -1,0 +1,59 @@
+"""Fixtures of the SDK tests: a fresh TracerProvider with an in-memory exporter per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+import orchestrace as ot
+from orchestrace.config import set_config
+
+
+class Spans:
+    """The finished spans of one test, with the lookups the tests use."""
+
+    def __init__(self, handle: ot.TracingHandle) -> None:
+        self.handle = handle
+
+    @property
+    def all(self) -> list[ReadableSpan]:
+        return list(self.handle.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [span for span in self.all if span.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.named(name)
+        assert len(found) == 1, f"expected one {name!r} span, got {[s.name for s in self.all]}"
+        return found[0]
+
+    def parent_of(self, span: ReadableSpan) -> ReadableSpan | None:
+        if span.parent is None:
+            return None
+        matches = [s for s in self.all if s.context.span_id == span.parent.span_id]
+        return matches[0] if matches else None
+
+
+def configure_memory(**options: object) -> ot.TracingHandle:
+    return ot.configure(exporter="memory", tracer_provider=TracerProvider(), batch=False, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
+    """Memory exporter on a provider of this test only; content capture off."""
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    handle = configure_memory(capture_content=False)
+    yield Spans(handle)
+    handle.shutdown()
+    set_config(None)
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
+    """Like ``spans`` with content capture on and a 64-byte limit."""
+    handle = configure_memory(capture_content=True, max_content_bytes=64)
+    yield Spans(handle)
+    handle.shutdown()
+    set_config(None)

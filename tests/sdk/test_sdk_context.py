@@ -1,0 +1,153 @@
+"""Parents across asyncio tasks, thread pools and processes, with 50 concurrent sub-agents."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from conftest import Spans
+
+import orchestrace as ot
+from orchestrace import semconv as sc
+
+N = 50
+
+
+def _check_children(spans: Spans, parent_name: str, child_name: str) -> None:
+    """Every child span has the parent span as parent and the parent agent's id as parent_id."""
+    parent = spans.one(parent_name)
+    children = [c for c in spans.named(child_name) if c.parent and c.parent.span_id == parent.context.span_id]
+    assert len(children) == N
+    for child in children:
+        assert child.context.trace_id == parent.context.trace_id
+        assert child.attributes[sc.ORCH_AGENT_PARENT_ID] == parent.attributes[sc.GEN_AI_AGENT_ID]
+        tools = [t for t in spans.named("execute_tool probe") if t.parent and t.parent.span_id == child.context.span_id]
+        assert len(tools) == 1  # the sub-agent's own tool call is its child, not a sibling's
+
+
+@ot.tool
+def probe(i: int) -> int:
+    return i
+
+
+async def test_fifty_concurrent_subagents_with_gather_and_taskgroup(spans: Spans) -> None:
+    @ot.agent
+    async def sub(i: int) -> int:
+        await asyncio.sleep(0.001 * (i % 5))  # interleave
+        return probe(i)
+
+    @ot.agent
+    async def gatherer() -> list[int]:
+        return list(await asyncio.gather(*(sub(i) for i in range(N))))
+
+    @ot.agent
+    async def grouper() -> int:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(sub(i)) for i in range(N)]
+        return sum(t.result() for t in tasks)
+
+    await asyncio.gather(gatherer(), grouper())
+    assert len(spans.named("invoke_agent sub")) == 2 * N  # every sub-agent is under one of the two
+    assert len({s.attributes[sc.GEN_AI_AGENT_ID] for s in spans.named("invoke_agent sub")}) == 2 * N
+    for name in ("invoke_agent gatherer", "invoke_agent grouper"):
+        _check_children(spans, name, "invoke_agent sub")
+
+
+def test_fifty_subagents_in_threads(spans: Spans) -> None:
+    barrier = threading.Barrier(10)
+
+    @ot.agent
+    def sub(i: int) -> int:
+        if i < 10:
+            barrier.wait(timeout=10)  # force real concurrency among the first ten
+        return probe(i)
+
+    @ot.agent
+    def pooled() -> list[int]:
+        with ot.ThreadPoolExecutor(max_workers=10) as pool:
+            return list(pool.map(sub, range(N)))
+
+    @ot.agent
+    def wrapped() -> list[int]:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+            futures = [pool.submit(ot.wrap_context(sub), i) for i in range(N)]
+            return [f.result() for f in futures]
+
+    assert pooled() == list(range(N))
+    barrier.reset()
+    assert wrapped() == list(range(N))
+    for name in ("invoke_agent pooled", "invoke_agent wrapped"):
+        _check_children(spans, name, "invoke_agent sub")
+
+
+def test_plain_executor_without_the_helper_loses_the_parent(spans: Spans) -> None:
+    """Documents why ``ot.ThreadPoolExecutor`` / ``ot.wrap_context`` exist."""
+
+    @ot.agent
+    def sub() -> None:
+        return None
+
+    @ot.agent
+    def boss() -> None:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(sub).result()
+
+    boss()
+    assert spans.one("invoke_agent sub").parent is None
+
+
+CHILD = """
+import json, sys
+import orchestrace as ot
+handle = ot.configure("child", exporter="file:" + sys.argv[1], batch=False)
+
+@ot.agent
+def remote_worker() -> str:
+    return "done"
+
+with ot.attach(json.loads(sys.stdin.read())):
+    remote_worker()
+handle.shutdown()
+"""
+
+
+def test_context_crosses_a_process_boundary(spans: Spans, tmp_path: Path) -> None:
+    out = tmp_path / "child.jsonl"
+
+    @ot.agent
+    def parent_agent() -> dict[str, str]:
+        carrier = ot.inject()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        subprocess.run([sys.executable, "-c", CHILD, str(out)], input=json.dumps(carrier), text=True,
+                       check=True, env=env, timeout=120)
+        return carrier
+
+    carrier = parent_agent()
+    assert carrier["traceparent"].startswith("00-")
+    parent = spans.one("invoke_agent parent_agent")
+    (line,) = out.read_text().splitlines()
+    (child,) = json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert child["name"] == "invoke_agent remote_worker"
+    assert child["traceId"] == format(parent.context.trace_id, "032x")
+    assert child["parentSpanId"] == format(parent.context.span_id, "016x")
+    attributes = {a["key"]: a["value"]["stringValue"] for a in child["attributes"] if "stringValue" in a["value"]}
+    assert attributes[sc.ORCH_AGENT_PARENT_ID] == parent.attributes[sc.GEN_AI_AGENT_ID]
+
+
+def test_extract_of_an_empty_carrier_is_harmless(spans: Spans) -> None:
+    @ot.agent
+    def lonely() -> None:
+        return None
+
+    with ot.attach({}):
+        lonely()
+    with ot.attach({"traceparent": "garbage"}):
+        lonely()
+    assert [s.parent for s in spans.named("invoke_agent lonely")] == [None, None]
+    assert ot.inject() == {}
