@@ -1,0 +1,34 @@
+"""orchestrace-collector: OTLP in, replayable multi-agent orchestration traces and per-turn samples out.
+
+Python entry point: :func:`convert_spans`. Command line: ``orchestrace`` (``cli.py``). In-process output:
+:class:`~orchestrace_collector.inprocess.TraceDirExporter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.spans import Span
+
+__all__ = ["Span", "Trace", "Turn", "convert_spans"]
+
+
+class _TraceList:
+    def __init__(self) -> None:
+        self.traces: list[Trace] = []
+
+    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
+              *, revision: int = 0) -> None:
+        self.traces.append(trace)
+
+
+def convert_spans(spans: Iterable[Span]) -> list[Trace]:
+    """Group spans into episodes (as ``orchestrace collect`` does) and convert each to a Trace, in memory."""
+    from orchestrace_collector.assemble import Assembler  # keeps ``import orchestrace_collector`` light
+
+    sink = _TraceList()
+    assembler = Assembler(sink)
+    assembler.add(spans)
+    assembler.flush()
+    return sink.traces

@@ -1,0 +1,236 @@
+"""The ``orchestrace`` command: collect, convert, validate, stats, annotate.
+
+Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr and
+exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrace_collector.assemble import EpisodeHook
+from orchestrace_collector.wal import FSYNC_POLICIES
+
+app = typer.Typer(
+    name="orchestrace",
+    help="Collect OpenTelemetry spans of multi-agent runs and write replayable orchestration traces.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+_MIB = 1 << 20
+
+
+def _fail(message: str) -> typer.Exit:
+    errors.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(1)
+
+
+def _hook(reward: str | None) -> EpisodeHook | None:
+    if reward is None:
+        return None
+    from orchestrace_collector.reward_fn import RewardSpecError, load_reward_function, reward_hook
+
+    try:
+        return reward_hook(load_reward_function(reward))
+    except RewardSpecError as exc:
+        raise _fail(str(exc)) from None
+
+
+RewardOption = Annotated[
+    str | None,
+    typer.Option("--reward", help="module:function given each assembled Trace; returns a dict of rewards to "
+                                  "merge, or a new Trace."),
+]
+
+
+@app.command()
+def collect(
+    out: Annotated[Path, typer.Option("--out", help="Output directory (traces, turns, content, wal).")],
+    port: Annotated[int, typer.Option(help="OTLP/HTTP port on 127.0.0.1.")] = 4318,
+    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port on 127.0.0.1.")] = 4317,
+    forward: Annotated[str | None, typer.Option(help="Also send every batch, unchanged, to this OTLP/HTTP "
+                                                     "endpoint (e.g. http://localhost:4318 for Jaeger).")] = None,
+    quiet_period: Annotated[float, typer.Option("--quiet-period", help="Seconds without new spans after the root "
+                                                                      "span ended before a trace is written.")] = 2.0,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Seconds without new spans after which an "
+                                                                      "unfinished trace is written anyway.")] = 300.0,
+    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest accepted request, after gunzip.")] = 16,
+    max_queued_batches: Annotated[int, typer.Option("--max-queued-batches",
+                                                    help="Above this backlog, answer 503 + Retry-After.")] = 2048,
+    fsync: Annotated[str, typer.Option(help=f"WAL durability: {' | '.join(FSYNC_POLICIES)} (see wal.py).")] = "batch",
+    wal_segment_mb: Annotated[float, typer.Option("--wal-segment-mb", help="WAL segment size.")] = 64,
+    rotate_mb: Annotated[float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")] = 128,
+    reward: RewardOption = None,
+) -> None:
+    """Receive OTLP (HTTP and gRPC) and write each orchestration trace when it completes."""
+    from orchestrace_collector.collect import CollectorOptions, run_collector
+
+    if fsync not in FSYNC_POLICIES:
+        raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = CollectorOptions(
+        out=out, port=port, grpc_port=grpc_port, forward=forward, quiet_period_s=quiet_period,
+        idle_timeout_s=idle_timeout, max_body_bytes=int(max_body_mb * _MIB), max_queued_batches=max_queued_batches,
+        fsync=fsync, wal_segment_bytes=int(wal_segment_mb * _MIB), rotate_bytes=int(rotate_mb * _MIB),
+        hook=_hook(reward),
+    )
+    try:
+        run_collector(options)
+    except OSError as exc:
+        raise _fail(f"cannot start the collector: {exc}") from None
+
+
+@app.command()
+def convert(
+    inputs: Annotated[list[Path], typer.Argument(help="OTLP protobuf / OTLP-JSON / JSON lines / Jaeger JSON files "
+                                                      "or directories of them.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")],
+    engine: Annotated[str, typer.Option(help="local, or ray for datasets larger than memory.")] = "local",
+    reward: RewardOption = None,
+) -> None:
+    """Convert span dumps offline into the same output directory that collect writes."""
+    from orchestrace_collector.offline import input_files, load_engine
+
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise _fail(f"no such file: {', '.join(missing)}")
+    if not input_files(inputs):
+        raise _fail("no input files")
+    try:
+        run = load_engine(engine)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    from orchestrace_collector.output import TraceDirWriter
+
+    hook = _hook(reward)
+    writer = TraceDirWriter(out)
+    try:
+        result = run(inputs, writer, hook=hook)
+    finally:
+        writer.close()
+    for problem in result.bad_files:
+        errors.print(f"[bold red]error:[/] {problem}", highlight=False)
+    console.print(f"{result.files} files, {result.spans} spans -> {result.written} traces in {out}"
+                  + (f" ({result.failed} episodes failed to convert, see the log)" if result.failed else ""))
+    if result.bad_files or result.failed:
+        raise typer.Exit(1)
+
+
+def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
+    """``(where, object)`` for every trace in the given files/directories; unreadable lines yield an exception."""
+    from orchestrace_collector.output import iter_jsonl, jsonl_files
+
+    for file in jsonl_files(paths):
+        if file.suffix == ".json":  # one trace (or a list of traces) per file
+            try:
+                obj = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                yield str(file), exc
+                continue
+            for index, item in enumerate(obj if isinstance(obj, list) else [obj]):
+                yield f"{file}[{index}]" if isinstance(obj, list) else str(file), item
+            continue
+        try:
+            for path, number, item in iter_jsonl([file]):
+                yield f"{path}:{number}", item
+        except (OSError, UnicodeDecodeError) as exc:
+            yield str(file), exc
+
+
+@app.command()
+def validate(paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")]
+             ) -> None:
+    """Check every trace (every revision) against the schema and the referential rules. Exit 0 only if all pass."""
+    from orchestrace_collector.validate import validate_trace
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise _fail(f"no such file: {', '.join(missing)}")
+    table = Table(title="orchestrace validate")
+    for column in ("where", "trace_id", "result"):
+        table.add_column(column, overflow="fold")
+    total = invalid = 0
+    for where, obj in _traces_in(paths):
+        total += 1
+        if isinstance(obj, Exception):
+            problems = [f"not JSON: {obj}"]
+        elif not isinstance(obj, dict):
+            problems = ["not a JSON object"]
+        else:
+            problems = validate_trace(obj)
+        trace_id = str(obj.get("trace_id", "?")) if isinstance(obj, dict) else "?"
+        if problems:
+            invalid += 1
+            table.add_row(where, trace_id, "[red]" + "\n".join(problems[:5])
+                          + (f"\n... {len(problems) - 5} more" if len(problems) > 5 else "") + "[/]")
+        else:
+            table.add_row(where, trace_id, "[green]valid[/]")
+    if total == 0:
+        raise _fail("no traces found")
+    console.print(table)
+    console.print(f"{total - invalid}/{total} traces valid")
+    if invalid:
+        raise typer.Exit(1)
+
+
+@app.command()
+def stats(out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")]) -> None:
+    """Summarize a dataset: traces, events by type, topologies, rewards, costs."""
+    from orchestrace_collector.output import latest_traces, latest_turns
+    from orchestrace_collector.stats import compute_stats, stats_tables
+
+    if not out.exists():
+        raise _fail(f"no such directory: {out}")
+    traces = latest_traces([out])
+    turns = sum(len(t) for t in latest_turns(out, traces).values()) if out.is_dir() else 0
+    for table in stats_tables(compute_stats(traces.values(), turns)):
+        console.print(table)
+
+
+@app.command()
+def annotate(
+    out: Annotated[Path, typer.Argument(help="Output directory holding the trace.")],
+    reward: Annotated[float, typer.Option(help="Reward value.")],
+    family: Annotated[str, typer.Option(help="Reward family: team, individual, role, process, tool, debate, "
+                                             "verifier, orchestration, hybrid.")],
+    trace_id: Annotated[str | None, typer.Option("--trace-id", help="Trace to annotate.")] = None,
+    task_id: Annotated[str | None, typer.Option("--task-id", help="Annotate every trace of this task.")] = None,
+    name: Annotated[str | None, typer.Option(help="Reward name; the key becomes family:name.")] = None,
+) -> None:
+    """Add a late reward (verifier, human feedback): writes a new revision of the trace."""
+    from orchestrace.semconv import REWARD_FAMILIES
+
+    from orchestrace_collector.annotate import NoSuchTrace
+    from orchestrace_collector.annotate import annotate as annotate_traces
+    from orchestrace_collector.validate import validate_trace
+
+    if (trace_id is None) == (task_id is None):
+        raise _fail("give exactly one of --trace-id and --task-id")
+    if family not in REWARD_FAMILIES:
+        raise _fail(f"--family must be one of {', '.join(REWARD_FAMILIES)}")
+    if not out.is_dir():
+        raise _fail(f"no such directory: {out}")
+    try:
+        revised = annotate_traces(out, reward=reward, family=family, name=name, trace_id=trace_id, task_id=task_id,
+                                  validate=validate_trace)
+    except (NoSuchTrace, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    for trace in revised:
+        console.print(f"{trace['trace_id']}: revision {int(trace['metrics']['revision'])}, "
+                      f"rewards {trace['rewards']}")
+
+
+if __name__ == "__main__":
+    app()

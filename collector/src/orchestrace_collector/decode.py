@@ -1,0 +1,341 @@
+"""Every input format the collector reads, decoded to :class:`~orchestrace_collector.spans.Span`.
+
+* OTLP protobuf: an ``ExportTraceServiceRequest`` (the same wire format as ``TracesData``), as sent on
+  ``/v1/traces`` and over gRPC, or dumped to a file.
+* OTLP-JSON: the same message in the OTLP JSON mapping, whose ids are hex strings (not protobuf-JSON base64),
+  one object per request, or one per line as the OpenTelemetry Collector's file exporter and
+  ``ot.configure(exporter="file:PATH")`` write them.
+* Jaeger JSON: the ``{"data": [trace, ...]}`` export of the Jaeger UI and query API, or a single trace object.
+
+Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written part
+is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+from orchestrace_collector.spans import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    Attributes,
+    Span,
+    SpanEvent,
+    SpanLink,
+)
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+class PayloadError(ValueError):
+    """The payload is not a trace export this collector can read (the message says why)."""
+
+
+# --- OTLP protobuf / OTLP-JSON ------------------------------------------------------------------------------
+
+
+def parse_otlp_protobuf(data: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except (DecodeError, RecursionError) as exc:
+        raise PayloadError(f"malformed OTLP protobuf: {exc}") from None
+    return request
+
+
+def parse_otlp_json(data: bytes | str | dict[str, Any]) -> ExportTraceServiceRequest:
+    """Parse OTLP-JSON (hex ids, camelCase or snake_case keys, enums as numbers or names)."""
+    obj = _load_json(data) if isinstance(data, bytes | str) else data
+    if not isinstance(obj, dict):
+        raise PayloadError("OTLP-JSON payload must be a JSON object")
+    try:
+        _hex_ids_to_base64(obj)
+        return json_format.ParseDict(obj, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError, TypeError, AttributeError) as exc:
+        raise PayloadError(f"malformed OTLP-JSON: {str(exc)[:300]}") from None
+
+
+def _load_json(data: bytes | str) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PayloadError(f"malformed JSON: {exc}") from None
+
+
+def _hex_ids_to_base64(request: dict[str, Any]) -> None:
+    """OTLP-JSON writes ids as hex; protobuf's JSON mapping of ``bytes`` expects base64. Rewrite in place."""
+    for resource_spans in _dicts(request.get("resourceSpans", request.get("resource_spans"))):
+        for key in ("instrumentationLibrarySpans", "instrumentation_library_spans"):  # pre-1.0 OTLP name
+            if key in resource_spans:
+                resource_spans.setdefault("scopeSpans", resource_spans.pop(key))
+        for scope_spans in _dicts(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
+            if "instrumentationLibrary" in scope_spans:
+                scope_spans.setdefault("scope", scope_spans.pop("instrumentationLibrary"))
+            for span in _dicts(scope_spans.get("spans")):
+                _rewrite_ids(span)
+                for link in _dicts(span.get("links")):
+                    _rewrite_ids(link)
+
+
+def _dicts(value: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(value, list):
+        yield from (item for item in value if isinstance(item, dict))
+
+
+def _rewrite_ids(obj: dict[str, Any]) -> None:
+    for key in _ID_FIELDS:
+        value = obj.get(key)
+        # Hex of even length is read as hex; anything else is left for json_format (base64, or a ParseError).
+        if isinstance(value, str) and len(value) % 2 == 0 and _HEX.issuperset(value):
+            obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+
+
+def drop_invalid_spans(request: ExportTraceServiceRequest) -> tuple[int, str]:
+    """Remove spans whose ids are not valid OTLP ids, in place. Returns (rejected count, reason for the first)."""
+    rejected = 0
+    reason = ""
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            bad = [i for i, span in enumerate(scope_spans.spans) if _invalid_reason(span)]
+            if not bad:
+                continue
+            if not reason:
+                reason = _invalid_reason(scope_spans.spans[bad[0]])
+            rejected += len(bad)
+            for index in reversed(bad):
+                del scope_spans.spans[index]
+    return rejected, reason
+
+
+def _invalid_reason(span: PbSpan) -> str:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return f"invalid trace_id ({len(span.trace_id)} bytes, must be 16 and not all zero)"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return f"invalid span_id ({len(span.span_id)} bytes, must be 8 and not all zero)"
+    if len(span.parent_span_id) not in (0, 8):
+        return f"invalid parent_span_id ({len(span.parent_span_id)} bytes, must be 0 or 8)"
+    return ""
+
+
+def count_spans(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
+    out: list[Span] = []
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name
+            for pb in scope_spans.spans:
+                parent = pb.parent_span_id.hex() if pb.parent_span_id and any(pb.parent_span_id) else None
+                out.append(
+                    Span(
+                        trace_id=pb.trace_id.hex(),
+                        span_id=pb.span_id.hex(),
+                        parent_span_id=parent,
+                        name=pb.name,
+                        start_ns=pb.start_time_unix_nano,
+                        end_ns=pb.end_time_unix_nano,
+                        kind=pb.kind,
+                        attributes=_attributes(pb.attributes),
+                        events=[
+                            SpanEvent(name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes))
+                            for e in pb.events
+                        ],
+                        links=[
+                            SpanLink(trace_id=lk.trace_id.hex(), span_id=lk.span_id.hex(),
+                                     attributes=_attributes(lk.attributes))
+                            for lk in pb.links
+                        ],
+                        status_code=pb.status.code,
+                        status_message=pb.status.message,
+                        resource=resource,
+                        scope=scope,
+                    )
+                )
+    return out
+
+
+def _attributes(kvs: Iterable[KeyValue]) -> Attributes:
+    return {kv.key: _any_value(kv.value) for kv in kvs}
+
+
+def _any_value(value: AnyValue) -> Any:
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return tuple(_any_value(v) for v in value.array_value.values)
+    if which == "kvlist_value":
+        return _attributes(value.kvlist_value.values)
+    return getattr(value, which)
+
+
+# --- Jaeger JSON --------------------------------------------------------------------------------------------
+
+_JAEGER_KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
+_JAEGER_STATUS = {"OK": STATUS_OK, "ERROR": STATUS_ERROR, "UNSET": STATUS_UNSET}
+# Tags the OTel-to-Jaeger translation adds for OTLP fields; they go back to those fields, not to attributes.
+_JAEGER_RESERVED = frozenset({
+    "span.kind", "otel.status_code", "otel.status_description", "otel.scope.name", "otel.library.name",
+    "otel.scope.version", "otel.library.version", "internal.span.format",
+})
+
+
+def is_jaeger(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    data = obj.get("data")
+    if isinstance(data, list):
+        return all(isinstance(t, dict) and "spans" in t for t in data)
+    return "traceID" in obj and "spans" in obj
+
+
+def spans_from_jaeger(obj: dict[str, Any]) -> list[Span]:
+    traces = obj["data"] if isinstance(obj.get("data"), list) else [obj]
+    try:
+        return [span for trace in traces for span in _jaeger_trace(trace)]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PayloadError(f"malformed Jaeger JSON: {type(exc).__name__}: {exc}") from None
+
+
+def _jaeger_trace(trace: dict[str, Any]) -> Iterator[Span]:
+    processes = trace.get("processes") or {}
+    for js in trace["spans"]:
+        tags = _jaeger_tags(js.get("tags"))
+        trace_id = _jaeger_id(js["traceID"], 32)
+        parent: str | None = None
+        links: list[SpanLink] = []
+        for ref in js.get("references") or []:
+            ref_trace, ref_span = _jaeger_id(ref["traceID"], 32), _jaeger_id(ref["spanID"], 16)
+            if parent is None and ref.get("refType") == "CHILD_OF" and ref_trace == trace_id:
+                parent = ref_span
+            else:
+                links.append(SpanLink(trace_id=ref_trace, span_id=ref_span))
+        process = processes.get(js.get("processID"), js.get("process")) or {}
+        resource = _jaeger_tags(process.get("tags"))
+        if "serviceName" in process:
+            resource["service.name"] = process["serviceName"]
+        start_ns = int(js["startTime"]) * 1000  # Jaeger times are microseconds
+        status = str(tags.get("otel.status_code", "UNSET")).upper()
+        yield Span(
+            trace_id=trace_id,
+            span_id=_jaeger_id(js["spanID"], 16),
+            parent_span_id=parent,
+            name=js["operationName"],
+            start_ns=start_ns,
+            end_ns=start_ns + int(js.get("duration", 0)) * 1000,
+            kind=_JAEGER_KIND.get(str(tags.get("span.kind", "internal")).lower(), 1),
+            attributes={k: v for k, v in tags.items() if k not in _JAEGER_RESERVED},
+            events=[_jaeger_log(log) for log in js.get("logs") or []],
+            links=links,
+            status_code=STATUS_ERROR if tags.get("error") is True else _JAEGER_STATUS.get(status, STATUS_UNSET),
+            status_message=str(tags.get("otel.status_description", "")),
+            resource=resource,
+            scope=str(tags.get("otel.scope.name", tags.get("otel.library.name", ""))),
+        )
+
+
+def _jaeger_id(value: str, width: int) -> str:
+    hex_id = value.lower().rjust(width, "0")  # Jaeger drops leading zeros and allows 64-bit trace ids
+    if len(hex_id) != width or not _HEX.issuperset(hex_id):
+        raise ValueError(f"bad Jaeger id {value!r}")
+    return hex_id
+
+
+def _jaeger_tags(tags: Any) -> Attributes:
+    out: Attributes = {}
+    for tag in tags or []:
+        value = tag.get("value")
+        kind = tag.get("type", "string")
+        if kind == "int64":
+            value = int(value)
+        elif kind == "float64":
+            value = float(value)
+        elif kind == "bool" and isinstance(value, str):
+            value = value.lower() == "true"
+        out[tag["key"]] = value
+    return out
+
+
+def _jaeger_log(log: dict[str, Any]) -> SpanEvent:
+    fields = _jaeger_tags(log.get("fields"))
+    name = str(fields.pop("event", "log"))
+    return SpanEvent(name=name, time_ns=int(log["timestamp"]) * 1000, attributes=fields)
+
+
+# --- files --------------------------------------------------------------------------------------------------
+
+
+def decode_json_document(obj: Any) -> list[Span]:
+    """One parsed JSON document: an OTLP-JSON request, a Jaeger export, or a list of either."""
+    if isinstance(obj, list):
+        return [span for item in obj for span in decode_json_document(item)]
+    if is_jaeger(obj):
+        return spans_from_jaeger(obj)
+    if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
+        return _valid_spans(parse_otlp_json(obj))
+    raise PayloadError("JSON is neither OTLP-JSON (resourceSpans) nor a Jaeger export (data[].spans)")
+
+
+def decode_bytes(data: bytes) -> list[Span]:
+    """Auto-detect the format of a dump: OTLP protobuf, OTLP-JSON, JSON lines of either, or Jaeger JSON."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise PayloadError(f"corrupt gzip: {exc}") from None
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            return decode_json_document(_load_json(data))
+        except PayloadError as whole_error:
+            lines = [line for line in data.splitlines() if line.strip()]
+            if len(lines) < 2:
+                raise whole_error from None
+        spans: list[Span] = []
+        for number, line in enumerate(lines, 1):
+            try:
+                spans.extend(decode_json_document(_load_json(line)))
+            except PayloadError as exc:
+                raise PayloadError(f"line {number}: {exc}") from None
+        return spans
+    if not data.strip():
+        return []
+    request = parse_otlp_protobuf(data)
+    if not request.resource_spans:
+        raise PayloadError("not an OTLP trace export (no resource_spans; neither JSON nor OTLP protobuf)")
+    return _valid_spans(request)
+
+
+def _valid_spans(request: ExportTraceServiceRequest) -> list[Span]:
+    """A dump is read whole or not at all: a span with a bad id is an error, not a silent drop."""
+    rejected, reason = drop_invalid_spans(request)
+    if rejected:
+        raise PayloadError(f"{rejected} span(s) with bad ids, e.g. {reason}")
+    return spans_from_request(request)
+
+
+def decode_file(path: Path) -> list[Span]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PayloadError(f"cannot read: {exc.strerror or exc}") from None
+    return decode_bytes(data)

@@ -1,0 +1,106 @@
+"""``TraceDirExporter``: the collector's output written in-process, with no collector running.
+
+An OpenTelemetry ``SpanExporter`` (so it composes with any other exporter), added by
+``ot.configure(trace_dir=...)``. Finished spans go straight from ``ReadableSpan`` to the collector's ``Span``
+(no protobuf round trip) into the same assembler and writer as ``orchestrace collect``. A background thread
+completes episodes after the quiet period; ``force_flush`` writes every episode whose root span has ended,
+``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the application.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
+from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.spans import Span, SpanEvent, SpanLink
+
+log = logging.getLogger(__name__)
+
+
+def span_from_readable(span: ReadableSpan) -> Span:
+    context = span.context
+    scope = span.instrumentation_scope
+    return Span(
+        trace_id=format(context.trace_id, "032x") if context else "0" * 32,
+        span_id=format(context.span_id, "016x") if context else "0" * 16,
+        parent_span_id=format(span.parent.span_id, "016x") if span.parent else None,
+        name=span.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or 0,
+        kind=span.kind.value + 1,  # the Python API counts from INTERNAL=0, OTLP from INTERNAL=1
+        attributes=dict(span.attributes or {}),
+        events=[SpanEvent(name=e.name, time_ns=e.timestamp or 0, attributes=dict(e.attributes or {}))
+                for e in span.events],
+        links=[SpanLink(trace_id=format(lk.context.trace_id, "032x"), span_id=format(lk.context.span_id, "016x"),
+                        attributes=dict(lk.attributes or {}))
+               for lk in span.links],
+        status_code=span.status.status_code.value,
+        status_message=span.status.description or "",
+        resource=dict(span.resource.attributes) if span.resource else {},
+        scope=scope.name if scope else "",
+    )
+
+
+class TraceDirExporter(SpanExporter):
+    def __init__(self, out_dir: str | Path, *, quiet_period_s: float = 2.0, idle_timeout_s: float = 300.0,
+                 converter: Converter = default_converter, hook: EpisodeHook | None = None) -> None:
+        self._writer = TraceDirWriter(Path(out_dir))
+        self._assembler = Assembler(self._writer, quiet_period_s=quiet_period_s, idle_timeout_s=idle_timeout_s,
+                                    converter=converter, hook=hook)
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick_loop, name="orchestrace-trace-dir", daemon=True)
+        self._ticker.start()
+        self._warned = False
+
+    @property
+    def out_dir(self) -> Path:
+        return self._writer.out_dir
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            self._assembler.add([span_from_readable(s) for s in spans])
+        except Exception:
+            self._warn("could not record spans")
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        try:
+            self._assembler.flush(only_ended=True)
+        except Exception:
+            self._warn("could not flush traces")
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._ticker.join(timeout=5.0)
+        try:
+            self._assembler.flush()
+        except Exception:
+            self._warn("could not write traces at shutdown")
+        finally:
+            self._writer.close()
+
+    def _tick_loop(self) -> None:
+        interval = min(0.5, max(0.05, self._assembler.quiet_period_s / 4))
+        while not self._stop.wait(interval):
+            try:
+                self._assembler.tick()
+            except Exception:
+                self._warn("could not write a trace")
+
+    def _warn(self, what: str) -> None:
+        # Logged once with the traceback, then silent: the application must not drown in our errors.
+        if not self._warned:
+            self._warned = True
+            log.exception("orchestrace: TraceDirExporter %s in %s", what, self.out_dir)

@@ -1,0 +1,91 @@
+"""``orchestrace convert``: dumps in, the same output directory ``collect`` writes out.
+
+Engines share one signature, ``engine(inputs, writer, *, hook=None) -> ConvertResult``, and are looked up by
+name in :data:`ENGINES`: ``local`` (:func:`convert_local`: one process, every span in memory) and ``ray``
+(``orchestrace_collector.ray_engine.convert_with_ray``, for dumps larger than one machine's memory).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from orchestrace_collector.assemble import Assembler, EpisodeHook
+from orchestrace_collector.decode import PayloadError, decode_file
+from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.spans import Span
+
+
+class ConvertResult(Protocol):
+    @property
+    def files(self) -> int: ...
+    @property
+    def spans(self) -> int: ...
+    @property
+    def written(self) -> int: ...
+    @property
+    def failed(self) -> int: ...  # episodes the converter could not convert (logged)
+    @property
+    def bad_files(self) -> tuple[str, ...]: ...  # "path: reason" for each input that could not be read
+
+
+@dataclass(frozen=True)
+class LocalConvertResult:
+    files: int
+    spans: int
+    written: int
+    failed: int
+    bad_files: tuple[str, ...]
+
+
+Engine = Callable[..., ConvertResult]
+
+#: ``--engine`` name -> ``module:function``.
+ENGINES: dict[str, str] = {
+    "local": "orchestrace_collector.offline:convert_local",
+    "ray": "orchestrace_collector.ray_engine:convert_with_ray",
+}
+
+
+def load_engine(name: str) -> Engine:
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    module_name, _, attr = ENGINES[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"engine {name!r} is not available: {exc}") from None
+    engine: Engine = getattr(module, attr)
+    return engine
+
+
+def input_files(inputs: Sequence[Path]) -> list[Path]:
+    """Each file as given, and the files of each directory (sorted, hidden files skipped)."""
+    files: list[Path] = []
+    for path in inputs:
+        if path.is_dir():
+            files.extend(p for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith("."))
+        else:
+            files.append(path)
+    return files
+
+
+def convert_local(inputs: Sequence[Path], writer: TraceDirWriter, *,
+                  hook: EpisodeHook | None = None) -> LocalConvertResult:
+    bad: list[str] = []
+    spans: list[Span] = []
+    files = input_files(inputs)
+    for path in files:
+        try:
+            spans.extend(decode_file(path))
+        except PayloadError as exc:
+            bad.append(f"{path}: {exc}")
+    before = writer.written
+    assembler = Assembler(writer, hook=hook)
+    assembler.add(spans)
+    assembler.flush()
+    return LocalConvertResult(files=len(files), spans=len(spans), written=writer.written - before,
+                              failed=assembler.failed, bad_files=tuple(bad))

@@ -1,0 +1,195 @@
+"""The output directory: one writer shared by ``orchestrace collect``, ``orchestrace convert``, ``annotate`` and
+the in-process ``TraceDirExporter``.
+
+Layout of ``DIR``::
+
+    traces-00000.jsonl     one orchestration trace a line (the seed schema); a new file every ``rotate_bytes``
+    turns-00000.jsonl      one model call (a Turn, a training sample) a line, plus a ``revision`` field
+    content/ab/abcd...txt  captured content, addressed by sha256 (``content_ref = "sha256:abcd..."``);
+                           only present when spans carried captured content
+    wal/                   the collector's write-ahead log (``orchestrace collect`` only; see ``wal.py``)
+
+Revisions: the files are append-only. When a trace is written again (a span arrived after it was written, a user
+reward function or ``orchestrace annotate`` added a reward), the new version is appended with a higher
+``metrics.revision`` (0 for the first). **Readers take the last revision of each ``trace_id``** (the line with
+the highest ``metrics.revision``), and the turns whose ``revision`` equals it: :func:`latest_traces` and
+:func:`latest_turns` do exactly that. Every written trace also carries ``metrics.spans``, the number of OTel
+spans it was built from.
+
+Order of writes: content first, then turns, then the trace line, so that whatever a trace line refers to is
+already on disk when a reader sees it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from orchestrace_collector.model import Trace, Turn
+
+TRACES_PREFIX = "traces-"
+TURNS_PREFIX = "turns-"
+CONTENT_DIR = "content"
+WAL_DIR = "wal"
+REVISION = "revision"
+SPAN_COUNT = "spans"
+_FILE_RE = re.compile(r"^(traces|turns)-(\d{5,})\.jsonl$")
+
+
+class _RotatingJsonl:
+    def __init__(self, directory: Path, prefix: str, rotate_bytes: int) -> None:
+        self.directory = directory
+        self.prefix = prefix
+        self.rotate_bytes = rotate_bytes
+        existing = [int(p.stem[len(prefix):]) for p in directory.glob(f"{prefix}*.jsonl")
+                    if p.stem[len(prefix):].isdigit()]
+        self._index = max(existing, default=0)
+        self._file: IO[str] | None = None
+
+    def write_lines(self, lines: Sequence[str]) -> None:
+        if not lines:
+            return
+        handle = self._handle()
+        handle.write("".join(lines))
+        handle.flush()  # each trace reaches the OS before its WAL marker is written
+        if handle.tell() >= self.rotate_bytes:
+            handle.close()
+            self._file = None
+            self._index += 1
+
+    def _handle(self) -> IO[str]:
+        if self._file is None:
+            path = self.directory / f"{self.prefix}{self._index:05d}.jsonl"
+            self._file = path.open("a", encoding="utf-8")
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class TraceDirWriter:
+    """Appends traces, turns and content to an output directory (thread-safe)."""
+
+    def __init__(self, out_dir: Path, *, rotate_bytes: int = 128 << 20) -> None:
+        self.out_dir = out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._traces = _RotatingJsonl(out_dir, TRACES_PREFIX, rotate_bytes)
+        self._turns = _RotatingJsonl(out_dir, TURNS_PREFIX, rotate_bytes)
+        self.written = 0
+
+    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
+              *, revision: int = 0) -> None:
+        trace.metrics[REVISION] = float(revision)
+        trace_line = json.dumps(trace.to_json_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        turn_lines = [
+            json.dumps({**turn.model_dump(exclude_none=True), REVISION: revision},
+                       ensure_ascii=False, separators=(",", ":")) + "\n"
+            for turn in turns
+        ]
+        self.write_raw(trace_line, turn_lines, contents)
+
+    def write_dicts(self, trace: Mapping[str, Any], turns: Iterable[Mapping[str, Any]]) -> None:
+        """Write an already serialized trace (``annotate``); its ``metrics.revision`` must already be set."""
+        revision = trace.get("metrics", {}).get(REVISION, 0)
+        self.write_raw(
+            json.dumps(trace, ensure_ascii=False, separators=(",", ":")) + "\n",
+            [json.dumps({**t, REVISION: revision}, ensure_ascii=False, separators=(",", ":")) + "\n" for t in turns],
+            None,
+        )
+
+    def write_raw(self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None) -> None:
+        with self._lock:
+            for ref, text in (contents or {}).items():
+                self._write_content(ref, text)
+            self._turns.write_lines(turn_lines)
+            self._traces.write_lines([trace_line])
+            self.written += 1
+
+    def _write_content(self, ref: str, text: str) -> None:
+        digest = ref.removeprefix("sha256:")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        path = content_path(self.out_dir, digest)
+        if path.exists():
+            return  # content addressed: same name, same bytes
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # atomic, so a reader never sees half a file
+
+    def close(self) -> None:
+        with self._lock:
+            self._traces.close()
+            self._turns.close()
+
+
+def content_path(out_dir: Path, digest: str) -> Path:
+    return out_dir / CONTENT_DIR / digest[:2] / f"{digest}.txt"
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+
+
+def jsonl_files(paths: Iterable[Path], prefix: str = TRACES_PREFIX) -> list[Path]:
+    """The ``prefix*.jsonl`` files of each directory (in order), and each plain file as given."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(path.glob(f"{prefix}*.jsonl"), key=_file_order))
+        else:
+            files.append(path)
+    return files
+
+
+def _file_order(path: Path) -> tuple[int, str]:
+    match = _FILE_RE.match(path.name)
+    return (int(match.group(2)) if match else -1, path.name)
+
+
+def iter_jsonl(files: Iterable[Path]) -> Iterator[tuple[Path, int, Any]]:
+    """Yield ``(file, line number, parsed object)``; a line that is not JSON yields a ``ValueError`` object."""
+    for file in files:
+        with file.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield file, number, json.loads(line)
+                except ValueError as exc:
+                    yield file, number, exc
+
+
+def revision_of(obj: Mapping[str, Any]) -> float:
+    metrics = obj.get("metrics")
+    return float(metrics.get(REVISION, 0)) if isinstance(metrics, Mapping) else 0.0
+
+
+def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    """The last revision of each trace found under ``paths`` (directories or ``traces*.jsonl`` files)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for _, _, obj in iter_jsonl(jsonl_files(paths)):
+        if isinstance(obj, dict) and isinstance(obj.get("trace_id"), str):
+            previous = latest.get(obj["trace_id"])
+            if previous is None or revision_of(obj) >= revision_of(previous):
+                latest[obj["trace_id"]] = obj
+    return latest
+
+
+def latest_turns(out_dir: Path, traces: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The turns of the given (latest) traces, keyed by trace id."""
+    turns: dict[str, list[dict[str, Any]]] = {trace_id: [] for trace_id in traces}
+    for _, _, obj in iter_jsonl(jsonl_files([out_dir], TURNS_PREFIX)):
+        if not isinstance(obj, dict) or obj.get("trace_id") not in traces:
+            continue
+        if float(obj.get(REVISION, 0)) == revision_of(traces[obj["trace_id"]]):
+            turns[obj["trace_id"]].append(obj)
+    return turns

@@ -1,0 +1,238 @@
+"""Write-ahead log: every accepted batch is on disk before the receiver acknowledges it.
+
+Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records
+``[u32 length][u32 crc32 of kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
+``ExportTraceServiceRequest`` holding only the spans that were accepted) and ``WRITTEN`` (a small JSON marker the
+assembler appends after it has written an episode, so a replay does not write it a second time).
+
+A restarted collector never appends to an old segment: it replays them all in order (stopping a segment at the
+first torn or corrupt record, which is where the crash cut the last write) and then opens a new one. Segments
+are deleted oldest first, once no open episode and no batch still in flight needs them; deleting only a
+prefix keeps every ``WRITTEN`` marker as long as the batches it refers to.
+
+Durability (``fsync`` policy), the trade-off between safety and ingest speed:
+
+* ``batch`` (default): the receiver waits for an ``fsync`` covering its record before it answers 200. Concurrent
+  requests share one ``fsync`` (group commit), so throughput grows with concurrency while every acknowledged
+  span survives a process crash, an OS crash and a power loss.
+* ``interval``: records are handed to the OS with ``write(2)`` before the 200 and a background thread calls
+  ``fsync`` every ``interval_s``. Acknowledged spans survive a crash of the collector (``kill -9``: the kernel
+  still holds the pages) but an OS crash or power loss may lose the last interval.
+* ``none``: never ``fsync``; the same process-crash guarantee as ``interval``, and the OS flushes when it likes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import threading
+import zlib
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+FsyncPolicy = Literal["batch", "interval", "none"]
+FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("batch", "interval", "none")
+
+KIND_BATCH = 1
+KIND_WRITTEN = 2
+_HEADER = struct.Struct("<IIB")
+_SUFFIX = ".wal"
+
+
+class WriteAheadLog:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        fsync: FsyncPolicy = "batch",
+        segment_bytes: int = 64 << 20,
+        interval_s: float = 0.05,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync policy must be one of {FSYNC_POLICIES}, not {fsync!r}")
+        self.directory = directory
+        self.fsync = fsync
+        self.segment_bytes = segment_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # guards the open segment and the counters below
+        self._sync_lock = threading.Lock()  # one fsync at a time; the others find their record covered
+        self._segments = sorted(self._existing())
+        self._inflight: defaultdict[int, int] = defaultdict(int)
+        self._written_seq = 0
+        self._synced_seq = 0
+        self._segment = (self._segments[-1] + 1) if self._segments else 1
+        self._fd = -1
+        self._size = 0
+        self._closed = False
+        self._open_segment()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if fsync == "interval":
+            self._flusher = threading.Thread(
+                target=self._flush_loop, args=(interval_s,), name="orchestrace-wal-fsync", daemon=True
+            )
+            self._flusher.start()
+
+    # --- writing --------------------------------------------------------------------------------------------
+
+    def append(self, payload: bytes, kind: int = KIND_BATCH) -> tuple[int, int]:
+        """Append one record. Returns ``(segment, seq)``: pass ``seq`` to :meth:`sync` before acknowledging,
+        and ``segment`` to :meth:`done` once the batch has been handed to assembly."""
+        header = _HEADER.pack(len(payload), zlib.crc32(payload, zlib.crc32(bytes((kind,)))), kind)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("write-ahead log is closed")
+            _write_all(self._fd, header + payload)
+            self._size += len(header) + len(payload)
+            self._written_seq += 1
+            seq, segment = self._written_seq, self._segment
+            if kind == KIND_BATCH:
+                self._inflight[segment] += 1
+            if self._size >= self.segment_bytes:
+                self._rotate()
+        return segment, seq
+
+    def needs_sync(self, seq: int) -> bool:
+        return self.fsync == "batch" and self._synced_seq < seq
+
+    def sync(self, seq: int) -> None:
+        """Make every record up to ``seq`` durable (under the ``batch`` policy; a no-op otherwise)."""
+        if self.needs_sync(seq):
+            self._fsync_written()
+
+    def _fsync_written(self) -> None:
+        with self._sync_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                target = self._written_seq
+                if self._synced_seq >= target:
+                    return
+                # A duplicate descriptor, so a concurrent rotation may close the original meanwhile.
+                fd = os.dup(self._fd)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with self._lock:
+                self._synced_seq = max(self._synced_seq, target)
+
+    def _flush_loop(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            try:
+                self._fsync_written()
+            except OSError:
+                log.exception("orchestrace: WAL fsync failed")
+
+    def _open_segment(self) -> None:
+        path = self._path(self._segment)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = 0
+        self._segments.append(self._segment)
+        if self.fsync != "none":
+            _fsync_dir(self.directory)  # the new file's directory entry must survive too
+
+    def _rotate(self) -> None:
+        if self.fsync != "none":
+            os.fsync(self._fd)
+            self._synced_seq = self._written_seq
+        os.close(self._fd)
+        self._segment += 1
+        self._open_segment()
+
+    # --- retention ------------------------------------------------------------------------------------------
+
+    def done(self, segment: int) -> None:
+        """A batch of ``segment`` has been handed to assembly (its episodes now hold the segment open)."""
+        with self._lock:
+            self._inflight[segment] -= 1
+            if self._inflight[segment] <= 0:
+                del self._inflight[segment]
+
+    def retire(self, keep_from: int | None) -> int:
+        """Delete the oldest segments below ``keep_from`` (None: no open episode needs any) that are sealed
+        and have no batch in flight. Returns how many were deleted."""
+        deleted = 0
+        with self._lock:
+            while len(self._segments) > 1:
+                oldest = self._segments[0]
+                if oldest == self._segment or self._inflight.get(oldest, 0) > 0:
+                    break
+                if keep_from is not None and oldest >= keep_from:
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    self._path(oldest).unlink()
+                self._segments.pop(0)
+                deleted += 1
+        return deleted
+
+    @property
+    def segments(self) -> list[int]:
+        with self._lock:
+            return list(self._segments)
+
+    # --- replay ---------------------------------------------------------------------------------------------
+
+    def replay(self) -> Iterator[tuple[int, int, bytes]]:
+        """Yield ``(segment, kind, payload)`` for every intact record of the segments left by a previous run."""
+        for segment in [s for s in self.segments if s != self._segment]:
+            yield from _read_segment(self._path(segment), segment)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        with self._lock:
+            if self._closed:
+                return
+            if self.fsync != "none":
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._closed = True
+
+    def _path(self, segment: int) -> Path:
+        return self.directory / f"{segment:010d}{_SUFFIX}"
+
+    def _existing(self) -> Iterator[int]:
+        for path in self.directory.glob(f"*{_SUFFIX}"):
+            if path.stem.isdigit():
+                yield int(path.stem)
+
+
+def _read_segment(path: Path, segment: int) -> Iterator[tuple[int, int, bytes]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        length, crc, kind = _HEADER.unpack_from(data, offset)
+        start = offset + _HEADER.size
+        payload = data[start:start + length]
+        if len(payload) < length or zlib.crc32(payload, zlib.crc32(bytes((kind,)))) != crc:
+            break
+        yield segment, kind, payload
+        offset = start + length
+    if offset != len(data):
+        log.warning("orchestrace: WAL segment %s has a torn or corrupt tail after byte %d (ignored)", path, offset)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,149 @@
+"""Assembly: completion after the quiet period, episode stitching, revisions, orphans, bounded memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from collector_fixtures import record_run
+from orchestrace import semconv as sc
+from orchestrace_collector import convert_spans
+from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.inprocess import span_from_readable
+from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.spans import Span
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Sink:
+    written: list[tuple[Trace, int]] = field(default_factory=list)
+
+    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
+              *, revision: int = 0) -> None:
+        self.written.append((trace, revision))
+
+
+def spans_of(task_id: str, **kwargs: object) -> list[Span]:
+    return [span_from_readable(s) for s in record_run(task_id, **kwargs)]  # type: ignore[arg-type]
+
+
+def make(**kwargs: object) -> tuple[Assembler, Sink, Clock]:
+    sink, clock = Sink(), Clock()
+    return Assembler(sink, quiet_period_s=2.0, clock=clock, **kwargs), sink, clock  # type: ignore[arg-type]
+
+
+def test_written_after_root_ended_and_quiet_period() -> None:
+    assembler, sink, clock = make()
+    spans = spans_of("t1")
+    root = next(s for s in spans if s.parent_span_id is None)
+    assembler.add([s for s in spans if s is not root])
+    clock.now += 10
+    assert assembler.tick() == 0, "the root has not ended: not complete however long it is quiet"
+    assembler.add([root])
+    clock.now += 1.9
+    assert assembler.tick() == 0
+    clock.now += 0.2
+    assert assembler.tick() == 1
+    trace, revision = sink.written[0]
+    assert revision == 0 and trace.task_id == "t1" and trace.metrics["spans"] == len(spans)
+    assert assembler.open_episodes == 0
+
+
+def test_late_span_writes_a_new_revision_with_all_spans() -> None:
+    assembler, sink, clock = make()
+    spans = spans_of("t2")
+    late = next(s for s in spans if s.name.startswith("execute_tool"))
+    assembler.add([s for s in spans if s is not late])
+    clock.now += 3
+    assembler.tick()
+    assembler.add([late])
+    clock.now += 3
+    assembler.tick()
+    assert [(t.trace_id, r, t.metrics["spans"]) for t, r in sink.written] == [
+        (sink.written[0][0].trace_id, 0, len(spans) - 1), (sink.written[0][0].trace_id, 1, len(spans))]
+
+
+def test_late_span_after_retention_is_a_separate_fragment() -> None:
+    assembler, sink, clock = make(retain_spans=0)
+    spans = spans_of("t3")
+    late = next(s for s in spans if s.name.startswith("execute_tool"))
+    assembler.add([s for s in spans if s is not late])
+    clock.now += 3
+    assembler.tick()
+    assembler.add([late])
+    assembler.flush()
+    first, fragment = sink.written[0][0], sink.written[1][0]
+    assert fragment.trace_id == f"{first.trace_id}.late1"
+    assert fragment.metrics["spans"] == 1
+
+
+def test_episode_id_stitches_otel_traces_even_when_it_arrives_last() -> None:
+    assembler, sink, _ = make()
+    first = spans_of("t4", episode_id="thread-7")
+    second = spans_of("t4", episode_id="thread-7")
+    plain = [s for s in first if s.parent_span_id is not None]  # children do not carry the episode id
+    assembler.add(plain)
+    assembler.add(second)
+    assembler.add([s for s in first if s.parent_span_id is None])
+    assembler.flush()
+    assert len(sink.written) == 1
+    trace = sink.written[0][0]
+    assert trace.metrics["spans"] == len(first) + len(second)
+    assert {e.otel_trace_id for e in trace.events} == {first[0].trace_id, second[0].trace_id}
+
+
+def test_conversation_id_groups_like_an_episode_id() -> None:
+    runs = [spans_of("t5"), spans_of("t5")]
+    for spans in runs:
+        spans[0].attributes[sc.GEN_AI_CONVERSATION_ID] = "conv-1"
+    traces = convert_spans([s for spans in runs for s in spans])
+    assert len(traces) == 1 and traces[0].metrics["spans"] == 8
+
+
+def test_orphans_are_written_after_the_idle_timeout() -> None:
+    assembler, sink, clock = make(idle_timeout_s=30)
+    spans = [s for s in spans_of("t6") if s.parent_span_id is not None]  # the root never arrives
+    assembler.add(spans)
+    clock.now += 29
+    assert assembler.tick() == 0
+    clock.now += 2
+    assert assembler.tick() == 1
+    trace = sink.written[0][0]
+    assert any(e.incomplete for e in trace.events)
+
+
+def test_memory_is_bounded_by_open_episodes_and_the_retention_budget() -> None:
+    assembler, sink, clock = make(retain_spans=8)
+    for index in range(20):
+        assembler.add(spans_of(f"m{index}"))
+        clock.now += 3
+        assembler.tick()
+    assert len(sink.written) == 20
+    assert assembler.open_episodes == 0
+    assert assembler._retained_spans <= 8 and len(assembler._retained) <= 2
+    assert len(assembler._trace_keys) <= 2
+
+
+def test_duplicate_spans_count_once() -> None:
+    spans = spans_of("t7")
+    traces = convert_spans(spans + spans)
+    assert len(traces) == 1 and traces[0].metrics["spans"] == len(spans)
+
+
+def test_a_converter_failure_is_logged_not_raised() -> None:
+    def broken(spans: Sequence[Span]) -> object:
+        raise RuntimeError("boom")
+
+    sink, clock = Sink(), Clock()
+    assembler = Assembler(sink, converter=broken, clock=clock)  # type: ignore[arg-type]
+    assembler.add(spans_of("t8"))
+    assert assembler.flush() == 1
+    assert assembler.failed == 1 and sink.written == []

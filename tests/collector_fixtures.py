@@ -1,0 +1,159 @@
+"""Helpers behind the shared fixtures in ``conftest.py``: a real ``orchestrace collect`` subprocess, and
+validation of a written output directory."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
+from orchestrace_collector.validate import validate_trace
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningCollector:
+    """An ``orchestrace collect`` subprocess on free loopback ports."""
+
+    out: Path
+    port: int
+    grpc_port: int
+    log: Path
+    args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] = field(init=False)
+
+    @property
+    def http_endpoint(self) -> str:
+        """The OTLP/HTTP traces URL (what ``OTLPSpanExporter(endpoint=...)`` of the http exporter takes)."""
+        return f"http://127.0.0.1:{self.port}/v1/traces"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self, timeout_s: float = 60.0) -> RunningCollector:
+        command = [sys.executable, "-m", "orchestrace_collector.cli", "collect", "--out", str(self.out),
+                   "--port", str(self.port), "--grpc-port", str(self.grpc_port), *self.args]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"collector exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.process.kill()
+        raise RuntimeError(f"collector not ready after {timeout_s} s:\n{self.log_text()}")
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM (the collector writes every open trace first) and wait. Returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no cleanup (the crash the write-ahead log is for)."""
+        self.process.kill()
+        self.process.wait()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_collector(out: Path, *args: str) -> RunningCollector:
+    out.mkdir(parents=True, exist_ok=True)
+    collector = RunningCollector(out=out, port=free_port(), grpc_port=free_port(),
+                                 log=out.parent / f"{out.name}-collector.log", args=args)
+    return collector.start()
+
+
+def validate_trace_dir(path: Path) -> dict[str, dict[str, Any]]:
+    """Assert that every trace line (every revision) under ``path`` validates; return the last revisions."""
+    files = jsonl_files([path])
+    assert files, f"no traces*.jsonl in {path}"
+    problems: list[str] = []
+    for file, number, obj in iter_jsonl(files):
+        errors = [f"not JSON: {obj}"] if isinstance(obj, Exception) else validate_trace(obj)
+        problems.extend(f"{file.name}:{number}: {error}" for error in errors)
+    assert not problems, "invalid traces:\n" + "\n".join(problems[:20])
+    return latest_traces([path])
+
+
+# --- spans from the real OpenTelemetry SDK ------------------------------------------------------------------
+
+
+def record_run(task_id: str, *, tools: int = 2, episode_id: str | None = None) -> list[Any]:
+    """One small orchestration run (workflow > agent > tools) recorded by the real SDK: ReadableSpans."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from orchestrace import semconv as sc
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "fixture-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("fixture")
+    root_attrs: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.ORCH_TASK_ID: task_id}
+    if episode_id:
+        root_attrs[sc.ORCH_EPISODE_ID] = episode_id
+    with tracer.start_as_current_span("invoke_workflow fixture", attributes=root_attrs), \
+            tracer.start_as_current_span("invoke_agent worker", attributes={
+                sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "worker"}):
+        for index in range(tools):
+            with tracer.start_as_current_span(f"execute_tool lookup{index}", attributes={
+                    sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: f"lookup{index}"}) as span:
+                span.add_event("progress", {"step": index, "tags": ("a", "b")})
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def encode_protobuf(spans: list[Any]) -> bytes:
+    """The exact bytes the SDK's OTLP exporters send."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return bytes(encode_spans(spans).SerializeToString())
+
+
+def encode_otlp_json(spans: list[Any]) -> dict[str, Any]:
+    """OTLP-JSON as the spec (and the OpenTelemetry Collector's file exporter) writes it: hex ids."""
+    import base64
+
+    from google.protobuf import json_format
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    obj: dict[str, Any] = json_format.MessageToDict(encode_spans(spans))
+    for resource_spans in obj["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for item in (span, *span.get("links", [])):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64decode(item[key]).hex()
+    return obj
