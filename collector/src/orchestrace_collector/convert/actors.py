@@ -41,6 +41,8 @@ class Instance:
     explicit_spawn: bool = False  # started by an explicit ``orchestrace.spawn`` (gets a despawn)
     ret: Ev | None = None
     last: Node | None = None  # the span that ended last (its output is the instance's result)
+    turn_starts: list[int] = field(default_factory=list)  # its model calls' start times, in order
+    turn_events: list[list[Ev]] = field(default_factory=list)  # the events each of those model calls links
     incomplete: bool = False
     depth: int = 0  # actor nesting depth (top level = 0)
     agent_depth: int = 0  # how many ``invoke_agent`` actors enclose it

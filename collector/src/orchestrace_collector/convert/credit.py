@@ -32,8 +32,8 @@ def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
     return copy
 
 
-def apply_credit(trace: Trace, strategy: str) -> None:
-    """Assign credit in place."""
+def apply_credit(trace: Trace, strategy: str, causal: set[str] | None = None) -> None:
+    """Assign credit in place (``causal``: the result of ``causal_events`` when the caller has it already)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown credit strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     for key in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
@@ -49,7 +49,7 @@ def apply_credit(trace: Trace, strategy: str) -> None:
         for ev in events:
             ev.credit = share
     else:
-        chosen = causal_events(trace)
+        chosen = causal if causal is not None else causal_events(trace)
         share = pool / len(chosen)
         for ev in events:
             ev.credit = share if ev.id in chosen else 0.0
@@ -96,12 +96,18 @@ def event_owners(trace: Trace) -> dict[str, str]:
 def credit_turns(trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
     """Copies of ``turns`` whose ``reward`` is their credited share plus the reward recorded for them."""
     credit = {ev.id: ev.credit for ev in trace.events}
-    out = []
-    for turn in turns:
-        total: float | None = trace.rewards.get(f"turn:{turn.turn_id}")
-        for event_id in turn.event_ids:
-            value = credit.get(event_id)
-            if value is not None:
-                total = (total or 0.0) + value
-        out.append(turn.model_copy(update={"reward": total}))
-    return out
+    return [
+        turn.model_copy(update={"reward": turn_reward(trace.rewards, credit, turn.turn_id, turn.event_ids)})
+        for turn in turns
+    ]
+
+
+def turn_reward(rewards: dict[str, float], credit: dict[str, float | None], turn_id: str,
+                event_ids: Sequence[str]) -> float | None:
+    """The reward recorded for a turn (``turn:<id>``) plus the credit of the events it links."""
+    total = rewards.get(f"turn:{turn_id}")
+    for event_id in event_ids:
+        value = credit.get(event_id)
+        if value is not None:
+            total = (total or 0.0) + value
+    return total

@@ -1,12 +1,13 @@
 """Edges between numbered events (see README.md in this package for the rules).
 
 Every rule is linear in the number of events: "the next event of X after e" is a binary search in X's timeline,
-and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` later events of the caller plus its return.
+and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` events (those of the model call that read the
+result) plus the caller's return.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 from .actors import Actors, Instance
@@ -92,11 +93,17 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
 
 
 def _safety_flow(result: Ev, add: _Add) -> None:
-    timeline = result.owner.timeline
-    end = min(len(timeline), result.pos + 1 + SAFETY_FLOW_FANOUT)
-    for ev in timeline[result.pos + 1:end]:
+    """An untrusted result flows into the events that consumed it: those of the caller's first model call
+    after the result (which read it), else the caller's next event; and always into the caller's return."""
+    owner = result.owner
+    i = bisect_left(owner.turn_starts, result.t_ns)
+    if i < len(owner.turn_starts):
+        consumers = owner.turn_events[i][:SAFETY_FLOW_FANOUT]
+    else:
+        consumers = owner.timeline[result.pos + 1:result.pos + 2]
+    for ev in consumers:
         add((result.index, ev.index, "safety_flow"))
-    ret = result.owner.ret
+    ret = owner.ret
     if ret is not None and ret.index > result.index:
         add((result.index, ret.index, "safety_flow"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,8 +13,9 @@ from ..model import Costs, Edge, Event, Message, Trace, Turn
 from ..spans import Span
 from .actors import assign_instances
 from .chat import ChatMessage
+from .construct import Constructor
 from .content import ContentStore
-from .credit import apply_credit, causal_events, credit_turns, event_owners
+from .credit import apply_credit, causal_events, event_owners, turn_reward
 from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
@@ -23,6 +25,10 @@ from .topology import infer_topology
 from .turns import TurnRec, build_turns
 
 _NS = 1e9
+_new_event = Constructor(Event)
+_new_edge = Constructor(Edge)
+_new_turn = Constructor(Turn)
+_new_message = Constructor(Message)
 
 
 @dataclass(slots=True)
@@ -37,6 +43,19 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
 
     Raises ``ValueError`` when the spans yield no event (a trace needs at least one).
     """
+    # The conversion allocates many small linked objects and frees them together at the end; the cyclic
+    # collector's passes over them during the build cost more than the conversion itself on large episodes.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _convert(spans, task_id, credit)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode:
     if not spans:
         raise ValueError("no spans: a trace needs at least one event")
     forest = build_forest(spans)
@@ -56,8 +75,8 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
         timeline = ev.owner.timeline
         ev.pos = len(timeline)
         timeline.append(ev)
-    edges = build_edges(events_set, actors)
     turn_recs = build_turns(events_set.model_nodes, store)
+    edges = build_edges(events_set, actors)
     rewards = apply_rewards(events_set, actors, turn_recs)
 
     t0 = forest.nodes[0].start_ns
@@ -79,7 +98,7 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
         system=str(system) if system else None,
         topology=infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY)),
         events=[_event(ev, t0) for ev in events],
-        edges=[Edge.model_construct(src=events[s].id, dst=events[d].id, type=kind) for s, d, kind in edges],
+        edges=[_new_edge({"src": events[s].id, "dst": events[d].id, "type": kind}) for s, d, kind in edges],
         rewards=rewards,
         costs=Costs.model_construct(
             tokens=float(sum(t.tokens for t in turn_recs)),
@@ -89,9 +108,11 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
         ),
         metrics=metrics,
     )
-    apply_credit(trace, credit)
-    _agent_utilization(trace)
-    turns = credit_turns(trace, [_turn(t, trace, t0) for t in turn_recs])
+    on_path = causal_events(trace)
+    apply_credit(trace, credit, on_path)
+    _agent_utilization(trace, on_path)
+    credit_by_id = {ev.id: ev.credit for ev in trace.events}
+    turns = [_turn(t, trace, t0, credit_by_id) for t in turn_recs]
     return Episode(trace, turns, store.contents)
 
 
@@ -127,14 +148,12 @@ def _seconds(t_ns: int, t0: int) -> float:
 
 def _event(ev: Ev, t0: int) -> Event:
     node = ev.node
-    fields: dict[str, Any] = {"id": ev.id, "t": _seconds(ev.key[0], t0), "type": ev.type, "agent": ev.agent}
-    for name, value in (
-        ("role", ev.role), ("from_", ev.frm), ("to", ev.to), ("tool", ev.tool), ("content_ref", ev.content_ref),
-        ("trusted", ev.trusted), ("decision", ev.decision), ("label", ev.label), ("reason", ev.reason),
-        ("handoff", ev.handoff), ("agent_id", ev.agent_id), ("tokens", ev.tokens), ("reward", ev.reward),
-    ):
-        if value is not None:
-            fields[name] = value
+    fields: dict[str, Any] = {
+        "id": ev.id, "t": _seconds(ev.key[0], t0), "type": ev.type, "agent": ev.agent, "role": ev.role,
+        "from_": ev.frm, "to": ev.to, "tool": ev.tool, "content_ref": ev.content_ref, "trusted": ev.trusted,
+        "decision": ev.decision, "label": ev.label, "reason": ev.reason, "handoff": ev.handoff,
+        "agent_id": ev.agent_id, "tokens": ev.tokens, "reward": ev.reward,
+    }
     if ev.t_end_ns is not None:
         fields["t_end"] = _seconds(ev.t_end_ns, t0)
     if node is not None:
@@ -142,41 +161,42 @@ def _event(ev: Ev, t0: int) -> Event:
         fields["otel_trace_id"] = node.span.trace_id
         if node.incomplete:
             fields["incomplete"] = True
-    return Event.model_construct(**fields)
+    return _new_event(fields)
 
 
-def _turn(rec: TurnRec, trace: Trace, t0: int) -> Turn:
+def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) -> Turn:
     span = rec.node.span
-    return Turn.model_construct(
-        trace_id=trace.trace_id,
-        task_id=trace.task_id,
-        turn_id=span.span_id,
-        agent=rec.owner.label,
-        agent_id=rec.owner.agent_id,
-        model=rec.model,
-        provider=rec.provider,
-        t=_seconds(rec.node.start_ns, t0),
-        input_tokens=rec.input_tokens,
-        output_tokens=rec.output_tokens,
-        input_ref=rec.input_ref,
-        output_ref=rec.output_ref,
-        event_ids=[ev.id for ev in rec.events],
-        reward=rec.reward,
-        prompt=_messages(rec.prompt),
-        completion=_messages(rec.completion),
-    )
+    event_ids = [ev.id for ev in rec.events]
+    return _new_turn({
+        "trace_id": trace.trace_id,
+        "task_id": trace.task_id,
+        "turn_id": span.span_id,
+        "agent": rec.owner.label,
+        "agent_id": rec.owner.agent_id,
+        "model": rec.model,
+        "provider": rec.provider,
+        "t": _seconds(rec.node.start_ns, t0),
+        "input_tokens": rec.input_tokens,
+        "output_tokens": rec.output_tokens,
+        "input_ref": rec.input_ref,
+        "output_ref": rec.output_ref,
+        "event_ids": event_ids,
+        "reward": turn_reward(trace.rewards, credit, span.span_id, event_ids),
+        "prompt": _messages(rec.prompt),
+        "completion": _messages(rec.completion),
+    })
 
 
 def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
     if chat is None:
         return None
-    return [Message.model_construct(role=m["role"], content=m["content"]) for m in chat]
+    return [_new_message({"role": m["role"], "content": m["content"]}) for m in chat]
 
 
-def _agent_utilization(trace: Trace) -> None:
+def _agent_utilization(trace: Trace, on_path: set[str]) -> None:
     agents = {ev.agent for ev in trace.events if ev.type == "return"}
     if not agents:
         return
     owners = event_owners(trace)
-    useful = {owners[i] for i in causal_events(trace)} & agents
+    useful = {owners[i] for i in on_path} & agents
     trace.metrics["agent_utilization"] = len(useful) / len(agents)

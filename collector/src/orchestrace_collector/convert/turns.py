@@ -86,3 +86,5 @@ def _link(turns: list[TurnRec]) -> None:
         if turn.events and turn.tokens:
             first = turn.events[0]
             first.tokens = (first.tokens or 0) + turn.tokens
+        turn.owner.turn_starts.append(start)
+        turn.owner.turn_events.append(turn.events)
