@@ -10,9 +10,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from opentelemetry import trace
 from orchestrace import semconv as sc
-
-from conftest import Spans
-from graphs import USER_SPAN, parallel, pipeline
+from sample_graphs import USER_SPAN, parallel, pipeline
+from span_checks import Spans
 
 INPUT = {"messages": [HumanMessage("hi")], "threads": []}
 

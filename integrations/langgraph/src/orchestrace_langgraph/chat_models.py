@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler, CallbackManager
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id
@@ -167,5 +167,9 @@ def callback_manager_init(handler: ChatModelCallbackHandler) -> Callable[..., No
 
 @failsafe(None)
 def _add_handler(manager: Any, handler: ChatModelCallbackHandler) -> None:
+    # Only the managers that run LangChain components: LangGraph's graph-lifecycle managers are
+    # BaseCallbackManagers too, and a handler there would switch its interrupt/resume dispatch on.
+    if not isinstance(manager, (CallbackManager, AsyncCallbackManager)):
+        return
     if handler not in manager.inheritable_handlers:
         manager.add_handler(handler, inherit=True)

@@ -122,14 +122,14 @@ def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, threa
     for interrupt in interrupts:
         interrupt_id = str(getattr(interrupt, "id", id(interrupt)))
         if not log.first_time(interrupt_id):
-            continue
+            continue  # already recorded by the node that asked, deeper in a subgraph
+        if thread_id is not None:
+            log.asked(thread_id, actor.span.get_span_context())
         actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
             sc.ORCH_HUMAN_KIND: HUMAN_INTERRUPT,
             sc.ORCH_HUMAN_ACTOR: actor.name,
             sc.ORCH_CONTENT_REF: content_ref(getattr(interrupt, "value", None)),
         })
-    if thread_id is not None:
-        log.asked(thread_id, actor.span.get_span_context())
 
 
 def record_resume(actor: Actor, command: Command) -> None:

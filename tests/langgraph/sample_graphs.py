@@ -7,14 +7,13 @@ import operator
 import threading
 from typing import Annotated, Any, TypedDict
 
+from fakes import ScriptedChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
-
-from fakes import ScriptedChatModel
 
 USER_SPAN = "user-work"
 
