@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,7 +109,7 @@ def create_exporter(name: str, endpoint: str | None = None) -> SpanExporter | No
     if lowered == "jaeger":
         return _otlp_grpc(endpoint or JAEGER_OTLP_GRPC_ENDPOINT, insecure=True)
     if lowered == "console":
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=sys.stdout)  # the stdout of now, not of import time
     if lowered == "memory":
         return InMemorySpanExporter()
     if lowered.startswith("file:") and len(key) > len("file:"):

@@ -27,7 +27,7 @@ from orchestrace.context import (
     with_agent,
     with_task,
 )
-from orchestrace.failsafe import failsafe
+from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, input_messages, output_messages
 from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage, extract_usage, response_model
@@ -60,9 +60,11 @@ class Invocation:
     @failsafe(default=None)
     def finish(self, result: Any) -> None:
         """The call returned ``result``."""
-        if self.span.is_recording():
-            self.spec.record_result(self, result)
-        self.span.end()
+        try:
+            if self.span.is_recording():
+                self.spec.record_result(self, result)
+        finally:
+            self.span.end()  # a span with incomplete attributes beats a span never exported
 
     @failsafe(default=None)
     def fail(self, exc: BaseException) -> None:
@@ -104,7 +106,10 @@ class Spec:
         invocation = Invocation(self, span, trace.set_span_in_context(span, parent))
         invocation.context = self.enter(invocation, attributes)
         if span.is_recording() and (args or kwargs):
-            self.record_input(span, call_input(args, kwargs))
+            try:
+                self.record_input(span, call_input(args, kwargs))
+            except Exception as exc:  # the span still runs and ends; only its input attributes are missing
+                log_once(f"{type(self).__name__}.record_input", exc)
         return invocation
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,

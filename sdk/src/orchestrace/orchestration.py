@@ -206,8 +206,9 @@ def _links(inputs: Iterable[Any]) -> list[Link]:
         if isinstance(value, Span):
             value = value.get_span_context()
         candidates = [value] if isinstance(value, SpanContext) else results.producers(content_ref(value))
-        # Equal values from several producers: link the next producer not linked yet.
-        for candidate in candidates:
+        # Newest first: an agent passing on its tool's result returned it last and is the one that handed it
+        # over. Equal values from several producers: link the next producer not linked yet.
+        for candidate in reversed(candidates):
             key = (candidate.trace_id, candidate.span_id)
             if candidate.is_valid and key not in seen:
                 seen.add(key)

@@ -31,7 +31,7 @@ def record(ref: str, producer: SpanContext) -> None:
 
 
 def producers(ref: str) -> list[SpanContext]:
-    """Spans that returned a value with this ref, oldest first."""
+    """Spans that returned a value with this ref, oldest first (the newest ``_MAX_PRODUCERS``)."""
     with _lock:
         spans = _producers.get(ref)
         if spans is None:
