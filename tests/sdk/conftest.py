@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from typing import Any
 
 import orchestrace as ot
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from orchestrace.config import set_config
 
 
@@ -36,8 +36,13 @@ class Spans:
         return matches[0] if matches else None
 
 
-def configure_memory(**options: object) -> ot.TracingHandle:
-    return ot.configure(exporter="memory", tracer_provider=TracerProvider(), batch=False, **options)  # type: ignore[arg-type]
+def new_provider() -> TracerProvider:
+    """A provider of one test (not shut down at exit: tests shut down what they configure)."""
+    return TracerProvider(shutdown_on_exit=False)
+
+
+def configure_memory(**options: Any) -> ot.TracingHandle:
+    return ot.configure(exporter="memory", tracer_provider=new_provider(), batch=False, **options)
 
 
 @pytest.fixture

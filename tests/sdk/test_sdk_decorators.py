@@ -8,11 +8,10 @@ import inspect
 import traceback
 from collections.abc import AsyncIterator, Iterator
 
+import orchestrace as ot
 import pytest
 from conftest import Spans
 from opentelemetry.trace import SpanKind, StatusCode
-
-import orchestrace as ot
 from orchestrace import semconv as sc
 
 

@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orchestrace as ot
 import pytest
 from collector_fixtures import RunningCollector
-from opentelemetry.sdk.trace import TracerProvider
-from orchestrace_collector.decode import parse_otlp_json
-
-import orchestrace as ot
+from conftest import new_provider
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
+from orchestrace_collector.decode import parse_otlp_json
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +50,7 @@ def _team(task_id: str) -> None:
 
 def test_file_exporter_writes_otlp_json_lines(tmp_path: Path) -> None:
     out = tmp_path / "spans" / "trace.jsonl"
-    handle = ot.configure(exporter=f"file:{out}", tracer_provider=TracerProvider(), batch=False)
+    handle = ot.configure(exporter=f"file:{out}", tracer_provider=new_provider(), batch=False)
     try:
         _team("file-task")
     finally:
@@ -74,7 +73,7 @@ def test_file_exporter_writes_otlp_json_lines(tmp_path: Path) -> None:
 
 
 def test_console_exporter_prints_spans(capsys: pytest.CaptureFixture[str]) -> None:
-    handle = ot.configure(exporter="console", tracer_provider=TracerProvider(), batch=False)
+    handle = ot.configure(exporter="console", tracer_provider=new_provider(), batch=False)
     try:
         _team("console-task")
     finally:
@@ -87,7 +86,7 @@ def test_console_exporter_prints_spans(capsys: pytest.CaptureFixture[str]) -> No
 def test_exporters_from_env_and_none_and_unknown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", f"memory,file:{tmp_path / 'x.jsonl'}")
-    handle = ot.configure(tracer_provider=TracerProvider(), batch=False)
+    handle = ot.configure(tracer_provider=new_provider(), batch=False)
     try:
         _team("env-task")
         assert len(handle.get_finished_spans()) == 7
@@ -95,13 +94,13 @@ def test_exporters_from_env_and_none_and_unknown(monkeypatch: pytest.MonkeyPatch
     finally:
         handle.shutdown()
 
-    handle = ot.configure(exporter="none", tracer_provider=TracerProvider())
+    handle = ot.configure(exporter="none", tracer_provider=new_provider())
     _team("none-task")
     assert handle.get_finished_spans() == ()
     handle.shutdown()
 
     with caplog.at_level(logging.ERROR, logger="orchestrace"):
-        handle = ot.configure(exporter=["bogus", "memory"], tracer_provider=TracerProvider())
+        handle = ot.configure(exporter=["bogus", "memory"], tracer_provider=new_provider())
     assert "unknown exporter 'bogus'" in caplog.text
     _team("bogus-task")
     assert len(handle.get_finished_spans()) == 7
@@ -109,7 +108,7 @@ def test_exporters_from_env_and_none_and_unknown(monkeypatch: pytest.MonkeyPatch
 
 
 def test_configure_is_idempotent_and_adds_new_exporters(tmp_path: Path) -> None:
-    provider = TracerProvider()
+    provider = new_provider()
     first = ot.configure(exporter="memory", tracer_provider=provider, batch=False)
     try:
         again = ot.configure(exporter=["memory", f"file:{tmp_path / 'more.jsonl'}"], batch=False)
@@ -117,7 +116,7 @@ def test_configure_is_idempotent_and_adds_new_exporters(tmp_path: Path) -> None:
         _team("idem-task")
         assert len(first.get_finished_spans()) == 7  # memory was not installed twice
         assert len((tmp_path / "more.jsonl").read_text().splitlines()) == 7
-        fresh = ot.configure(exporter="memory", tracer_provider=TracerProvider(), batch=False)
+        fresh = ot.configure(exporter="memory", tracer_provider=new_provider(), batch=False)
         assert fresh is not first
         fresh.shutdown()
     finally:
@@ -125,7 +124,7 @@ def test_configure_is_idempotent_and_adds_new_exporters(tmp_path: Path) -> None:
 
 
 def test_trace_dir_writes_orchestration_traces(tmp_path: Path, trace_dir_validator: Any) -> None:
-    handle = ot.configure(exporter="none", trace_dir=tmp_path / "traces", tracer_provider=TracerProvider())
+    handle = ot.configure(exporter="none", trace_dir=tmp_path / "traces", tracer_provider=new_provider())
     _team("dir-task")
     handle.shutdown()
     traces = trace_dir_validator(tmp_path / "traces")
@@ -139,7 +138,7 @@ def test_trace_dir_without_the_collector_logs_and_continues(monkeypatch: pytest.
                                                            caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setitem(sys.modules, "orchestrace_collector.inprocess", None)  # import fails
     with caplog.at_level(logging.ERROR, logger="orchestrace"):
-        handle = ot.configure(exporter="memory", trace_dir=tmp_path, tracer_provider=TracerProvider(),
+        handle = ot.configure(exporter="memory", trace_dir=tmp_path, tracer_provider=new_provider(),
                               batch=False)
     assert "trace_dir needs the collector" in caplog.text
     _team("no-collector")
@@ -148,7 +147,7 @@ def test_trace_dir_without_the_collector_logs_and_continues(monkeypatch: pytest.
 
 
 def test_otlp_http_to_the_collector(collector: RunningCollector, trace_dir_validator: Any) -> None:
-    handle = ot.configure(exporter="otlp", endpoint=collector.base_url, tracer_provider=TracerProvider())
+    handle = ot.configure(exporter="otlp", endpoint=collector.base_url, tracer_provider=new_provider())
     try:
         _team("otlp-task")
         assert handle.force_flush()

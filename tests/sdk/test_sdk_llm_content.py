@@ -8,15 +8,14 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import orchestrace as ot
 import pytest
 from conftest import Spans, configure_memory
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel
-
-import orchestrace as ot
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
+from pydantic import BaseModel
 
 
 @pytest.mark.parametrize(
@@ -29,7 +28,8 @@ from orchestrace.config import CaptureConfig, set_config
         (AIMessage("hi", response_metadata={"token_usage": {"prompt_tokens": 2, "completion_tokens": 8}}),
          (2, 8)),
     ],
-    ids=["openai-dict", "input-output-dict", "object-usage", "langchain-usage-metadata", "langchain-metadata"],
+    ids=["openai-dict", "input-output-dict", "object-usage", "langchain-usage-metadata",
+         "langchain-metadata"],
 )
 def test_usage_read_from_return_shapes(spans: Spans, result: Any, expected: tuple[int, int]) -> None:
     @ot.llm("gpt-test", provider="openai")
@@ -42,7 +42,8 @@ def test_usage_read_from_return_shapes(spans: Spans, result: Any, expected: tupl
     assert span.attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
     assert span.attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-test"
     assert span.attributes[sc.GEN_AI_PROVIDER_NAME] == "openai"
-    assert (span.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS], span.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == expected
+    usage = (span.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS], span.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS])
+    assert usage == expected
 
 
 def test_explicit_usage_wins_and_model_from_kwargs(spans: Spans) -> None:
@@ -76,7 +77,7 @@ def test_messages_captured_in_genai_shape(monkeypatch: pytest.MonkeyPatch) -> No
                              response_metadata={"finish_reason": "tool_calls"})
 
         chat([SystemMessage("be brief"), HumanMessage("2+2?"), {"role": "assistant", "content": "thinking"}])
-        span = [s for s in handle.get_finished_spans() if s.name == "chat fake"][0]
+        span = next(s for s in handle.get_finished_spans() if s.name == "chat fake")
         inputs = json.loads(str(span.attributes[sc.GEN_AI_INPUT_MESSAGES]))
         assert inputs == [
             {"role": "system", "parts": [{"type": "text", "content": "be brief"}]},
@@ -98,8 +99,8 @@ def test_openai_completion_output_and_env_switch(monkeypatch: pytest.MonkeyPatch
     try:
         @ot.llm("gpt")
         def chat(prompt: str) -> dict[str, Any]:
-            return {"choices": [{"message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+            choice = {"message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}
+            return {"choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
 
         chat("Capital of France?")
         span = handle.get_finished_spans()[0]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-
-from conftest import Spans
-from opentelemetry.trace import SpanContext, StatusCode
+import contextlib
 
 import orchestrace as ot
+from conftest import Spans
+from opentelemetry.trace import SpanContext, StatusCode
 from orchestrace import semconv as sc
 
 
@@ -38,20 +38,23 @@ def test_every_orchestration_event(spans: Spans) -> None:
     span = spans.one("invoke_agent boss")
     assert _events(span, sc.EVENT_SPAWN) == [{sc.ORCH_TARGET_AGENT: "worker", sc.ORCH_TARGET_ID: "worker-1",
                                               sc.ORCH_TARGET_ROLE: "worker", sc.ORCH_REASON: "needs help"}]
-    assert _events(span, sc.EVENT_DELEGATE) == [{sc.ORCH_TARGET_AGENT: "reviewer", sc.ORCH_TARGET_ROLE: "critic",
-                                                 sc.ORCH_REASON: "check", sc.ORCH_HANDOFF: True}]
+    assert _events(span, sc.EVENT_DELEGATE) == [{
+        sc.ORCH_TARGET_AGENT: "reviewer", sc.ORCH_TARGET_ROLE: "critic", sc.ORCH_REASON: "check",
+        sc.ORCH_HANDOFF: True}]
     first, second = _events(span, sc.EVENT_MESSAGE)
-    assert first == {sc.ORCH_TO: "worker", sc.ORCH_FROM: "boss", sc.ORCH_CONTENT_REF: ot.content_ref("please start")}
+    assert first == {sc.ORCH_TO: "worker", sc.ORCH_FROM: "boss",
+                     sc.ORCH_CONTENT_REF: ot.content_ref("please start")}
     assert second[sc.ORCH_FROM] == "auditor" and sc.ORCH_CONTENT not in second  # capture is off
     decided, free = _events(span, sc.EVENT_DECISION)
     assert decided == {sc.ORCH_DECISION_KIND: "delegate", sc.ORCH_TARGET_AGENT: "worker",
                        sc.ORCH_REASON: "best fit", sc.ORCH_DECISION_OPTIONS: ("worker", "reviewer")}
     assert free == {sc.ORCH_DECISION_KIND: "retry-later"}
     assert _events(span, sc.EVENT_HUMAN_INTERVENTION) == [{
-        sc.ORCH_HUMAN_KIND: "approve", sc.ORCH_HUMAN_ACTOR: "alice", sc.ORCH_CONTENT_REF: ot.content_ref("looks fine")}]
-    assert _events(span, sc.EVENT_SAFETY) == [{sc.ORCH_SAFETY_CATEGORY: "prompt_injection",
-                                               sc.ORCH_SAFETY_SEVERITY: "high", sc.ORCH_SAFETY_ACTION: "blocked",
-                                               sc.ORCH_SAFETY_SOURCE: "call_1"}]
+        sc.ORCH_HUMAN_KIND: "approve", sc.ORCH_HUMAN_ACTOR: "alice",
+        sc.ORCH_CONTENT_REF: ot.content_ref("looks fine")}]
+    assert _events(span, sc.EVENT_SAFETY) == [{
+        sc.ORCH_SAFETY_CATEGORY: "prompt_injection", sc.ORCH_SAFETY_SEVERITY: "high",
+        sc.ORCH_SAFETY_ACTION: "blocked", sc.ORCH_SAFETY_SOURCE: "call_1"}]
     rewarded, plain = _events(span, sc.EVENT_EVALUATION_RESULT)
     assert rewarded == {sc.GEN_AI_EVALUATION_NAME: "team", sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
                         sc.GEN_AI_EVALUATION_SCORE_LABEL: "good", sc.GEN_AI_EVALUATION_EXPLANATION: "fast",
@@ -121,9 +124,10 @@ async def test_aggregate_links_to_the_producers_of_its_inputs(spans: Spans) -> N
     assert aggregate_span.attributes[sc.ORCH_OUTPUT_REF] == ot.content_ref("summary")
     assert spans.parent_of(aggregate_span).name == "invoke_agent lead"  # type: ignore[union-attr]
     linked = {link.context.span_id for link in aggregate_span.links}
-    producers = {s.context.span_id for s in spans.named("invoke_agent researcher") + spans.named("execute_tool fetch")}
-    assert linked == producers
-    assert all(link.attributes == {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT} for link in aggregate_span.links)
+    producers = spans.named("invoke_agent researcher") + spans.named("execute_tool fetch")
+    assert linked == {s.context.span_id for s in producers}
+    link_attributes = {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}
+    assert all(link.attributes == link_attributes for link in aggregate_span.links)
 
 
 def test_equal_results_link_each_producer_once(spans: Spans) -> None:
@@ -139,7 +143,8 @@ def test_equal_results_link_each_producer_once(spans: Spans) -> None:
 
     judge()
     links = spans.one("aggregate judge").links
-    assert {link.context.span_id for link in links} == {s.context.span_id for s in spans.named("invoke_agent voter")}
+    voters = spans.named("invoke_agent voter")
+    assert {link.context.span_id for link in links} == {s.context.span_id for s in voters}
 
 
 def test_aggregate_accepts_span_contexts_and_records_errors(spans: Spans) -> None:
@@ -156,14 +161,13 @@ def test_aggregate_accepts_span_contexts_and_records_errors(spans: Spans) -> Non
     def root() -> None:
         source()
         produced = spans.one("invoke_agent source").context
-        try:
+        with contextlib.suppress(ValueError):
             combiner([produced])
-        except ValueError:
-            pass
 
     root()
     aggregate_span = spans.one("aggregate merger")
-    assert [link.context.span_id for link in aggregate_span.links] == [spans.one("invoke_agent source").context.span_id]
+    source_id = spans.one("invoke_agent source").context.span_id
+    assert [link.context.span_id for link in aggregate_span.links] == [source_id]
     assert aggregate_span.status.status_code == StatusCode.ERROR
 
 
