@@ -48,8 +48,19 @@ class RunningCollector:
         return f"127.0.0.1:{self.grpc_port}"
 
     def start(self, timeout_s: float = 60.0) -> RunningCollector:
-        command = [sys.executable, "-m", "orchestrace_collector.cli", "collect", "--out", str(self.out),
-                   "--port", str(self.port), "--grpc-port", str(self.grpc_port), *self.args]
+        command = [
+            sys.executable,
+            "-m",
+            "orchestrace_collector.cli",
+            "collect",
+            "--out",
+            str(self.out),
+            "--port",
+            str(self.port),
+            "--grpc-port",
+            str(self.grpc_port),
+            *self.args,
+        ]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
@@ -88,8 +99,13 @@ class RunningCollector:
 
 def start_collector(out: Path, *args: str) -> RunningCollector:
     out.mkdir(parents=True, exist_ok=True)
-    collector = RunningCollector(out=out, port=free_port(), grpc_port=free_port(),
-                                 log=out.parent / f"{out.name}-collector.log", args=args)
+    collector = RunningCollector(
+        out=out,
+        port=free_port(),
+        grpc_port=free_port(),
+        log=out.parent / f"{out.name}-collector.log",
+        args=args,
+    )
     return collector.start()
 
 
@@ -123,12 +139,21 @@ def record_run(task_id: str, *, tools: int = 2, episode_id: str | None = None) -
     root_attrs: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.ORCH_TASK_ID: task_id}
     if episode_id:
         root_attrs[sc.ORCH_EPISODE_ID] = episode_id
-    with tracer.start_as_current_span("invoke_workflow fixture", attributes=root_attrs), \
-            tracer.start_as_current_span("invoke_agent worker", attributes={
-                sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "worker"}):
+    with (
+        tracer.start_as_current_span("invoke_workflow fixture", attributes=root_attrs),
+        tracer.start_as_current_span(
+            "invoke_agent worker",
+            attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "worker"},
+        ),
+    ):
         for index in range(tools):
-            with tracer.start_as_current_span(f"execute_tool lookup{index}", attributes={
-                    sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: f"lookup{index}"}) as span:
+            with tracer.start_as_current_span(
+                f"execute_tool lookup{index}",
+                attributes={
+                    sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                    sc.GEN_AI_TOOL_NAME: f"lookup{index}",
+                },
+            ) as span:
                 span.add_event("progress", {"step": index, "tags": ("a", "b")})
     provider.shutdown()
     return list(memory.get_finished_spans())
@@ -157,3 +182,65 @@ def encode_otlp_json(spans: list[Any]) -> dict[str, Any]:
                         if key in item:
                             item[key] = base64.b64decode(item[key]).hex()
     return obj
+
+
+#: A Jaeger UI / query API export (``{"data": [trace]}``) of a two-span run.
+JAEGER_EXPORT = {
+    "data": [
+        {
+            "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
+            "spans": [
+                {
+                    "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
+                    "spanID": "00f067aa0ba902b7",
+                    "operationName": "invoke_workflow demo",
+                    "references": [],
+                    "startTime": 1700000000000000,
+                    "duration": 5000,
+                    "tags": [
+                        {"key": "gen_ai.operation.name", "type": "string", "value": "invoke_workflow"},
+                        {"key": "span.kind", "type": "string", "value": "internal"},
+                        {"key": "otel.scope.name", "type": "string", "value": "demo"},
+                    ],
+                    "logs": [],
+                    "processID": "p1",
+                },
+                {
+                    "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
+                    "spanID": "b7ad6b7169203331",
+                    "operationName": "execute_tool search",
+                    "references": [
+                        {
+                            "refType": "CHILD_OF",
+                            "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
+                            "spanID": "00f067aa0ba902b7",
+                        }
+                    ],
+                    "startTime": 1700000000001000,
+                    "duration": 2000,
+                    "tags": [
+                        {"key": "gen_ai.tool.name", "type": "string", "value": "search"},
+                        {"key": "gen_ai.usage.input_tokens", "type": "int64", "value": 12},
+                        {"key": "otel.status_code", "type": "string", "value": "ERROR"},
+                    ],
+                    "logs": [
+                        {
+                            "timestamp": 1700000000002000,
+                            "fields": [
+                                {"key": "event", "type": "string", "value": "orchestrace.stop"},
+                                {"key": "orchestrace.reason", "type": "string", "value": "done"},
+                            ],
+                        }
+                    ],
+                    "processID": "p1",
+                },
+            ],
+            "processes": {
+                "p1": {
+                    "serviceName": "jaeger-app",
+                    "tags": [{"key": "host.name", "type": "string", "value": "box"}],
+                }
+            },
+        }
+    ]
+}

@@ -26,8 +26,14 @@ class Clock:
 class Sink:
     written: list[tuple[Trace, int]] = field(default_factory=list)
 
-    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
-              *, revision: int = 0) -> None:
+    def write(
+        self,
+        trace: Trace,
+        turns: Sequence[Turn] = (),
+        contents: Mapping[str, str] | None = None,
+        *,
+        revision: int = 0,
+    ) -> None:
         self.written.append((trace, revision))
 
 
@@ -68,7 +74,9 @@ def test_late_span_writes_a_new_revision_with_all_spans() -> None:
     clock.now += 3
     assembler.tick()
     assert [(t.trace_id, r, t.metrics["spans"]) for t, r in sink.written] == [
-        (sink.written[0][0].trace_id, 0, len(spans) - 1), (sink.written[0][0].trace_id, 1, len(spans))]
+        (sink.written[0][0].trace_id, 0, len(spans) - 1),
+        (sink.written[0][0].trace_id, 1, len(spans)),
+    ]
 
 
 def test_late_span_after_retention_is_a_separate_fragment() -> None:

@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from collector_fixtures import encode_otlp_json, encode_protobuf, record_run
+from collector_fixtures import JAEGER_EXPORT, encode_otlp_json, encode_protobuf, record_run
 from orchestrace_collector.decode import (
     PayloadError,
     decode_bytes,
@@ -46,39 +46,14 @@ def test_protobuf_json_and_readable_spans_agree(run: list) -> None:
 def test_json_lines_and_gzip_dumps(run: list) -> None:
     line = json.dumps(encode_otlp_json(run))
     half = len(run) // 2
-    two_lines = json.dumps(encode_otlp_json(run[:half])) + "\n" + json.dumps(encode_otlp_json(run[half:])) + "\n"
+    two_lines = (
+        json.dumps(encode_otlp_json(run[:half])) + "\n" + json.dumps(encode_otlp_json(run[half:])) + "\n"
+    )
     assert len(decode_bytes(line.encode())) == len(run)
-    assert {s.span_id for s in decode_bytes(two_lines.encode())} == {format(s.context.span_id, "016x") for s in run}
+    assert {s.span_id for s in decode_bytes(two_lines.encode())} == {
+        format(s.context.span_id, "016x") for s in run
+    }
     assert len(decode_bytes(gzip.compress(encode_protobuf(run)))) == len(run)
-
-
-JAEGER_EXPORT = {
-    "data": [{
-        "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
-        "spans": [
-            {"traceID": "4bf92f3577b34da6a3ce929d0e0e4736", "spanID": "00f067aa0ba902b7", "operationName":
-             "invoke_workflow demo", "references": [], "startTime": 1700000000000000, "duration": 5000,
-             "tags": [{"key": "gen_ai.operation.name", "type": "string", "value": "invoke_workflow"},
-                      {"key": "span.kind", "type": "string", "value": "internal"},
-                      {"key": "otel.scope.name", "type": "string", "value": "demo"}],
-             "logs": [], "processID": "p1"},
-            {"traceID": "4bf92f3577b34da6a3ce929d0e0e4736", "spanID": "b7ad6b7169203331", "operationName":
-             "execute_tool search",
-             "references": [{"refType": "CHILD_OF", "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
-                             "spanID": "00f067aa0ba902b7"}],
-             "startTime": 1700000000001000, "duration": 2000,
-             "tags": [{"key": "gen_ai.tool.name", "type": "string", "value": "search"},
-                      {"key": "gen_ai.usage.input_tokens", "type": "int64", "value": 12},
-                      {"key": "otel.status_code", "type": "string", "value": "ERROR"}],
-             "logs": [{"timestamp": 1700000000002000, "fields": [
-                 {"key": "event", "type": "string", "value": "orchestrace.stop"},
-                 {"key": "orchestrace.reason", "type": "string", "value": "done"}]}],
-             "processID": "p1"},
-        ],
-        "processes": {"p1": {"serviceName": "jaeger-app", "tags": [
-            {"key": "host.name", "type": "string", "value": "box"}]}},
-    }]
-}
 
 
 def test_jaeger_export() -> None:
@@ -88,19 +63,24 @@ def test_jaeger_export() -> None:
     assert tool.start_ns == 1700000000001000 * 1000 and tool.end_ns == tool.start_ns + 2_000_000
     assert tool.attributes == {"gen_ai.tool.name": "search", "gen_ai.usage.input_tokens": 12}
     assert tool.status_code == 2
-    assert tool.events[0].name == "orchestrace.stop" and tool.events[0].attributes == {"orchestrace.reason": "done"}
+    assert tool.events[0].name == "orchestrace.stop" and tool.events[0].attributes == {
+        "orchestrace.reason": "done"
+    }
     assert tool.resource == {"host.name": "box", "service.name": "jaeger-app"}
     assert root.scope == "demo"
 
 
-@pytest.mark.parametrize("payload", [
-    b"\xff\xff\xff\xff garbage",
-    b"{not json",
-    b'{"hello": "world"}',
-    b"[" * 100_000 + b"]" * 100_000,
-    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
-    b'{"data": [{"spans": [{"traceID": "xyz"}]}]}',
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xff\xff\xff\xff garbage",
+        b"{not json",
+        b'{"hello": "world"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+        b'{"data": [{"spans": [{"traceID": "xyz"}]}]}',
+    ],
+)
 def test_bad_dumps_raise_payload_error(payload: bytes) -> None:
     with pytest.raises(PayloadError):
         decode_bytes(payload)

@@ -18,8 +18,14 @@ class _TraceList:
     def __init__(self) -> None:
         self.traces: list[Trace] = []
 
-    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
-              *, revision: int = 0) -> None:
+    def write(
+        self,
+        trace: Trace,
+        turns: Sequence[Turn] = (),
+        contents: Mapping[str, str] | None = None,
+        *,
+        revision: int = 0,
+    ) -> None:
         self.traces.append(trace)
 
 

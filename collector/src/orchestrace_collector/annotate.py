@@ -1,9 +1,10 @@
 """``orchestrace annotate``: late rewards (verifiers, human feedback) added to traces already written.
 
-The last revision of each matching trace is written again, as the next revision, with the reward in ``rewards``
-and its turns copied to the new revision (readers take the last revision; see ``output.py``). The reward key is
-the family (``team``, ``verifier``, ...) or ``family:name`` when a name is given (``verifier:unit_tests``).
-Credit is assigned again from the (possibly new) team reward, on events, agents and turns (``convert.credit``).
+The last revision of each matching trace is written again, as the next revision, with the reward in
+``rewards`` and its turns copied to the new revision (readers take the last revision; see ``output.py``). The
+reward key is the family (``team``, ``verifier``, ...) or ``family:name`` when a name is given
+(``verifier:unit_tests``). Credit is assigned again from the (possibly new) team reward, on events, agents and
+turns (``convert.credit``).
 """
 
 from __future__ import annotations
@@ -28,19 +29,31 @@ def reward_key(family: str, name: str | None) -> str:
     return f"{family}:{name}" if name else family
 
 
-def annotate(out_dir: Path, *, reward: float, family: str, name: str | None = None, trace_id: str | None = None,
-             task_id: str | None = None,
-             validate: Callable[[dict[str, Any]], list[str]] | None = None,
-             strategy: str = "causal") -> list[dict[str, Any]]:
+def annotate(
+    out_dir: Path,
+    *,
+    reward: float,
+    family: str,
+    name: str | None = None,
+    trace_id: str | None = None,
+    task_id: str | None = None,
+    validate: Callable[[dict[str, Any]], list[str]] | None = None,
+    strategy: str = "causal",
+) -> list[dict[str, Any]]:
     """Write a new revision of every trace matching ``trace_id`` or ``task_id``. Returns the new revisions.
     ``validate`` (e.g. ``validate_trace``) is checked before anything is written: ValueError on errors."""
     if (trace_id is None) == (task_id is None):
         raise ValueError("give exactly one of trace_id and task_id")
     traces = latest_traces([out_dir])
-    matching = {tid: t for tid, t in traces.items()
-                if (trace_id is not None and tid == trace_id) or (task_id is not None and t.get("task_id") == task_id)}
+    matching = {
+        tid: t
+        for tid, t in traces.items()
+        if (trace_id is not None and tid == trace_id) or (task_id is not None and t.get("task_id") == task_id)
+    }
     if not matching:
-        raise NoSuchTrace(f"no trace with {'trace_id' if trace_id else 'task_id'} {trace_id or task_id!r} in {out_dir}")
+        raise NoSuchTrace(
+            f"no trace with {'trace_id' if trace_id else 'task_id'} {trace_id or task_id!r} in {out_dir}"
+        )
     turns = latest_turns(out_dir, matching)
     revised: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for tid, trace in matching.items():

@@ -51,8 +51,14 @@ class ConvertedEpisode(Protocol):
 class TraceSink(Protocol):
     """Where written episodes go: ``output.TraceDirWriter``, or a list for ``convert_spans``."""
 
-    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
-              *, revision: int = 0) -> None: ...
+    def write(
+        self,
+        trace: Trace,
+        turns: Sequence[Turn] = (),
+        contents: Mapping[str, str] | None = None,
+        *,
+        revision: int = 0,
+    ) -> None: ...
 
 
 Converter = Callable[[Sequence[Span]], ConvertedEpisode]
@@ -103,7 +109,8 @@ class _Episode:
 
 
 class Assembler:
-    """Thread-safe. The collector drives it from one thread; the in-process exporter from the SDK's threads."""
+    """Thread-safe. The collector drives it from one thread; the in-process exporter from the SDK's
+    threads."""
 
     def __init__(
         self,
@@ -185,7 +192,8 @@ class Assembler:
         now = self.clock()
         with self._lock:
             due = [
-                e for e in self._open.values()
+                e
+                for e in self._open.values()
                 if (e.root_ended and now - e.last_arrival >= self.quiet_period_s)
                 or now - e.last_arrival >= self.idle_timeout_s
             ]
@@ -253,14 +261,18 @@ class Assembler:
     def _retire_wal(self) -> None:
         if self.wal is None:
             return
-        needed = [e.first_segment for e in (*self._open.values(), *self._retained.values())
-                  if e.first_segment is not None]
+        needed = [
+            e.first_segment
+            for e in (*self._open.values(), *self._retained.values())
+            if e.first_segment is not None
+        ]
         self.wal.retire(min(needed) if needed else None)
 
     # --- replay ---------------------------------------------------------------------------------------------
 
     def replay_marker(self, payload: bytes) -> None:
-        """A ``WRITTEN`` marker met during WAL replay: that episode is already on disk, retain it unwritten."""
+        """A ``WRITTEN`` marker met during WAL replay: that episode is already on disk, retain it
+        unwritten."""
         marker: dict[str, Any] = json.loads(payload)
         key = str(marker["key"])
         with self._lock:

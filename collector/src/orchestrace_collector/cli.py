@@ -1,7 +1,7 @@
 """The ``orchestrace`` command: collect, convert, validate, stats, annotate.
 
-Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr and
-exit code 1, never a traceback.
+Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr
+and exit code 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -50,8 +50,11 @@ def _hook(reward: str | None) -> EpisodeHook | None:
 
 RewardOption = Annotated[
     str | None,
-    typer.Option("--reward", help="module:function given each assembled Trace; returns a dict of rewards to "
-                                  "merge, or a new Trace."),
+    typer.Option(
+        "--reward",
+        help="module:function given each assembled Trace; returns a dict of rewards to "
+        "merge, or a new Trace.",
+    ),
 ]
 
 
@@ -60,18 +63,40 @@ def collect(
     out: Annotated[Path, typer.Option("--out", help="Output directory (traces, turns, content, wal).")],
     port: Annotated[int, typer.Option(help="OTLP/HTTP port on 127.0.0.1.")] = 4318,
     grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port on 127.0.0.1.")] = 4317,
-    forward: Annotated[str | None, typer.Option(help="Also send every batch, unchanged, to this OTLP/HTTP "
-                                                     "endpoint (e.g. http://localhost:4318 for Jaeger).")] = None,
-    quiet_period: Annotated[float, typer.Option("--quiet-period", help="Seconds without new spans after the root "
-                                                                      "span ended before a trace is written.")] = 2.0,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Seconds without new spans after which an "
-                                                                      "unfinished trace is written anyway.")] = 300.0,
-    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest accepted request, after gunzip.")] = 16,
-    max_queued_batches: Annotated[int, typer.Option("--max-queued-batches",
-                                                    help="Above this backlog, answer 503 + Retry-After.")] = 2048,
-    fsync: Annotated[str, typer.Option(help=f"WAL durability: {' | '.join(FSYNC_POLICIES)} (see wal.py).")] = "batch",
+    forward: Annotated[
+        str | None,
+        typer.Option(
+            help="Also send every batch, unchanged, to this OTLP/HTTP "
+            "endpoint (e.g. http://localhost:4318 for Jaeger)."
+        ),
+    ] = None,
+    quiet_period: Annotated[
+        float,
+        typer.Option(
+            "--quiet-period",
+            help="Seconds without new spans after the root span ended before a trace is written.",
+        ),
+    ] = 2.0,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            help="Seconds without new spans after which an unfinished trace is written anyway.",
+        ),
+    ] = 300.0,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest accepted request, after gunzip.")
+    ] = 16,
+    max_queued_batches: Annotated[
+        int, typer.Option("--max-queued-batches", help="Above this backlog, answer 503 + Retry-After.")
+    ] = 2048,
+    fsync: Annotated[
+        str, typer.Option(help=f"WAL durability: {' | '.join(FSYNC_POLICIES)} (see wal.py).")
+    ] = "batch",
     wal_segment_mb: Annotated[float, typer.Option("--wal-segment-mb", help="WAL segment size.")] = 64,
-    rotate_mb: Annotated[float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")] = 128,
+    rotate_mb: Annotated[
+        float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")
+    ] = 128,
     reward: RewardOption = None,
 ) -> None:
     """Receive OTLP (HTTP and gRPC) and write each orchestration trace when it completes."""
@@ -81,9 +106,17 @@ def collect(
         raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = CollectorOptions(
-        out=out, port=port, grpc_port=grpc_port, forward=forward, quiet_period_s=quiet_period,
-        idle_timeout_s=idle_timeout, max_body_bytes=int(max_body_mb * _MIB), max_queued_batches=max_queued_batches,
-        fsync=fsync, wal_segment_bytes=int(wal_segment_mb * _MIB), rotate_bytes=int(rotate_mb * _MIB),
+        out=out,
+        port=port,
+        grpc_port=grpc_port,
+        forward=forward,
+        quiet_period_s=quiet_period,
+        idle_timeout_s=idle_timeout,
+        max_body_bytes=int(max_body_mb * _MIB),
+        max_queued_batches=max_queued_batches,
+        fsync=fsync,
+        wal_segment_bytes=int(wal_segment_mb * _MIB),
+        rotate_bytes=int(rotate_mb * _MIB),
         hook=_hook(reward),
     )
     try:
@@ -94,8 +127,12 @@ def collect(
 
 @app.command()
 def convert(
-    inputs: Annotated[list[Path], typer.Argument(help="OTLP protobuf / OTLP-JSON / JSON lines / Jaeger JSON files "
-                                                      "or directories of them.")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="OTLP protobuf / OTLP-JSON / JSON lines / Jaeger JSON files or directories of them."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", help="Output directory.")],
     engine: Annotated[str, typer.Option(help="local, or ray for datasets larger than memory.")] = "local",
     reward: RewardOption = None,
@@ -122,14 +159,17 @@ def convert(
         writer.close()
     for problem in result.bad_files:
         errors.print(f"[bold red]error:[/] {problem}", highlight=False)
-    console.print(f"{result.files} files, {result.spans} spans -> {result.written} traces in {out}"
-                  + (f" ({result.failed} episodes failed to convert, see the log)" if result.failed else ""))
+    console.print(
+        f"{result.files} files, {result.spans} spans -> {result.written} traces in {out}"
+        + (f" ({result.failed} episodes failed to convert, see the log)" if result.failed else "")
+    )
     if result.bad_files or result.failed:
         raise typer.Exit(1)
 
 
 def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
-    """``(where, object)`` for every trace in the given files/directories; unreadable lines yield an exception."""
+    """``(where, object)`` for every trace in the given files/directories; unreadable lines yield an
+    exception."""
     from orchestrace_collector.output import iter_jsonl, jsonl_files
 
     for file in jsonl_files(paths):
@@ -150,9 +190,11 @@ def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
 
 
 @app.command()
-def validate(paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")]
-             ) -> None:
-    """Check every trace (every revision) against the schema and the referential rules. Exit 0 only if all pass."""
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
+) -> None:
+    """Check every trace (every revision) against the schema and the referential rules. Exit 0 only if all
+    pass."""
     from orchestrace_collector.validate import validate_trace
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -173,8 +215,14 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="Trace files (.jso
         trace_id = str(obj.get("trace_id", "?")) if isinstance(obj, dict) else "?"
         if problems:
             invalid += 1
-            table.add_row(where, trace_id, "[red]" + "\n".join(problems[:5])
-                          + (f"\n... {len(problems) - 5} more" if len(problems) > 5 else "") + "[/]")
+            table.add_row(
+                where,
+                trace_id,
+                "[red]"
+                + "\n".join(problems[:5])
+                + (f"\n... {len(problems) - 5} more" if len(problems) > 5 else "")
+                + "[/]",
+            )
         else:
             table.add_row(where, trace_id, "[green]valid[/]")
     if total == 0:
@@ -186,7 +234,9 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="Trace files (.jso
 
 
 @app.command()
-def stats(out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")]) -> None:
+def stats(
+    out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
+) -> None:
     """Summarize a dataset: traces, events by type, topologies, rewards, costs."""
     from orchestrace_collector.output import latest_traces, latest_turns
     from orchestrace_collector.stats import compute_stats, stats_tables
@@ -203,10 +253,17 @@ def stats(out: Annotated[Path, typer.Argument(help="Output directory (or traces*
 def annotate(
     out: Annotated[Path, typer.Argument(help="Output directory holding the trace.")],
     reward: Annotated[float, typer.Option(help="Reward value.")],
-    family: Annotated[str, typer.Option(help="Reward family: team, individual, role, process, tool, debate, "
-                                             "verifier, orchestration, hybrid.")],
+    family: Annotated[
+        str,
+        typer.Option(
+            help="Reward family: team, individual, role, process, tool, debate, "
+            "verifier, orchestration, hybrid."
+        ),
+    ],
     trace_id: Annotated[str | None, typer.Option("--trace-id", help="Trace to annotate.")] = None,
-    task_id: Annotated[str | None, typer.Option("--task-id", help="Annotate every trace of this task.")] = None,
+    task_id: Annotated[
+        str | None, typer.Option("--task-id", help="Annotate every trace of this task.")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Reward name; the key becomes family:name.")] = None,
 ) -> None:
     """Add a late reward (verifier, human feedback): writes a new revision of the trace."""
@@ -223,13 +280,21 @@ def annotate(
     if not out.is_dir():
         raise _fail(f"no such directory: {out}")
     try:
-        revised = annotate_traces(out, reward=reward, family=family, name=name, trace_id=trace_id, task_id=task_id,
-                                  validate=validate_trace)
+        revised = annotate_traces(
+            out,
+            reward=reward,
+            family=family,
+            name=name,
+            trace_id=trace_id,
+            task_id=task_id,
+            validate=validate_trace,
+        )
     except (NoSuchTrace, ValueError) as exc:
         raise _fail(str(exc)) from None
     for trace in revised:
-        console.print(f"{trace['trace_id']}: revision {int(trace['metrics']['revision'])}, "
-                      f"rewards {trace['rewards']}")
+        console.print(
+            f"{trace['trace_id']}: revision {int(trace['metrics']['revision'])}, rewards {trace['rewards']}"
+        )
 
 
 if __name__ == "__main__":

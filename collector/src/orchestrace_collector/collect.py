@@ -2,8 +2,8 @@
 
 Start-up order: replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as
 usual), start the assembly thread, the gRPC server, then the HTTP server, and print one ``ready`` line.
-SIGTERM / SIGINT stop the receivers first, then every queued batch is assembled and every open episode written,
-then the log and the files are closed.
+SIGTERM / SIGINT stop the receivers first, then every queued batch is assembled and every open episode
+written, then the log and the files are closed.
 """
 
 from __future__ import annotations
@@ -54,25 +54,45 @@ def run_collector(options: CollectorOptions) -> None:
         signal.signal(sig, lambda signum, frame: stop_requested.set())
     writer = TraceDirWriter(options.out, rotate_bytes=options.rotate_bytes)
     wal = WriteAheadLog(options.out / WAL_DIR, fsync=options.fsync, segment_bytes=options.wal_segment_bytes)
-    assembler = Assembler(writer, quiet_period_s=options.quiet_period_s, idle_timeout_s=options.idle_timeout_s,
-                          hook=options.hook, wal=wal)
+    assembler = Assembler(
+        writer,
+        quiet_period_s=options.quiet_period_s,
+        idle_timeout_s=options.idle_timeout_s,
+        hook=options.hook,
+        wal=wal,
+    )
     forwarder = Forwarder(options.forward) if options.forward else None
     ingest = Ingest(wal, assembler, forwarder=forwarder, max_queued_batches=options.max_queued_batches)
     replayed = ingest.replay()
     if replayed:
-        print(f"orchestrace: replayed {replayed} batches from the write-ahead log, "
-              f"{assembler.open_episodes} episodes open", file=sys.stderr, flush=True)
+        print(
+            f"orchestrace: replayed {replayed} batches from the write-ahead log, "
+            f"{assembler.open_episodes} episodes open",
+            file=sys.stderr,
+            flush=True,
+        )
     assembler.tick()
     ingest.start()
     grpc_server = None
     try:
-        grpc_server, grpc_port = start_grpc_server(ingest, HOST, options.grpc_port,
-                                                   max_message_bytes=options.max_body_bytes)
-        config = uvicorn.Config(create_app(ingest, max_body_bytes=options.max_body_bytes), host=HOST,
-                                port=options.port, log_level="warning", access_log=False, lifespan="off")
+        grpc_server, grpc_port = start_grpc_server(
+            ingest, HOST, options.grpc_port, max_message_bytes=options.max_body_bytes
+        )
+        config = uvicorn.Config(
+            create_app(ingest, max_body_bytes=options.max_body_bytes),
+            host=HOST,
+            port=options.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
         server = uvicorn.Server(config)
-        print(f"orchestrace collector ready: http://{HOST}:{options.port}/v1/traces grpc={HOST}:{grpc_port} "
-              f"out={options.out}", file=sys.stderr, flush=True)
+        print(
+            f"orchestrace collector ready: http://{HOST}:{options.port}/v1/traces grpc={HOST}:{grpc_port} "
+            f"out={options.out}",
+            file=sys.stderr,
+            flush=True,
+        )
         if not stop_requested.is_set():
             server.run()
     finally:
@@ -83,6 +103,9 @@ def run_collector(options: CollectorOptions) -> None:
         writer.close()
         if forwarder is not None:
             forwarder.close()
-        print(f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
-              f"rejected, {writer.written} traces written", file=sys.stderr, flush=True)
-
+        print(
+            f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
+            f"rejected, {writer.written} traces written",
+            file=sys.stderr,
+            flush=True,
+        )

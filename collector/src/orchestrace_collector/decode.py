@@ -7,8 +7,8 @@
   ``ot.configure(exporter="file:PATH")`` write them.
 * Jaeger JSON: the ``{"data": [trace, ...]}`` export of the Jaeger UI and query API, or a single trace object.
 
-Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written part
-is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
+Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written
+part is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def _rewrite_ids(obj: dict[str, Any]) -> None:
 
 
 def drop_invalid_spans(request: ExportTraceServiceRequest) -> tuple[int, str]:
-    """Remove spans whose ids are not valid OTLP ids, in place. Returns (rejected count, reason for the first)."""
+    """Remove spans whose ids are not valid OTLP ids, in place. Returns (rejected count, reason for the
+    first)."""
     rejected = 0
     reason = ""
     for resource_spans in request.resource_spans:
@@ -156,12 +157,17 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                         kind=pb.kind,
                         attributes=_attributes(pb.attributes),
                         events=[
-                            SpanEvent(name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes))
+                            SpanEvent(
+                                name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes)
+                            )
                             for e in pb.events
                         ],
                         links=[
-                            SpanLink(trace_id=lk.trace_id.hex(), span_id=lk.span_id.hex(),
-                                     attributes=_attributes(lk.attributes))
+                            SpanLink(
+                                trace_id=lk.trace_id.hex(),
+                                span_id=lk.span_id.hex(),
+                                attributes=_attributes(lk.attributes),
+                            )
                             for lk in pb.links
                         ],
                         status_code=pb.status.code,
@@ -193,10 +199,18 @@ def _any_value(value: AnyValue) -> Any:
 _JAEGER_KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _JAEGER_STATUS = {"OK": STATUS_OK, "ERROR": STATUS_ERROR, "UNSET": STATUS_UNSET}
 # Tags the OTel-to-Jaeger translation adds for OTLP fields; they go back to those fields, not to attributes.
-_JAEGER_RESERVED = frozenset({
-    "span.kind", "otel.status_code", "otel.status_description", "otel.scope.name", "otel.library.name",
-    "otel.scope.version", "otel.library.version", "internal.span.format",
-})
+_JAEGER_RESERVED = frozenset(
+    {
+        "span.kind",
+        "otel.status_code",
+        "otel.status_description",
+        "otel.scope.name",
+        "otel.library.name",
+        "otel.scope.version",
+        "otel.library.version",
+        "internal.span.format",
+    }
+)
 
 
 def is_jaeger(obj: Any) -> bool:
@@ -246,7 +260,9 @@ def _jaeger_trace(trace: dict[str, Any]) -> Iterator[Span]:
             attributes={k: v for k, v in tags.items() if k not in _JAEGER_RESERVED},
             events=[_jaeger_log(log) for log in js.get("logs") or []],
             links=links,
-            status_code=STATUS_ERROR if tags.get("error") is True else _JAEGER_STATUS.get(status, STATUS_UNSET),
+            status_code=STATUS_ERROR
+            if tags.get("error") is True
+            else _JAEGER_STATUS.get(status, STATUS_UNSET),
             status_message=str(tags.get("otel.status_description", "")),
             resource=resource,
             scope=str(tags.get("otel.scope.name", tags.get("otel.library.name", ""))),

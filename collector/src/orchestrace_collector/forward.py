@@ -1,10 +1,12 @@
-"""``--forward URL``: pass every received batch on, byte for byte, to another OTLP/HTTP endpoint (e.g. Jaeger).
+"""``--forward URL``: pass every received batch on, byte for byte, to another OTLP/HTTP endpoint (e.g.
+Jaeger).
 
-Ingest never waits for the target: :meth:`Forwarder.submit` only appends to a bounded queue, and one background
-thread posts the batches in order with the original body, ``Content-Type`` and ``Content-Encoding``. A failed
-post (connection error, 429, 5xx) is retried with exponential backoff (honouring ``Retry-After``); a 4xx other
-than 429 will never succeed and is dropped. When the target stays down long enough for the queue to fill, the
-oldest batches are dropped and counted in :attr:`Forwarder.dropped`.
+Ingest never waits for the target: :meth:`Forwarder.submit` only appends to a bounded queue, and one
+background thread posts the batches in order with the original body, ``Content-Type`` and
+``Content-Encoding``. A failed post (connection error, 429, 5xx) is retried with exponential backoff
+(honouring ``Retry-After``); a 4xx other than 429 will never succeed and is dropped. When the target stays
+down long enough for the queue to fill, the oldest batches are dropped and counted in
+:attr:`Forwarder.dropped`.
 """
 
 from __future__ import annotations
@@ -39,8 +41,15 @@ def traces_url(url: str) -> str:
 
 
 class Forwarder:
-    def __init__(self, url: str, *, max_queued: int = 10_000, timeout_s: float = 10.0,
-                 backoff_s: float = 0.2, max_backoff_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_queued: int = 10_000,
+        timeout_s: float = 10.0,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 30.0,
+    ) -> None:
         self.url = traces_url(url)
         self.max_queued = max_queued
         self.backoff_s = backoff_s
@@ -106,7 +115,9 @@ class Forwarder:
         if response.status_code in _RETRYABLE:
             return _retry_after(response.headers.get("Retry-After"))
         self.rejected += 1
-        self._warn_once(f"{self.url} rejected a batch with HTTP {response.status_code}: {response.text[:200]}")
+        self._warn_once(
+            f"{self.url} rejected a batch with HTTP {response.status_code}: {response.text[:200]}"
+        )
         return None
 
     def _warn_once(self, message: str) -> None:
@@ -126,8 +137,12 @@ class Forwarder:
         self._thread.join(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
         self._client.close()
         if left or self.dropped:
-            log.warning("orchestrace forward: %d batches not forwarded at shutdown, %d dropped while the "
-                        "target was unavailable", left, self.dropped)
+            log.warning(
+                "orchestrace forward: %d batches not forwarded at shutdown, %d dropped while the "
+                "target was unavailable",
+                left,
+                self.dropped,
+            )
 
 
 def _retry_after(value: str | None) -> float:

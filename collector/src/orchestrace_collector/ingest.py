@@ -1,8 +1,9 @@
 """The receivers' common hot path: validate a decoded batch, log it, queue it for assembly.
 
 Both receivers (HTTP and gRPC) call :meth:`Ingest.submit` and acknowledge once :meth:`Ingest.wait_durable`
-returned. Converting protobuf spans to :class:`Span` and assembling them happens on one assembly thread, off the
-request path, so a request costs one protobuf parse, one id check and one ``write(2)`` (plus the fsync policy).
+returned. Converting protobuf spans to :class:`Span` and assembling them happens on one assembly thread, off
+the request path, so a request costs one protobuf parse, one id check and one ``write(2)`` (plus the fsync
+policy).
 """
 
 from __future__ import annotations
@@ -38,13 +39,21 @@ class Accepted:
 
 
 class Ingest:
-    def __init__(self, wal: WriteAheadLog, assembler: Assembler, *, forwarder: Forwarder | None = None,
-                 max_queued_batches: int = 2048) -> None:
+    def __init__(
+        self,
+        wal: WriteAheadLog,
+        assembler: Assembler,
+        *,
+        forwarder: Forwarder | None = None,
+        max_queued_batches: int = 2048,
+    ) -> None:
         self.wal = wal
         self.assembler = assembler
         self.forwarder = forwarder
         self.max_queued_batches = max_queued_batches
-        self._queue: queue.SimpleQueue[tuple[ExportTraceServiceRequest, int] | bool | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[ExportTraceServiceRequest, int] | bool | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
         self.accepted_spans = 0
         self.rejected_spans = 0
@@ -65,7 +74,9 @@ class Ingest:
         spans = count_spans(request)
         seq = 0
         if spans:
-            payload = raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
+            payload = (
+                raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
+            )
             segment, seq = self.wal.append(payload, KIND_BATCH)
             self._queue.put((request, segment))
         self.accepted_spans += spans
@@ -99,7 +110,9 @@ class Ingest:
                     request, segment = item
                     self.assembler.add(spans_from_request(request), segment)
                     self.wal.done(segment)
-                if time.monotonic() >= next_tick:  # checking completion walks every open episode: not per batch
+                if (
+                    time.monotonic() >= next_tick
+                ):  # checking completion walks every open episode: not per batch
                     self.assembler.tick()
                     next_tick = time.monotonic() + _TICK_S
             except Exception:

@@ -4,7 +4,8 @@ An OpenTelemetry ``SpanExporter`` (so it composes with any other exporter), adde
 ``ot.configure(trace_dir=...)``. Finished spans go straight from ``ReadableSpan`` to the collector's ``Span``
 (no protobuf round trip) into the same assembler and writer as ``orchestrace collect``. A background thread
 completes episodes after the quiet period; ``force_flush`` writes every episode whose root span has ended,
-``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the application.
+``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the
+application.
 """
 
 from __future__ import annotations
@@ -36,11 +37,18 @@ def span_from_readable(span: ReadableSpan) -> Span:
         end_ns=span.end_time or 0,
         kind=span.kind.value + 1,  # the Python API counts from INTERNAL=0, OTLP from INTERNAL=1
         attributes=dict(span.attributes or {}),
-        events=[SpanEvent(name=e.name, time_ns=e.timestamp or 0, attributes=dict(e.attributes or {}))
-                for e in span.events],
-        links=[SpanLink(trace_id=format(lk.context.trace_id, "032x"), span_id=format(lk.context.span_id, "016x"),
-                        attributes=dict(lk.attributes or {}))
-               for lk in span.links],
+        events=[
+            SpanEvent(name=e.name, time_ns=e.timestamp or 0, attributes=dict(e.attributes or {}))
+            for e in span.events
+        ],
+        links=[
+            SpanLink(
+                trace_id=format(lk.context.trace_id, "032x"),
+                span_id=format(lk.context.span_id, "016x"),
+                attributes=dict(lk.attributes or {}),
+            )
+            for lk in span.links
+        ],
         status_code=span.status.status_code.value,
         status_message=span.status.description or "",
         resource=dict(span.resource.attributes) if span.resource else {},
@@ -49,11 +57,23 @@ def span_from_readable(span: ReadableSpan) -> Span:
 
 
 class TraceDirExporter(SpanExporter):
-    def __init__(self, out_dir: str | Path, *, quiet_period_s: float = 2.0, idle_timeout_s: float = 300.0,
-                 converter: Converter = default_converter, hook: EpisodeHook | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        quiet_period_s: float = 2.0,
+        idle_timeout_s: float = 300.0,
+        converter: Converter = default_converter,
+        hook: EpisodeHook | None = None,
+    ) -> None:
         self._writer = TraceDirWriter(Path(out_dir))
-        self._assembler = Assembler(self._writer, quiet_period_s=quiet_period_s, idle_timeout_s=idle_timeout_s,
-                                    converter=converter, hook=hook)
+        self._assembler = Assembler(
+            self._writer,
+            quiet_period_s=quiet_period_s,
+            idle_timeout_s=idle_timeout_s,
+            converter=converter,
+            hook=hook,
+        )
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="orchestrace-trace-dir", daemon=True)
         self._ticker.start()

@@ -73,8 +73,9 @@ def input_files(inputs: Sequence[Path]) -> list[Path]:
     return files
 
 
-def convert_local(inputs: Sequence[Path], writer: TraceDirWriter, *,
-                  hook: EpisodeHook | None = None) -> LocalConvertResult:
+def convert_local(
+    inputs: Sequence[Path], writer: TraceDirWriter, *, hook: EpisodeHook | None = None
+) -> LocalConvertResult:
     bad: list[str] = []
     spans: list[Span] = []
     files = input_files(inputs)
@@ -87,5 +88,10 @@ def convert_local(inputs: Sequence[Path], writer: TraceDirWriter, *,
     assembler = Assembler(writer, hook=hook)
     assembler.add(spans)
     assembler.flush()
-    return LocalConvertResult(files=len(files), spans=len(spans), written=writer.written - before,
-                              failed=assembler.failed, bad_files=tuple(bad))
+    return LocalConvertResult(
+        files=len(files),
+        spans=len(spans),
+        written=writer.written - before,
+        failed=assembler.failed,
+        bad_files=tuple(bad),
+    )

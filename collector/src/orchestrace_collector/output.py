@@ -1,5 +1,5 @@
-"""The output directory: one writer shared by ``orchestrace collect``, ``orchestrace convert``, ``annotate`` and
-the in-process ``TraceDirExporter``.
+"""The output directory: one writer shared by ``orchestrace collect``, ``orchestrace convert``, ``annotate``
+and the in-process ``TraceDirExporter``.
 
 Layout of ``DIR``::
 
@@ -9,8 +9,8 @@ Layout of ``DIR``::
                            only present when spans carried captured content
     wal/                   the collector's write-ahead log (``orchestrace collect`` only; see ``wal.py``)
 
-Revisions: the files are append-only. When a trace is written again (a span arrived after it was written, a user
-reward function or ``orchestrace annotate`` added a reward), the new version is appended with a higher
+Revisions: the files are append-only. When a trace is written again (a span arrived after it was written, a
+user reward function or ``orchestrace annotate`` added a reward), the new version is appended with a higher
 ``metrics.revision`` (0 for the first). **Readers take the last revision of each ``trace_id``** (the line with
 the highest ``metrics.revision``), and the turns whose ``revision`` equals it: :func:`latest_traces` and
 :func:`latest_turns` do exactly that. Every written trace also carries ``metrics.spans``, the number of OTel
@@ -47,8 +47,11 @@ class _RotatingJsonl:
         self.directory = directory
         self.prefix = prefix
         self.rotate_bytes = rotate_bytes
-        existing = [int(p.stem[len(prefix):]) for p in directory.glob(f"{prefix}*.jsonl")
-                    if p.stem[len(prefix):].isdigit()]
+        existing = [
+            int(p.stem[len(prefix) :])
+            for p in directory.glob(f"{prefix}*.jsonl")
+            if p.stem[len(prefix) :].isdigit()
+        ]
         self._index = max(existing, default=0)
         self._file: IO[str] | None = None
 
@@ -86,13 +89,23 @@ class TraceDirWriter:
         self._turns = _RotatingJsonl(out_dir, TURNS_PREFIX, rotate_bytes)
         self.written = 0
 
-    def write(self, trace: Trace, turns: Sequence[Turn] = (), contents: Mapping[str, str] | None = None,
-              *, revision: int = 0) -> None:
+    def write(
+        self,
+        trace: Trace,
+        turns: Sequence[Turn] = (),
+        contents: Mapping[str, str] | None = None,
+        *,
+        revision: int = 0,
+    ) -> None:
         trace.metrics[REVISION] = float(revision)
         trace_line = json.dumps(trace.to_json_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
         turn_lines = [
-            json.dumps({**turn.model_dump(exclude_none=True), REVISION: revision},
-                       ensure_ascii=False, separators=(",", ":")) + "\n"
+            json.dumps(
+                {**turn.model_dump(exclude_none=True), REVISION: revision},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
             for turn in turns
         ]
         self.write_raw(trace_line, turn_lines, contents)
@@ -102,11 +115,16 @@ class TraceDirWriter:
         revision = trace.get("metrics", {}).get(REVISION, 0)
         self.write_raw(
             json.dumps(trace, ensure_ascii=False, separators=(",", ":")) + "\n",
-            [json.dumps({**t, REVISION: revision}, ensure_ascii=False, separators=(",", ":")) + "\n" for t in turns],
+            [
+                json.dumps({**t, REVISION: revision}, ensure_ascii=False, separators=(",", ":")) + "\n"
+                for t in turns
+            ],
             None,
         )
 
-    def write_raw(self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None) -> None:
+    def write_raw(
+        self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
+    ) -> None:
         with self._lock:
             for ref, text in (contents or {}).items():
                 self._write_content(ref, text)
@@ -156,7 +174,8 @@ def _file_order(path: Path) -> tuple[int, str]:
 
 
 def iter_jsonl(files: Iterable[Path]) -> Iterator[tuple[Path, int, Any]]:
-    """Yield ``(file, line number, parsed object)``; a line that is not JSON yields a ``ValueError`` object."""
+    """Yield ``(file, line number, parsed object)``; a line that is not JSON yields a ``ValueError``
+    object."""
     for file in files:
         with file.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):

@@ -1,7 +1,7 @@
 """OTLP/gRPC receiver: the ``TraceService/Export`` method on ``--grpc-port`` (grpcio, gzip handled by grpc).
 
-Same path as OTLP/HTTP (``ingest.py``): invalid spans are reported in ``partial_success``, a malformed
-message is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes), an oversized one ``RESOURCE_EXHAUSTED``
+Same path as OTLP/HTTP (``ingest.py``): invalid spans are reported in ``partial_success``, a malformed message
+is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes), an oversized one ``RESOURCE_EXHAUSTED``
 (grpc's receive limit), and an overloaded collector answers ``UNAVAILABLE``, the code OTLP exporters retry.
 """
 
@@ -50,8 +50,9 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return response
 
 
-def start_grpc_server(ingest: Ingest, host: str, port: int, *, max_message_bytes: int = 16 << 20,
-                      workers: int = 8) -> tuple[grpc.Server, int]:
+def start_grpc_server(
+    ingest: Ingest, host: str, port: int, *, max_message_bytes: int = 16 << 20, workers: int = 8
+) -> tuple[grpc.Server, int]:
     """Start serving; returns the server and the bound port (``port=0`` picks a free one)."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="orchestrace-grpc"),

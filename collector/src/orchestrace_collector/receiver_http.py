@@ -1,15 +1,17 @@
-"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, identity or gzip), answering as the OTLP spec says.
+"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, identity or gzip), answering as the OTLP spec
+says.
 
 * 200 with an ``ExportTraceServiceResponse`` in the request's encoding; ``partial_success`` carries
   ``rejected_spans`` and an ``error_message`` when some spans were invalid (bad id lengths).
 * 400 with a ``google.rpc.Status`` message for a payload that cannot be decoded (malformed protobuf or JSON,
   corrupt gzip, JSON nested too deeply).
-* 413 when the body is larger than ``max_body_bytes``, before or after gunzip. Decompression stops at the limit,
-  so a gzip bomb costs at most ``max_body_bytes`` of memory.
-* 415 for a content type other than ``application/x-protobuf`` / ``application/json`` or an encoding other than
-  gzip. The OTLP spec only requires the two media types; the OpenTelemetry Collector answers 415 here too, and
-  415 (not 400) tells the sender the payload was never looked at.
-* 503 with ``Retry-After`` when the assembly queue is over its bound: OTLP exporters retry 503 after that delay.
+* 413 when the body is larger than ``max_body_bytes``, before or after gunzip. Decompression stops at the
+  limit, so a gzip bomb costs at most ``max_body_bytes`` of memory.
+* 415 for a content type other than ``application/x-protobuf`` / ``application/json`` or an encoding other
+  than gzip. The OTLP spec only requires the two media types; the OpenTelemetry Collector answers 415 here
+  too, and 415 (not 400) tells the sender the payload was never looked at.
+* 503 with ``Retry-After`` when the assembly queue is over its bound: OTLP exporters retry 503 after that
+  delay.
 * ``GET /healthz``: 200 once serving (what the test fixture and orchestration scripts wait for).
 """
 
@@ -76,14 +78,19 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
             return _status(media, 400, str(exc))
         except Overloaded:
             return _status(media, 503, "collector busy, retry later", {"Retry-After": str(RETRY_AFTER_S)})
-        except OSError as exc:  # the log cannot be written (disk full): nothing acknowledged, let the sender retry
+        except (
+            OSError
+        ) as exc:  # the log cannot be written (disk full): nothing acknowledged, let the sender retry
             log.error("orchestrace: write-ahead log append failed: %s", exc)
-            return _status(media, 503, "collector cannot store batches now", {"Retry-After": str(RETRY_AFTER_S)})
+            return _status(
+                media, 503, "collector cannot store batches now", {"Retry-After": str(RETRY_AFTER_S)}
+            )
         if ingest.wal.needs_sync(accepted.seq):
             await anyio.to_thread.run_sync(ingest.wal.sync, accepted.seq)
         if ingest.forwarder is not None:
-            ingest.forwarder.submit(raw, request.headers.get("content-type", media),
-                                    request.headers.get("content-encoding"))
+            ingest.forwarder.submit(
+                raw, request.headers.get("content-type", media), request.headers.get("content-encoding")
+            )
         response = ExportTraceServiceResponse()
         if accepted.rejected:
             response.partial_success.CopyFrom(
@@ -94,10 +101,12 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
     async def health(_: Request) -> Response:
         return PlainTextResponse("ok")
 
-    return Starlette(routes=[
-        Route("/v1/traces", export, methods=["POST"]),
-        Route("/healthz", health, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/traces", export, methods=["POST"]),
+            Route("/healthz", health, methods=["GET"]),
+        ]
+    )
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -135,10 +144,11 @@ def _status(media: str, code: int, message: str, headers: dict[str, str] | None 
 _GRPC_CODE = {400: 3, 413: 8, 503: 14}
 
 
-def _encode(media: str, message: Message, status_code: int, headers: dict[str, str] | None = None) -> Response:
+def _encode(
+    media: str, message: Message, status_code: int, headers: dict[str, str] | None = None
+) -> Response:
     if media == JSON:
         body = json_format.MessageToJson(message, indent=None).encode()
     else:
         body = message.SerializeToString()
     return Response(body, status_code=status_code, media_type=media, headers=headers)
-

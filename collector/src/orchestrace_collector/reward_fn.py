@@ -1,10 +1,11 @@
 """User reward functions (``--reward module:function`` on ``collect`` and ``convert``).
 
-The function is given the assembled :class:`~orchestrace_collector.model.Trace` and returns either a mapping of
-rewards (``{"team": 1.0, "verifier": 0.5}``) merged into ``trace.rewards``, or a new ``Trace`` that replaces it,
-or None (nothing to add). Merged rewards are credited down to events and turns again with the converter's
-credit strategy (``convert.credit``, causal), as ``orchestrace annotate`` does for a late team reward.
-A function that raises is logged and the trace is written without its rewards: a reward bug never loses data.
+The function is given the assembled :class:`~orchestrace_collector.model.Trace` and returns either a mapping
+of rewards (``{"team": 1.0, "verifier": 0.5}``) merged into ``trace.rewards``, or a new ``Trace`` that
+replaces it, or None (nothing to add). Merged rewards are credited down to events and turns again with the
+converter's credit strategy (``convert.credit``, causal), as ``orchestrace annotate`` does for a late team
+reward. A function that raises is logged and the trace is written without its rewards: a reward bug never
+loses data.
 """
 
 from __future__ import annotations
@@ -46,15 +47,20 @@ def reward_hook(function: RewardFunction) -> EpisodeHook:
         try:
             result = function(episode.trace)
         except Exception:
-            log.exception("orchestrace: reward function %r failed on trace %s", function, episode.trace.trace_id)
+            log.exception(
+                "orchestrace: reward function %r failed on trace %s", function, episode.trace.trace_id
+            )
             return
         if isinstance(result, Trace):
             episode.trace = result
         elif isinstance(result, Mapping):
             merge_rewards(episode, {str(k): float(v) for k, v in result.items()})
         elif result is not None:
-            log.error("orchestrace: reward function %r returned %s; expected a dict of rewards or a Trace",
-                      function, type(result).__name__)
+            log.error(
+                "orchestrace: reward function %r returned %s; expected a dict of rewards or a Trace",
+                function,
+                type(result).__name__,
+            )
 
     return apply
 

@@ -65,8 +65,13 @@ def stats_tables(stats: DatasetStats) -> list[Table]:
         rewards.add_column(column, justify="left" if column == "key" else "right")
     for key in sorted(stats.rewards):
         values = stats.rewards[key]
-        rewards.add_row(key, str(len(values)), f"{sum(values) / len(values):.4g}", f"{min(values):.4g}",
-                        f"{max(values):.4g}")
+        rewards.add_row(
+            key,
+            str(len(values)),
+            f"{sum(values) / len(values):.4g}",
+            f"{min(values):.4g}",
+            f"{max(values):.4g}",
+        )
 
     costs = Table(title="costs")
     for column in ("cost", "total", "mean per trace"):

@@ -1,9 +1,9 @@
 """Write-ahead log: every accepted batch is on disk before the receiver acknowledges it.
 
-Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records
-``[u32 length][u32 crc32 of kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
-``ExportTraceServiceRequest`` holding only the spans that were accepted) and ``WRITTEN`` (a small JSON marker the
-assembler appends after it has written an episode, so a replay does not write it a second time).
+Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records ``[u32 length][u32 crc32 of
+kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
+``ExportTraceServiceRequest`` holding only the spans that were accepted) and ``WRITTEN`` (a small JSON marker
+the assembler appends after it has written an episode, so a replay does not write it a second time).
 
 A restarted collector never appends to an old segment: it replays them all in order (stopping a segment at the
 first torn or corrupt record, which is where the crash cut the last write) and then opens a new one. Segments
@@ -12,13 +12,14 @@ prefix keeps every ``WRITTEN`` marker as long as the batches it refers to.
 
 Durability (``fsync`` policy), the trade-off between safety and ingest speed:
 
-* ``batch`` (default): the receiver waits for an ``fsync`` covering its record before it answers 200. Concurrent
-  requests share one ``fsync`` (group commit), so throughput grows with concurrency while every acknowledged
-  span survives a process crash, an OS crash and a power loss.
+* ``batch`` (default): the receiver waits for an ``fsync`` covering its record before it answers 200.
+  Concurrent requests share one ``fsync`` (group commit), so throughput grows with concurrency while every
+  acknowledged span survives a process crash, an OS crash and a power loss.
 * ``interval``: records are handed to the OS with ``write(2)`` before the 200 and a background thread calls
   ``fsync`` every ``interval_s``. Acknowledged spans survive a crash of the collector (``kill -9``: the kernel
   still holds the pages) but an OS crash or power loss may lose the last interval.
-* ``none``: never ``fsync``; the same process-crash guarantee as ``interval``, and the OS flushes when it likes.
+* ``none``: never ``fsync``; the same process-crash guarantee as ``interval``, and the OS flushes when it
+  likes.
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ class WriteAheadLog:
     # --- replay ---------------------------------------------------------------------------------------------
 
     def replay(self) -> Iterator[tuple[int, int, bytes]]:
-        """Yield ``(segment, kind, payload)`` for every intact record of the segments left by a previous run."""
+        """Yield ``(segment, kind, payload)`` for every intact record of the segments left by a previous
+        run."""
         for segment in [s for s in self.segments if s != self._segment]:
             yield from _read_segment(self._path(segment), segment)
 
@@ -214,13 +216,15 @@ def _read_segment(path: Path, segment: int) -> Iterator[tuple[int, int, bytes]]:
     while offset + _HEADER.size <= len(data):
         length, crc, kind = _HEADER.unpack_from(data, offset)
         start = offset + _HEADER.size
-        payload = data[start:start + length]
+        payload = data[start : start + length]
         if len(payload) < length or zlib.crc32(payload, zlib.crc32(bytes((kind,)))) != crc:
             break
         yield segment, kind, payload
         offset = start + length
     if offset != len(data):
-        log.warning("orchestrace: WAL segment %s has a torn or corrupt tail after byte %d (ignored)", path, offset)
+        log.warning(
+            "orchestrace: WAL segment %s has a torn or corrupt tail after byte %d (ignored)", path, offset
+        )
 
 
 def _write_all(fd: int, data: bytes) -> None:

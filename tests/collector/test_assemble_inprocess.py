@@ -1,0 +1,84 @@
+"""``TraceDirExporter``: the same output directory, written in-process by the OpenTelemetry SDK."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from collector_fixtures import validate_trace_dir
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from orchestrace import semconv as sc
+from orchestrace_collector.inprocess import TraceDirExporter
+from orchestrace_collector.output import latest_turns
+
+
+def run_task(provider: TracerProvider, task_id: str) -> None:
+    tracer = provider.get_tracer("inprocess-test")
+    with (
+        tracer.start_as_current_span(
+            "invoke_workflow team",
+            attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.ORCH_TASK_ID: task_id},
+        ),
+        tracer.start_as_current_span(
+            "invoke_agent writer",
+            attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "writer"},
+        ),
+        tracer.start_as_current_span(
+            "chat fake-model",
+            attributes={
+                sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
+                sc.GEN_AI_REQUEST_MODEL: "fake-model",
+                sc.GEN_AI_USAGE_INPUT_TOKENS: 11,
+                sc.GEN_AI_USAGE_OUTPUT_TOKENS: 7,
+            },
+        ),
+    ):
+        pass
+
+
+def test_force_flush_writes_finished_episodes_and_shutdown_the_rest(tmp_path: Path) -> None:
+    exporter = TraceDirExporter(tmp_path, quiet_period_s=60)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    run_task(provider, "inproc-1")
+    # SDK span processors do not pass force_flush on to their exporter: the spans reach it, then this writes.
+    assert provider.force_flush() and exporter.force_flush()
+    traces = validate_trace_dir(tmp_path)
+    (trace,) = traces.values()
+    assert trace["task_id"] == "inproc-1" and trace["metrics"]["spans"] == 3
+    assert trace["costs"]["tokens"] == 18
+    (turn,) = latest_turns(tmp_path, traces)[trace["trace_id"]]
+    assert turn["model"] == "fake-model" and turn["agent"] == "writer"
+
+    # An unfinished episode (its root never ends) is written at shutdown, marked incomplete.
+    tracer = provider.get_tracer("inprocess-test")
+    root = tracer.start_span("invoke_workflow team", attributes={sc.ORCH_TASK_ID: "inproc-2"})
+    with (
+        otel_trace.use_span(root),
+        tracer.start_as_current_span(
+            "execute_tool search",
+            attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "search"},
+        ),
+    ):
+        pass
+    assert provider.force_flush() and exporter.force_flush()
+    assert len(validate_trace_dir(tmp_path)) == 1, "the root has not ended: nothing new on force_flush"
+    provider.shutdown()
+    by_trace = validate_trace_dir(tmp_path)
+    assert len(by_trace) == 2
+    exporter.shutdown()  # idempotent
+
+
+def test_quiet_period_completes_without_flush(tmp_path: Path) -> None:
+    exporter = TraceDirExporter(tmp_path, quiet_period_s=0.05)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=10))
+    run_task(provider, "inproc-quiet")
+    deadline = time.monotonic() + 20
+    while not list(tmp_path.glob("traces-*.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [t["task_id"] for t in validate_trace_dir(tmp_path).values()] == ["inproc-quiet"]
+    provider.shutdown()
+    assert len(validate_trace_dir(tmp_path)) == 1, "shutdown writes nothing twice"

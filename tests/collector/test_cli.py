@@ -1,0 +1,165 @@
+"""``orchestrace convert / validate / stats / annotate`` and ``--reward``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from collector_fixtures import (
+    JAEGER_EXPORT,
+    encode_otlp_json,
+    encode_protobuf,
+    record_run,
+    validate_trace_dir,
+)
+from orchestrace_collector.cli import app
+from orchestrace_collector.output import latest_traces
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def dumps(tmp_path: Path) -> dict[str, Path]:
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    files = {
+        "protobuf": folder / "run.pb",
+        "otlp_json": folder / "run.json",
+        "json_lines": folder / "collector-file-exporter.jsonl",
+        "jaeger": folder / "jaeger.json",
+        "gzip": folder / "run.pb.gz",
+    }
+    files["protobuf"].write_bytes(encode_protobuf(record_run("cli-protobuf")))
+    files["otlp_json"].write_text(json.dumps(encode_otlp_json(record_run("cli-json"))))
+    lines = [record_run("cli-lines"), record_run("cli-lines-2")]
+    files["json_lines"].write_text("\n".join(json.dumps(encode_otlp_json(spans)) for spans in lines) + "\n")
+    files["jaeger"].write_text(json.dumps(JAEGER_EXPORT))
+    files["gzip"].write_bytes(gzip.compress(encode_protobuf(record_run("cli-gzip"))))
+    return files
+
+
+@pytest.mark.parametrize("kind", ["protobuf", "otlp_json", "json_lines", "jaeger", "gzip"])
+def test_convert_each_format(dumps: dict[str, Path], tmp_path: Path, kind: str) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["convert", str(dumps[kind]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    traces = validate_trace_dir(out)
+    expected = {"json_lines": 2}.get(kind, 1)
+    assert len(traces) == expected
+    assert all(t["metrics"]["spans"] >= 2 for t in traces.values())
+
+
+def test_convert_a_directory_and_a_bad_file(dumps: dict[str, Path], tmp_path: Path) -> None:
+    bad = dumps["protobuf"].parent / "broken.json"
+    bad.write_text('{"resourceSpans": [')
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["convert", str(dumps["protobuf"].parent), "--out", str(out)])
+    assert result.exit_code == 1
+    assert "broken.json" in result.output and "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+    assert len(validate_trace_dir(out)) == 6, "the good files are still converted"
+
+
+def test_convert_missing_file_and_unknown_engine(tmp_path: Path, dumps: dict[str, Path]) -> None:
+    missing = runner.invoke(app, ["convert", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")])
+    assert missing.exit_code == 1 and "no such file" in missing.output
+    engine = runner.invoke(
+        app, ["convert", str(dumps["jaeger"]), "--out", str(tmp_path / "o"), "--engine", "x"]
+    )
+    assert engine.exit_code == 1 and "unknown engine" in engine.output
+
+
+def test_validate_exit_codes(dumps: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["convert", str(dumps["otlp_json"]), "--out", str(out)]).exit_code == 0
+    good = runner.invoke(app, ["validate", str(out)])
+    assert good.exit_code == 0 and "1/1 traces valid" in good.output
+    trace = json.loads(next(out.glob("traces-*.jsonl")).read_text())
+    trace["edges"].append({"src": trace["events"][0]["id"], "dst": "no-such-event", "type": "causal"})
+    trace["costs"]["tokens"] = -1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(trace) + "\n" + "not json\n")
+    result = runner.invoke(app, ["validate", str(out), str(bad)])
+    assert result.exit_code == 1 and "1/3 traces valid" in result.output
+    assert runner.invoke(app, ["validate", str(tmp_path / "empty.jsonl")]).exit_code == 1
+
+
+def test_stats_table(dumps: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runner.invoke(app, ["convert", str(dumps["json_lines"]), str(dumps["protobuf"]), "--out", str(out)])
+    result = runner.invoke(app, ["stats", str(out)], terminal_width=200)
+    assert result.exit_code == 0
+    assert "events by type" in result.output and "tool_call" in result.output
+    traces_row = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("traces "))
+    assert traces_row.split("│")[2].strip() == "3"
+
+
+def test_annotate_writes_a_new_revision(dumps: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runner.invoke(app, ["convert", str(dumps["otlp_json"]), "--out", str(out)])
+    ((trace_id, before),) = latest_traces([out]).items()
+    result = runner.invoke(
+        app, ["annotate", str(out), "--task-id", "cli-json", "--reward", "1", "--family", "team"]
+    )
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(
+        app,
+        [
+            "annotate",
+            str(out),
+            "--trace-id",
+            trace_id,
+            "--reward",
+            "0.5",
+            "--family",
+            "verifier",
+            "--name",
+            "unit_tests",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    after = validate_trace_dir(out)[trace_id]
+    assert after["metrics"]["revision"] == 2 and before["metrics"]["revision"] == 0
+    assert after["rewards"]["team"] == 1.0 and after["rewards"]["verifier:unit_tests"] == 0.5
+    assert sum(e.get("credit", 0) for e in after["events"]) == pytest.approx(1.0)
+    unknown = runner.invoke(
+        app, ["annotate", str(out), "--trace-id", "nope", "--reward", "1", "--family", "team"]
+    )
+    assert unknown.exit_code == 1 and "no trace" in unknown.output
+    bad_family = runner.invoke(
+        app, ["annotate", str(out), "--trace-id", trace_id, "--reward", "1", "--family", "vibes"]
+    )
+    assert bad_family.exit_code == 1
+
+
+def test_reward_function_on_convert(
+    dumps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_rewards.py").write_text(
+        "def score(trace):\n"
+        "    return {'team': float(len(trace.events)), 'tool': 0.25}\n"
+        "def broken(trace):\n"
+        "    raise ValueError('bad reward code')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["convert", str(dumps["protobuf"]), "--out", str(out), "--reward", "my_rewards:score"]
+    )
+    assert result.exit_code == 0, result.output
+    (trace,) = validate_trace_dir(out).values()
+    assert trace["rewards"]["team"] == len(trace["events"]) and trace["rewards"]["tool"] == 0.25
+    out2 = tmp_path / "out2"
+    result = runner.invoke(
+        app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards:broken"]
+    )
+    assert result.exit_code == 0 and len(validate_trace_dir(out2)) == 1, (
+        "a failing reward function loses no trace"
+    )
+    result = runner.invoke(
+        app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards"]
+    )
+    assert result.exit_code == 1 and "module:function" in result.output

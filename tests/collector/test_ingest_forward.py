@@ -1,0 +1,65 @@
+"""``--forward``: a second collector receives every batch, byte for byte."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import httpx
+from collector_fixtures import (
+    encode_otlp_json,
+    encode_protobuf,
+    record_run,
+    start_collector,
+    validate_trace_dir,
+)
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from orchestrace_collector.forward import Forwarder
+
+
+def test_forward_to_a_second_collector(tmp_path: Path) -> None:
+    target = start_collector(tmp_path / "target", "--quiet-period", "0.2")
+    front = start_collector(tmp_path / "front", "--quiet-period", "0.2", "--forward", target.base_url)
+    try:
+        runs = {
+            "fw-protobuf": record_run("fw-protobuf"),
+            "fw-json": record_run("fw-json", tools=3),
+            "fw-grpc": record_run("fw-grpc", tools=1),
+        }
+        assert (
+            httpx.post(
+                front.http_endpoint,
+                content=gzip.compress(encode_protobuf(runs["fw-protobuf"])),
+                headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+            ).status_code
+            == 200
+        )
+        assert (
+            httpx.post(
+                front.http_endpoint,
+                content=json.dumps(encode_otlp_json(runs["fw-json"])),
+                headers={"Content-Type": "application/json"},
+            ).status_code
+            == 200
+        )
+        exporter = OTLPSpanExporter(endpoint=front.grpc_endpoint, insecure=True)
+        assert exporter.export(runs["fw-grpc"]) == SpanExportResult.SUCCESS
+        assert front.stop() == 0  # flushes the forward queue before exiting
+    finally:
+        front.stop()
+        assert target.stop() == 0
+    front_traces = {t["task_id"]: t for t in validate_trace_dir(front.out).values()}
+    target_traces = {t["task_id"]: t for t in validate_trace_dir(target.out).values()}
+    for task, spans in runs.items():
+        assert front_traces[task]["metrics"]["spans"] == target_traces[task]["metrics"]["spans"] == len(spans)
+        assert front_traces[task]["events"] == target_traces[task]["events"]
+
+
+def test_target_down_drops_oldest_and_never_blocks() -> None:
+    forwarder = Forwarder("http://127.0.0.1:9", max_queued=3, backoff_s=0.05)  # port 9: nothing listens
+    for index in range(10):
+        forwarder.submit(f"batch-{index}".encode(), "application/x-protobuf")
+    assert forwarder.dropped == 7 and forwarder.queued <= 3 and forwarder.sent == 0
+    forwarder.close(timeout_s=0.2)
