@@ -3,10 +3,10 @@
 Strategies:
 
 - ``uniform``: every event gets ``team / N`` (N = number of events).
-- ``causal``: the final event is the last ``return``, ``aggregate`` or stop decision (else the last event); the
-  events it depends on are its ancestors along every edge type (its information-flow closure, itself included).
-  Each of them gets ``team / |ancestors|``; every other event (work after the answer, dead ends such as a branch
-  whose result nobody consumed) gets 0.
+- ``causal``: the final answer is the last ``aggregate`` or stop decision, else the last ``return`` (else the
+  last event); the events it depends on are its ancestors along every edge type (its information-flow
+  closure, itself included). Each of them gets ``team / |ancestors|``; every other event (work that ended
+  after the answer, dead ends such as a branch whose result nobody consumed) gets 0.
 
 Written: ``credit`` on every event, ``rewards["credit:agent:<label>"]`` = the sum of credit over that agent's
 events (a tool result counts for the agent that called the tool), and, through ``credit_turns``, a turn's
@@ -22,7 +22,6 @@ from ..model import Trace, Turn
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
-_FINAL_TYPES = frozenset({"return", "aggregate"})
 
 
 def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
@@ -61,8 +60,12 @@ def apply_credit(trace: Trace, strategy: str, causal: set[str] | None = None) ->
 
 
 def final_event(trace: Trace) -> str:
+    """The event that stands for the answer (see the module docstring)."""
     for ev in reversed(trace.events):
-        if ev.type in _FINAL_TYPES or ev.decision == "stop":
+        if ev.type == "aggregate" or ev.decision == "stop":
+            return ev.id
+    for ev in reversed(trace.events):
+        if ev.type == "return":
             return ev.id
     return trace.events[-1].id
 

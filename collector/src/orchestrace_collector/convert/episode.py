@@ -116,7 +116,7 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
     return Episode(trace, turns, store.contents)
 
 
-def _key(ev: Ev) -> tuple[int, int, int, int, int]:
+def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
     return ev.key
 
 

@@ -1,9 +1,10 @@
 """The span-to-event mapping (see README.md in this package for the table).
 
 Events are built as slotted ``Ev`` records, sorted once by ``key`` and numbered ``e1..eN``; pydantic models are
-made only at the very end. The sort key is ``(t_ns, phase, depth, rank, seq)``: at equal times, ends of spans
-that lasted come first (inner before outer), then starts and point events (outer before inner), then ends of
-zero-length spans; ``rank`` is a fixed per-type order and ``seq`` the creation order, so output is deterministic.
+made only at the very end. The sort key orders equal times deterministically: first the ends of spans that
+lasted (inner before outer, then in start order); then, in depth-first span order, starts and point events,
+each zero-length span's end coming right after its subtree; ``rank`` (a fixed per-type order) and the
+creation order break the remaining ties.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ RANK = {
     "safety_event": 5, "tool_call": 6, "tool_result": 7, "return": 8, "despawn": 9,
 }
 _DECISIONS = frozenset(sc.DECISION_KINDS)
+_AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at its subtree's last position
 
 
 @dataclass(slots=True, eq=False)
 class Ev:
-    key: tuple[int, int, int, int, int]
+    key: tuple[int, int, int, int, int, int]  # (t_ns, phase, a, b, rank, seq): see the module docstring
     type: str
     agent: str
     owner: Instance  # whose timeline the event is on
@@ -94,10 +96,11 @@ class _Builder:
         self.tool_calls: dict[str, Ev] = {}
         self.aggregates: list[Ev] = []
 
-    def add(self, type_: str, t_ns: int, phase: int, depth: int, owner: Instance, node: Node | None,
+    def add(self, type_: str, key: tuple[int, int, int, int], owner: Instance, node: Node | None,
             agent: str | None = None) -> Ev:
         self.seq += 1
-        ev = Ev((t_ns, phase, depth, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
+        t_ns, phase, a, b = key
+        ev = Ev((t_ns, phase, a, b, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
         if agent is None:
             ev.role = owner.role
             ev.agent_id = owner.agent_id
@@ -105,16 +108,24 @@ class _Builder:
         return ev
 
     def at_start(self, type_: str, node: Node, owner: Instance, agent: str | None = None) -> Ev:
-        return self.add(type_, node.start_ns, 1, node.depth, owner, node, agent)
+        return self.add(type_, start_key(node.start_ns, node), owner, node, agent)
 
     def at_end(self, type_: str, node: Node, end_ns: int, start_ns: int, owner: Instance,
                agent: str | None = None) -> Ev:
-        if start_ns < end_ns:
-            return self.add(type_, end_ns, 0, -node.depth, owner, node, agent)
-        return self.add(type_, end_ns, 2, -node.depth, owner, node, agent)
+        return self.add(type_, end_key(end_ns, start_ns, node), owner, node, agent)
 
     def point(self, type_: str, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None) -> Ev:
-        return self.add(type_, event.time_ns, 1, node.depth, owner, node, agent)
+        return self.add(type_, start_key(event.time_ns, node), owner, node, agent)
+
+
+def start_key(t_ns: int, node: Node) -> tuple[int, int, int, int]:
+    return (t_ns, 1, node.pre, 0)
+
+
+def end_key(end_ns: int, start_ns: int, node: Node) -> tuple[int, int, int, int]:
+    if start_ns < end_ns:
+        return (end_ns, 0, -node.depth, node.pre)
+    return (end_ns, 1, node.post, _AFTER_STARTS - node.depth)
 
 
 def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSet:
@@ -249,10 +260,10 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 spawn = _explicit(b, match, inst)
                 inst.explicit_spawn = match.decision == sc.DECISION_SPAWN
             else:
-                decision = b.add("orchestrator_decision", inst.start_ns, 1, node.depth, parent, node)
+                decision = b.add("orchestrator_decision", start_key(inst.start_ns, node), parent, node)
                 decision.decision = sc.DECISION_DELEGATE
                 decision.to = inst.label
-                spawn = b.add("spawn", inst.start_ns, 1, node.depth, parent, node)
+                spawn = b.add("spawn", start_key(inst.start_ns, node), parent, node)
                 spawn.decision_ev = decision
                 spawn.to = inst.label
                 spawn.role = inst.role
@@ -300,14 +311,13 @@ def _match(pending: dict[tuple[str, str], list[_Spawn]], first_open: dict[tuple[
 
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
     target = child.label if child is not None else b.actors.label_of(sp.name, sp.t_ns) if sp.name else None
-    depth = sp.node.depth
-    decision = b.add("orchestrator_decision", sp.t_ns, 1, depth, sp.owner, sp.node)
+    decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
     decision.decision = sp.decision
     decision.to = target
     _reason(decision, sp.attrs)
     if sp.attrs.get(sc.ORCH_HANDOFF) is True:
         decision.handoff = True
-    spawn = b.add("spawn", sp.t_ns, 1, depth, sp.owner, sp.node)
+    spawn = b.add("spawn", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
     spawn.decision_ev = decision
     spawn.to = target
     role = sp.attrs.get(sc.ORCH_TARGET_ROLE)

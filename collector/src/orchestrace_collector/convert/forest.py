@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..spans import Span
-from .classify import Kind, classify
+from .classify import WORKFLOW, Kind, classify
 
 if TYPE_CHECKING:
     from .actors import Instance
@@ -25,6 +25,8 @@ class Node:
     parent: Node | None = None
     children: list[Node] = field(default_factory=list)
     depth: int = 0
+    pre: int = 0  # position in the depth-first order of the forest
+    post: int = 0  # the last position of its subtree in that order
     kind: Kind = Kind.OTHER
     sub_kind: str = ""
     incomplete: bool = False
@@ -40,23 +42,24 @@ class Forest:
 
 
 def build_forest(spans: Sequence[Span]) -> Forest:
-    by_id: dict[str, Node] = {}
+    by_id: dict[tuple[str, str], Node] = {}
     ordered: list[Node] = []
     for span in spans:
-        if span.span_id in by_id:
+        key = (span.trace_id, span.span_id)
+        if key in by_id:
             continue  # a duplicate (retried export): the first copy wins
         end = span.end_ns if span.end_ns >= span.start_ns else span.start_ns
         node = Node(span, span.start_ns, end)
-        by_id[span.span_id] = node
+        by_id[key] = node
         ordered.append(node)
-    ordered.sort(key=lambda n: (n.start_ns, n.span.span_id))
+    ordered.sort(key=lambda n: (n.start_ns, n.span.trace_id, n.span.span_id))
 
     orphans: list[Node] = []
     for node in ordered:
         pid = node.span.parent_span_id
         if not pid:
             continue
-        parent = by_id.get(pid)
+        parent = by_id.get((node.span.trace_id, pid))
         if parent is None or parent is node:
             orphans.append(node)
         else:
@@ -87,8 +90,15 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
         node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
+        if parent is None and node.kind is Kind.OTHER:
+            # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
+            node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
+        node.pre = node.post = len(nodes)
         nodes.append(node)
         stack.extend(reversed(node.children))
+    for node in reversed(nodes):
+        if node.parent is not None and node.post > node.parent.post:
+            node.parent.post = node.post
     return Forest(nodes, roots, incomplete)
 
 

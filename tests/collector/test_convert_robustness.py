@@ -1,0 +1,158 @@
+"""Conversion of damaged, odd or stitched input: it always yields a valid trace or a clear ValueError."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_convert_support import Spans, by_type, checked, event, ns
+
+from orchestrace import semconv as sc
+from orchestrace_collector.convert import convert_episode
+from orchestrace_collector.spans import Span
+
+
+def test_empty_input_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="at least one event"):
+        convert_episode([])
+
+
+def test_spans_without_any_event_are_a_clear_error() -> None:
+    s = Spans()
+    s.chat(0, 1)  # one model call and nothing else: a turn, but no trace event
+    with pytest.raises(ValueError, match="at least one event"):
+        convert_episode(s.spans)
+
+
+def test_orphans_attach_to_the_root_and_mark_the_trace_incomplete() -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 10)
+    s.tool("t", 1, 2, root)
+    lost = Span(trace_id=s.trace_id, span_id="f" * 16, parent_span_id="e" * 16, name="execute_tool orphan",
+                start_ns=ns(3), end_ns=ns(4), attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                                                          sc.GEN_AI_TOOL_NAME: "orphan"})
+    w = checked(convert_episode([*s.spans, lost]))
+    orphan_call = next(e for e in by_type(w, "tool_call") if e["tool"] == "orphan")
+    assert orphan_call["agent"] == "lead" and orphan_call["incomplete"] is True
+    assert w["metrics"]["incomplete"] == 1
+
+
+def test_all_spans_orphaned_still_converts() -> None:
+    s = Spans()
+    parent = s.agent("gone", 0, 10)
+    s.agent("a", 1, 2, parent)
+    s.agent("b", 3, 4, parent)
+    w = checked(convert_episode(s.spans[1:]))
+    assert {e["agent"] for e in by_type(w, "return")} == {"a", "b"}
+    assert w["metrics"]["incomplete"] == 1
+
+
+def test_duplicate_span_ids_keep_the_first_copy() -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 10)
+    tool = s.tool("t", 1, 2, root)
+    copy = Span(trace_id=tool.trace_id, span_id=tool.span_id, parent_span_id=root.span_id, name="execute_tool x",
+                start_ns=ns(5), end_ns=ns(6), attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                                                          sc.GEN_AI_TOOL_NAME: "x"})
+    w = checked(convert_episode([*s.spans, copy]))
+    assert [e["tool"] for e in by_type(w, "tool_call")] == ["t"]
+
+
+def test_parent_cycles_are_broken() -> None:
+    s = Spans()
+    a = s.agent("a", 0, 10)
+    b = s.agent("b", 1, 9, a)
+    a.parent_span_id = b.span_id  # a <-> b
+    c = s.agent("c", 2, 3, b)
+    c.parent_span_id = c.span_id  # its own parent
+    w = checked(convert_episode(s.spans))
+    assert {e["agent"] for e in by_type(w, "return")} == {"a", "b", "c"}
+    assert w["metrics"]["incomplete"] == 1
+
+
+def test_end_before_start_and_clock_skew_keep_t_non_negative() -> None:
+    s = Spans()
+    root = s.agent("lead", 5, 10)
+    s.tool("backwards", 7, 6, root)  # ends before it starts
+    s.agent("skewed", 1, 2, root)  # another process whose clock is behind: starts before its parent
+    root.events.append(event(sc.EVENT_DECISION, -3, **{sc.ORCH_DECISION_KIND: "route"}))
+    w = checked(convert_episode(s.spans))
+    call, result = by_type(w, "tool_call")[0], by_type(w, "tool_result")[0]
+    assert call["t"] == result["t"] and int(call["id"][1:]) < int(result["id"][1:])
+    assert min(e["t"] for e in w["events"]) == 0
+
+
+def test_zero_length_nested_spans_order_start_before_end() -> None:
+    s = Spans()
+    root = s.agent("lead", 1, 1)
+    s.tool("instant", 1, 1, root)
+    w = checked(convert_episode(s.spans))
+    assert [e["type"] for e in w["events"]] == ["tool_call", "tool_result", "return"]
+
+
+def test_output_does_not_depend_on_input_order() -> None:
+    s = Spans()
+    root = s.workflow("g", 0, 10)
+    for k in range(5):
+        node = s.node("step", k, k + 0.5, root)
+        s.tool("t", k + 0.1, k + 0.2, node)
+        s.chat(k + 0.2, k + 0.3, node)
+    expected = checked(convert_episode(s.spans))
+    shuffled = list(s.spans)
+    random.Random(7).shuffle(shuffled)
+    assert checked(convert_episode(shuffled)) == expected
+
+
+def test_equal_times_are_ordered_deterministically() -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 1)
+    for name in ("a", "b", "c"):
+        s.tool(name, 0.5, 0.5, root)
+    w = checked(convert_episode(s.spans))
+    assert [(e["type"], e.get("tool")) for e in w["events"][:6]] == [
+        ("tool_call", "a"), ("tool_result", "a"), ("tool_call", "b"), ("tool_result", "b"), ("tool_call", "c"),
+        ("tool_result", "c")]
+
+
+def test_an_episode_stitched_from_several_traces_keeps_one_orchestrator() -> None:
+    first, resumed = Spans("01" * 16), Spans("02" * 16)
+    g1 = first.workflow("graph", 0, 2, **{sc.ORCH_EPISODE_ID: "thread-9"})
+    first.node("ask", 0.5, 1.5, g1, events=[event(sc.EVENT_HUMAN_INTERVENTION, 1.4, **{sc.ORCH_HUMAN_KIND: "interrupt"})])
+    g2 = resumed.workflow("graph", 100, 103)
+    resumed.node("act", 101, 102, g2)
+    w = checked(convert_episode([*first.spans, *resumed.spans]))
+    assert w["trace_id"] == "thread-9"
+    assert [e["agent"] for e in by_type(w, "return")] == ["ask", "act", "graph"]  # one graph instance
+    assert {e["otel_trace_id"] for e in w["events"]} == {"01" * 16, "02" * 16}
+    assert w["costs"]["wall_clock_s"] == 103
+    # the idle time between the interrupt and the resume is not counted as parallel time
+    assert w["metrics"]["parallelism_efficiency"] == pytest.approx(2 / 5)
+
+
+def test_many_instances_of_one_name_are_numbered_in_start_order() -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 100)
+    for k in reversed(range(12)):
+        s.agent("w", k, k + 0.5, root, **{sc.GEN_AI_AGENT_ID: f"id-{k}"})
+    w = checked(convert_episode(s.spans))
+    returns = [e for e in by_type(w, "return") if e["agent"] != "lead"]
+    assert [(e["agent"], e["agent_id"]) for e in returns] == [(f"w#{k + 1}", f"id-{k}") for k in range(12)]
+
+
+def test_any_names_survive() -> None:
+    s = Spans()
+    root = s.agent("ågent / with spaces#1", 0, 10)
+    s.tool("", 1, 2, root)
+    w = checked(convert_episode(s.spans))
+    assert by_type(w, "return")[0]["agent"] == "ågent / with spaces#1"
+    assert by_type(w, "tool_call")[0]["tool"] == "tool"
+
+
+def test_deep_nesting_does_not_recurse() -> None:
+    s = Spans()
+    parent = None
+    for k in range(3000):
+        parent = s.span(f"layer{k}", k, 10_000 - k, parent)
+    s.tool("leaf", 5000, 5001, parent)
+    w = checked(convert_episode(s.spans))
+    assert by_type(w, "tool_call")[0]["agent"] == "layer0"  # the promoted root owns everything
