@@ -103,6 +103,11 @@ ORCH_NODE_ID: Final = "orchestrace.node.id"
 ORCH_TASK_ID: Final = "orchestrace.task.id"
 ORCH_TOPOLOGY: Final = "orchestrace.task.topology"
 ORCH_SYSTEM: Final = "orchestrace.task.system"
+#: Topologies of the trace format (``topology``), the values ``orchestrace.task.topology`` should take.
+TOPOLOGIES: Final = (
+    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed",
+    "unknown",
+)
 #: Stitches several OTel traces into one orchestration trace (a LangGraph thread id across interrupt/resume).
 ORCH_EPISODE_ID: Final = "orchestrace.episode.id"
 #: Outcome of the task when known (1.0 success, 0.0 failure): written to metrics.task_success.

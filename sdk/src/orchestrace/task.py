@@ -95,9 +95,9 @@ def task(task_id: Any = None, *, topology: str | None = None, system: str | None
          name: str | None = None) -> Any:
     """One episode: an ``invoke_workflow {name}`` span whose descendants form one orchestration trace.
 
-    ``task_id`` defaults to a fresh uuid per run; ``topology`` and ``system`` describe the team (the
-    trace's ``topology`` / ``system``). The span is named after ``name``, else the given ``task_id``,
-    else the decorated function, else the generated id.
+    ``task_id`` defaults to a fresh uuid per run; ``topology`` (one of ``semconv.TOPOLOGIES``, e.g.
+    ``centralized``) and ``system`` describe the team (the trace's ``topology`` / ``system``). The span
+    is named after ``name``, else the given ``task_id``, else the decorated function, else the generated id.
     """
     if task_id is None or isinstance(task_id, str):
         return TaskScope(task_id, topology, system, name)

@@ -1,0 +1,1 @@
+"""The framework-free custom-agents example (see app.py)."""
