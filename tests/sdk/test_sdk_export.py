@@ -222,12 +222,26 @@ print("OK")
 """
 
 
-def _run(script: str, **env: str) -> str:
+EXIT_FLUSH_SCRIPT = """
+import sys
+import orchestrace as ot
+ot.configure(exporter="file:" + sys.argv[1])  # batch processing, never flushed explicitly
+
+@ot.agent
+def a() -> int:
+    return 1
+
+a()
+print("OK")
+"""
+
+
+def _run(script: str, *args: str, **env: str) -> str:
     import os
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | env
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          env=environment, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -242,6 +256,13 @@ def test_new_global_provider_uses_otel_service_name() -> None:
 
 def test_otel_sdk_disabled_turns_everything_into_no_ops() -> None:
     assert _run(DISABLED_SCRIPT, OTEL_SDK_DISABLED="true") == "OK"
+
+
+def test_batched_spans_are_flushed_at_exit(tmp_path: Path) -> None:
+    out = tmp_path / "exit.jsonl"
+    assert _run(EXIT_FLUSH_SCRIPT, str(out)) == "OK"
+    (line,) = out.read_text().splitlines()
+    assert '"name":"invoke_agent a"' in line
 
 
 def test_memory_handle_without_tracing_setup_is_empty() -> None:

@@ -25,6 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from orchestrace.failsafe import log_once, logger
 
 JAEGER_OTLP_GRPC_ENDPOINT = "http://localhost:4317"
+#: OTLP export timeout (seconds) unless ``OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT`` says otherwise: shorter than
+#: OTel's 10 s so that a flush or exit with the endpoint down (retries until the timeout) stays short.
+DEFAULT_OTLP_TIMEOUT_S = 5.0
 _TRACES_PATH = "/v1/traces"
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
@@ -75,18 +78,23 @@ class OtlpJsonFileExporter(SpanExporter):
         return True
 
 
+def _timeout() -> float | None:
+    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    return None if configured else DEFAULT_OTLP_TIMEOUT_S
+
+
 def _otlp_http(endpoint: str | None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
         endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-    return OTLPSpanExporter(endpoint=endpoint)
+    return OTLPSpanExporter(endpoint=endpoint, timeout=_timeout())
 
 
 def _otlp_grpc(endpoint: str | None, insecure: bool | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout())
 
 
 def _otlp_protocol() -> str:
