@@ -24,6 +24,7 @@ RANK = {
     "safety_event": 5, "tool_call": 6, "tool_result": 7, "return": 8, "despawn": 9,
 }
 _DECISIONS = frozenset(sc.DECISION_KINDS)
+_EVENT_CONTENT = (sc.ORCH_CONTENT,)
 _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at its subtree's last position
 
 
@@ -147,6 +148,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             ev.t_end_ns = node.end_ns
             ev.content_ref = store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
             ev.inputs = _aggregate_links(node)
+            _reason(ev, attrs)
             b.aggregates.append(ev)
             if kind is Kind.AGGREGATE:
                 b.closing[node.span.span_id] = ev
@@ -200,7 +202,7 @@ def _span_event(b: _Builder, event: SpanEvent, node: Node, owner: Instance, spaw
         if recipient:
             ev.recipient = b.actors.resolve(str(recipient), event.time_ns)
             ev.to = ev.recipient.label if ev.recipient is not None else str(recipient)
-        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, ())
+        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         ev.trusted = True
     elif name == sc.EVENT_DECISION:
         ev = b.point("orchestrator_decision", event, node, owner)
@@ -224,7 +226,7 @@ def _span_event(b: _Builder, event: SpanEvent, node: Node, owner: Instance, spaw
         ev = b.point("human_intervention", event, node, owner, agent=str(actor) if actor else "human")
         kind = attrs.get(sc.ORCH_HUMAN_KIND)
         ev.label = str(kind) if kind else None
-        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, ())
+        ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         _reason(ev, attrs)
     elif name == sc.EVENT_SAFETY:
         ev = b.point("safety_event", event, node, owner)

@@ -21,9 +21,7 @@ from orchestrace import semconv as sc
 from .actors import Actors, Instance
 from .events import Ev
 
-TOPOLOGIES = frozenset({
-    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed", "unknown",
-})
+TOPOLOGIES = frozenset(sc.TOPOLOGIES)
 _PEC = (("plan",), ("exec",), ("critic", "review", "verif"))
 _MERGERS = ("judge", "aggregat", "moderat")
 
@@ -67,7 +65,3 @@ def _debate(instances: list[Instance], events: list[Ev], words: list[str]) -> bo
     if len(sent) < 2 or max(sent.values()) < 2:
         return False
     return any(ev.type == "aggregate" for ev in events) or any(m in w for w in words for m in _MERGERS)
-
-
-def declared_topology(attrs: dict[str, object]) -> object:
-    return attrs.get(sc.ORCH_TOPOLOGY)
