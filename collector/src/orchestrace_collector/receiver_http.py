@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import zlib
 
-import anyio.to_thread
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc.status_pb2 import Status
@@ -29,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -86,7 +86,7 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
                 media, 503, "collector cannot store batches now", {"Retry-After": str(RETRY_AFTER_S)}
             )
         if ingest.wal.needs_sync(accepted.seq):
-            await anyio.to_thread.run_sync(ingest.wal.sync, accepted.seq)
+            await run_in_threadpool(ingest.wal.sync, accepted.seq)
         if ingest.forwarder is not None:
             ingest.forwarder.submit(
                 raw, request.headers.get("content-type", media), request.headers.get("content-encoding")
