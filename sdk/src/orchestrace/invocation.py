@@ -122,7 +122,10 @@ class Spec:
 
     def record_input(self, span: Span, value: Any) -> None:
         span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        captured = capture_messages(input_messages(value), get_config())
+        config = get_config()
+        if not config.capture_content:
+            return
+        captured = capture_messages(input_messages(value), config)
         if captured is not None:
             span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, captured.text)
             if captured.truncated:
@@ -134,7 +137,10 @@ class Spec:
         ref = content_ref(result)
         invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, invocation.span.get_span_context())
-        captured = capture_messages(output_messages(result), get_config())
+        config = get_config()
+        if not config.capture_content:
+            return
+        captured = capture_messages(output_messages(result), config)
         if captured is not None:
             invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
             if captured.truncated:
@@ -260,7 +266,8 @@ class LlmSpec(Spec):
             invocation.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
         if result is not None:
             invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
-            captured = capture_messages(output_messages(result), get_config())
+            config = get_config()
+            captured = capture_messages(output_messages(result), config) if config.capture_content else None
             if captured is not None:
                 invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
                 if captured.truncated:

@@ -230,7 +230,8 @@ class Aggregation:
         ref = content_ref(value)
         self.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, self.span.get_span_context())
-        captured = capture_messages(output_messages(value), get_config())
+        config = get_config()
+        captured = capture_messages(output_messages(value), config) if config.capture_content else None
         if captured is not None:
             self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
 
