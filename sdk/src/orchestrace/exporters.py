@@ -79,7 +79,8 @@ class OtlpJsonFileExporter(SpanExporter):
 
 
 def _timeout() -> float | None:
-    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    configured = any(os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                                                        "OTEL_EXPORTER_OTLP_TIMEOUT"))
     return None if configured else DEFAULT_OTLP_TIMEOUT_S
 
 
