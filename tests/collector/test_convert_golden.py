@@ -1,8 +1,10 @@
-"""Golden conversions of real runs: spans produced by the OTel SDK (hand-written GenAI spans, as another library
-would write them), by OpenInference's and by OpenLLMetry's LangChain instrumentors on a small LangGraph agent.
+"""Golden conversions of real runs: spans produced by the OTel SDK (hand-written GenAI spans, as another
+library would write them), by OpenInference's and by OpenLLMetry's LangChain instrumentors on a small
+LangGraph agent.
 
 Run-dependent values (ids, times, hashes of content holding run ids) are replaced by stable placeholders
-before comparison. Regenerate with ``ORCHESTRACE_UPDATE_GOLDEN=1 pytest tests/collector/test_convert_golden.py``.
+before comparison. Regenerate with ``ORCHESTRACE_UPDATE_GOLDEN=1 pytest
+tests/collector/test_convert_golden.py``.
 """
 
 from __future__ import annotations
@@ -21,15 +23,21 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_convert_support import GOLDEN, by_type, checked, edges_of
-
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.inprocess import span_from_readable
+from test_convert_support import GOLDEN, by_type, checked, edges_of
 
 _PLACEHOLDERS = {
-    "span_id": "span", "turn_id": "span", "otel_trace_id": "trace", "trace_id": "trace", "agent_id": "id",
-    "content_ref": "ref", "input_ref": "ref", "output_ref": "ref",
+    "span_id": "span",
+    "turn_id": "span",
+    "otel_trace_id": "trace",
+    "trace_id": "trace",
+    "task_id": "trace",
+    "agent_id": "id",
+    "content_ref": "ref",
+    "input_ref": "ref",
+    "output_ref": "ref",
 }
 _TIMING = {"t", "t_end", "wall_clock_s", "parallelism_efficiency"}
 
@@ -94,7 +102,8 @@ def convert(exporter: InMemorySpanExporter) -> Episode:
     return convert_episode([span_from_readable(s) for s in exporter.get_finished_spans()])
 
 
-# --- 1. hand-written OTel GenAI spans, the way a non-orchestrace library writes them ---------------------------
+# --- 1. hand-written OTel GenAI spans, the way a non-orchestrace library writes them
+# ---------------------------
 
 
 def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
@@ -102,46 +111,79 @@ def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExpo
     tracer = tp.get_tracer("some.other.genai.library")
 
     def chat(prompt: str, answer: dict[str, Any], tokens: tuple[int, int]) -> None:
-        with tracer.start_as_current_span("chat gpt-test", attributes={
-            sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT, sc.GEN_AI_PROVIDER_NAME: "openai",
-            sc.GEN_AI_REQUEST_MODEL: "gpt-test", sc.GEN_AI_USAGE_INPUT_TOKENS: tokens[0],
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: tokens[1],
-            sc.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": prompt}]}]),
-            sc.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [answer]}]),
-        }):
+        with tracer.start_as_current_span(
+            "chat gpt-test",
+            attributes={
+                sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
+                sc.GEN_AI_PROVIDER_NAME: "openai",
+                sc.GEN_AI_REQUEST_MODEL: "gpt-test",
+                sc.GEN_AI_USAGE_INPUT_TOKENS: tokens[0],
+                sc.GEN_AI_USAGE_OUTPUT_TOKENS: tokens[1],
+                sc.GEN_AI_INPUT_MESSAGES: json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
+                ),
+                sc.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [answer]}]),
+            },
+        ):
             pass
 
-    with tracer.start_as_current_span("invoke_agent trip_planner", attributes={
-        sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "trip_planner",
-        sc.GEN_AI_AGENT_ID: "agent-planner-1",
-    }) as root:
-        chat("Plan a day in Lyon", {"type": "tool_call", "name": "weather", "arguments": {"city": "Lyon"}}, (12, 6))
-        with tracer.start_as_current_span("execute_tool weather", attributes={
-            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "weather",
-            sc.GEN_AI_TOOL_CALL_ID: "call_1", sc.GEN_AI_TOOL_CALL_ARGUMENTS: '{"city": "Lyon"}',
-            sc.GEN_AI_TOOL_CALL_RESULT: "sunny, 24C",
-        }):
+    with tracer.start_as_current_span(
+        "invoke_agent trip_planner",
+        attributes={
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.GEN_AI_AGENT_NAME: "trip_planner",
+            sc.GEN_AI_AGENT_ID: "agent-planner-1",
+        },
+    ) as root:
+        chat(
+            "Plan a day in Lyon",
+            {"type": "tool_call", "name": "weather", "arguments": {"city": "Lyon"}},
+            (12, 6),
+        )
+        with tracer.start_as_current_span(
+            "execute_tool weather",
+            attributes={
+                sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                sc.GEN_AI_TOOL_NAME: "weather",
+                sc.GEN_AI_TOOL_CALL_ID: "call_1",
+                sc.GEN_AI_TOOL_CALL_ARGUMENTS: '{"city": "Lyon"}',
+                sc.GEN_AI_TOOL_CALL_RESULT: "sunny, 24C",
+            },
+        ):
             pass
-        with tracer.start_as_current_span("invoke_agent booking", attributes={
-            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "booking",
-            sc.GEN_AI_AGENT_ID: "agent-booking-1",
-        }):
+        with tracer.start_as_current_span(
+            "invoke_agent booking",
+            attributes={
+                sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+                sc.GEN_AI_AGENT_NAME: "booking",
+                sc.GEN_AI_AGENT_ID: "agent-booking-1",
+            },
+        ):
             chat("Book a table for lunch", {"type": "text", "content": "Booked at noon."}, (20, 4))
         chat("Summarize", {"type": "text", "content": "Sunny day, lunch at noon."}, (30, 8))
-        root.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "judge",
-                                                     sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.8})
+        root.add_event(
+            sc.EVENT_EVALUATION_RESULT,
+            {sc.GEN_AI_EVALUATION_NAME: "judge", sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.8},
+        )
 
     episode = convert(exporter)
     w = assert_golden("plain_otel_genai", episode)
     assert [e["type"] for e in w["events"]] == [
-        "tool_call", "tool_result", "orchestrator_decision", "spawn", "return", "return"]
+        "tool_call",
+        "tool_result",
+        "orchestrator_decision",
+        "spawn",
+        "return",
+        "return",
+    ]
     assert w["topology"] == "centralized" and w["rewards"]["team"] == 0.8
     assert w["costs"]["tokens"] == 80 and len(episode.turns) == 3
     assert episode.turns[0].completion is not None and episode.turns[1].agent == "booking"
     assert episode.contents[by_type(w, "tool_result")[0]["content_ref"]] == "sunny, 24C"
 
 
-# --- 2 and 3. LangChain instrumentors from the registry on a small LangGraph agent ---------------------------
+# --- 2 and 3. LangChain instrumentors from the registry on a small LangGraph agent
+# ---------------------------
 
 
 @tool
@@ -156,11 +198,21 @@ class _ToolCallingFake(GenericFakeChatModel):
 
 
 def _run_graph() -> None:
-    model = _ToolCallingFake(messages=iter([
-        AIMessage(content="", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "call_add"}],
-                  usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}),
-        AIMessage(content="2 + 3 = 5", usage_metadata={"input_tokens": 25, "output_tokens": 6, "total_tokens": 31}),
-    ]))
+    model = _ToolCallingFake(
+        messages=iter(
+            [
+                AIMessage(
+                    content="",
+                    tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "call_add"}],
+                    usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18},
+                ),
+                AIMessage(
+                    content="2 + 3 = 5",
+                    usage_metadata={"input_tokens": 25, "output_tokens": 6, "total_tokens": 31},
+                ),
+            ]
+        )
+    )
 
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
@@ -211,13 +263,18 @@ def _check_agent_graph(w: dict[str, Any], episode: Episode) -> None:
     assert returns == ["agent#1", "tools", "agent#2", "calculator"]
     spawns = by_type(w, "spawn")
     assert [(e["agent"], e["to"]) for e in spawns] == [
-        ("calculator", "agent#1"), ("calculator", "tools"), ("calculator", "agent#2")]
+        ("calculator", "agent#1"),
+        ("calculator", "tools"),
+        ("calculator", "agent#2"),
+    ]
     call, result = by_type(w, "tool_call")[0], by_type(w, "tool_result")[0]
     assert (call["agent"], call["tool"], result["agent"], result["trusted"]) == ("tools", "add", "add", False)
     assert (call["id"], result["id"]) in edges_of(w, "return")
     assert w["topology"] == "centralized"
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
-        ("agent#1", 11, 7), ("agent#2", 25, 6)]
+        ("agent#1", 11, 7),
+        ("agent#2", 25, 6),
+    ]
     assert w["costs"]["tokens"] == 49 and w["costs"]["tool_calls"] == 1
     assert episode.turns[0].prompt is not None and episode.turns[0].prompt[0].content == "What is 2 + 3?"
     assert episode.turns[1].completion is not None and episode.turns[1].completion[0].content == "2 + 3 = 5"

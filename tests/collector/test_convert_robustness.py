@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_convert_support import Spans, by_type, checked, event, ns
-
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import Span
+from test_convert_support import Spans, by_type, checked, event, ns
 
 
 def test_empty_input_is_a_clear_error() -> None:
@@ -28,9 +27,15 @@ def test_orphans_attach_to_the_root_and_mark_the_trace_incomplete() -> None:
     s = Spans()
     root = s.agent("lead", 0, 10)
     s.tool("t", 1, 2, root)
-    lost = Span(trace_id=s.trace_id, span_id="f" * 16, parent_span_id="e" * 16, name="execute_tool orphan",
-                start_ns=ns(3), end_ns=ns(4), attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-                                                          sc.GEN_AI_TOOL_NAME: "orphan"})
+    lost = Span(
+        trace_id=s.trace_id,
+        span_id="f" * 16,
+        parent_span_id="e" * 16,
+        name="execute_tool orphan",
+        start_ns=ns(3),
+        end_ns=ns(4),
+        attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "orphan"},
+    )
     w = checked(convert_episode([*s.spans, lost]))
     orphan_call = next(e for e in by_type(w, "tool_call") if e["tool"] == "orphan")
     assert orphan_call["agent"] == "lead" and orphan_call["incomplete"] is True
@@ -51,9 +56,15 @@ def test_duplicate_span_ids_keep_the_first_copy() -> None:
     s = Spans()
     root = s.agent("lead", 0, 10)
     tool = s.tool("t", 1, 2, root)
-    copy = Span(trace_id=tool.trace_id, span_id=tool.span_id, parent_span_id=root.span_id, name="execute_tool x",
-                start_ns=ns(5), end_ns=ns(6), attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-                                                          sc.GEN_AI_TOOL_NAME: "x"})
+    copy = Span(
+        trace_id=tool.trace_id,
+        span_id=tool.span_id,
+        parent_span_id=root.span_id,
+        name="execute_tool x",
+        start_ns=ns(5),
+        end_ns=ns(6),
+        attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "x"},
+    )
     w = checked(convert_episode([*s.spans, copy]))
     assert [e["tool"] for e in by_type(w, "tool_call")] == ["t"]
 
@@ -110,14 +121,25 @@ def test_equal_times_are_ordered_deterministically() -> None:
         s.tool(name, 0.5, 0.5, root)
     w = checked(convert_episode(s.spans))
     assert [(e["type"], e.get("tool")) for e in w["events"][:6]] == [
-        ("tool_call", "a"), ("tool_result", "a"), ("tool_call", "b"), ("tool_result", "b"), ("tool_call", "c"),
-        ("tool_result", "c")]
+        ("tool_call", "a"),
+        ("tool_result", "a"),
+        ("tool_call", "b"),
+        ("tool_result", "b"),
+        ("tool_call", "c"),
+        ("tool_result", "c"),
+    ]
 
 
 def test_an_episode_stitched_from_several_traces_keeps_one_orchestrator() -> None:
     first, resumed = Spans("01" * 16), Spans("02" * 16)
     g1 = first.workflow("graph", 0, 2, **{sc.ORCH_EPISODE_ID: "thread-9"})
-    first.node("ask", 0.5, 1.5, g1, events=[event(sc.EVENT_HUMAN_INTERVENTION, 1.4, **{sc.ORCH_HUMAN_KIND: "interrupt"})])
+    first.node(
+        "ask",
+        0.5,
+        1.5,
+        g1,
+        events=[event(sc.EVENT_HUMAN_INTERVENTION, 1.4, **{sc.ORCH_HUMAN_KIND: "interrupt"})],
+    )
     g2 = resumed.workflow("graph", 100, 103)
     resumed.node("act", 101, 102, g2)
     w = checked(convert_episode([*first.spans, *resumed.spans]))

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import pytest
-from test_convert_support import Spans, by_type, checked, edges_of, event
-
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import SpanLink
+from test_convert_support import Spans, by_type, checked, edges_of, event
 
 
 def ids(written: dict[str, Any], type_: str, **match: Any) -> list[str]:
@@ -29,9 +29,17 @@ def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
     assert (decision["agent"], decision["decision"], decision["to"]) == ("boss", "delegate", "worker")
     assert (spawn["agent"], spawn["to"], spawn["role"]) == ("boss", "worker", "analyst")
     worker_return = by_type(w, "return")[0]
-    assert worker_return == {**worker_return, "agent": "worker", "from": "worker", "to": "boss", "trusted": True}
+    assert worker_return == {
+        **worker_return,
+        "agent": "worker",
+        "from": "worker",
+        "to": "boss",
+        "trusted": True,
+    }
     assert (decision["id"], spawn["id"]) in edges_of(w, "spawn")
-    assert (spawn["id"], worker_return["id"]) in edges_of(w, "causal")  # the worker's first event is its return
+    assert (spawn["id"], worker_return["id"]) in edges_of(
+        w, "causal"
+    )  # the worker's first event is its return
     tool_call = by_type(w, "tool_call")[0]
     assert (worker_return["id"], tool_call["id"]) in edges_of(w, "return")  # back to the parent's next event
     assert not by_type(w, "despawn")  # a delegation is a call with a return, not a spawned instance
@@ -41,8 +49,16 @@ def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
 def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end() -> None:
     s = Spans()
     target = {sc.ORCH_TARGET_AGENT: "helper", sc.ORCH_TARGET_ROLE: "scout"}
-    boss = s.agent("boss", 0, 10, events=[event(sc.EVENT_SPAWN, 1, **target), event(sc.EVENT_SPAWN, 1.5, **target),
-                                          event(sc.EVENT_SPAWN, 8, **{sc.ORCH_TARGET_AGENT: "remote"})])
+    boss = s.agent(
+        "boss",
+        0,
+        10,
+        events=[
+            event(sc.EVENT_SPAWN, 1, **target),
+            event(sc.EVENT_SPAWN, 1.5, **target),
+            event(sc.EVENT_SPAWN, 8, **{sc.ORCH_TARGET_AGENT: "remote"}),
+        ],
+    )
     s.agent("helper", 2, 3, boss)
     s.agent("helper", 4, 5, boss)
     w = checked(convert_episode(s.spans))
@@ -50,11 +66,17 @@ def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end()
     spawns = by_type(w, "spawn")
     # the earliest unmatched explicit spawn goes to the first helper, the next to the second
     assert [(e["t"], e["to"], e.get("role")) for e in spawns] == [
-        (1, "helper#1", "scout"), (1.5, "helper#2", "scout"), (8, "remote", None)]
+        (1, "helper#1", "scout"),
+        (1.5, "helper#2", "scout"),
+        (8, "remote", None),
+    ]
     decisions = by_type(w, "orchestrator_decision")
     assert [d["decision"] for d in decisions] == ["spawn", "spawn", "spawn"]  # no synthesized delegate
     despawns = by_type(w, "despawn")
-    assert [(d["agent"], d["to"], d["t"]) for d in despawns] == [("boss", "helper#1", 3), ("boss", "helper#2", 5)]
+    assert [(d["agent"], d["to"], d["t"]) for d in despawns] == [
+        ("boss", "helper#1", 3),
+        ("boss", "helper#2", 5),
+    ]
     returns = {e["agent"]: e for e in by_type(w, "return")}
     assert (returns["helper#1"]["id"], despawns[0]["id"]) in edges_of(w, "return")
 
@@ -71,7 +93,9 @@ def test_spawn_after_the_child_started_does_not_match_it() -> None:
 def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> None:
     s = Spans()
     graph = s.workflow("graph", 0, 10)
-    fan = [event(sc.EVENT_SPAWN, 1.9, **{sc.ORCH_TARGET_AGENT: "work", sc.ORCH_REASON: "Send"}) for _ in range(3)]
+    fan = [
+        event(sc.EVENT_SPAWN, 1.9, **{sc.ORCH_TARGET_AGENT: "work", sc.ORCH_REASON: "Send"}) for _ in range(3)
+    ]
     s.node("plan", 1, 2, graph, events=fan)
     for k in range(3):
         s.node("work", 2 + k * 0.1, 4 + k * 0.1, graph, **{sc.ORCH_NODE_ID: f"task-{k}"})
@@ -80,7 +104,9 @@ def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> No
 
     spawns = {e["to"]: e for e in by_type(w, "spawn")}
     assert {spawns[f"work#{k}"]["agent"] for k in (1, 2, 3)} == {"plan"}  # the dispatching node spawned them
-    assert spawns["plan"]["agent"] == spawns["merge"]["agent"] == "graph"  # the others were scheduled by the graph
+    assert (
+        spawns["plan"]["agent"] == spawns["merge"]["agent"] == "graph"
+    )  # the others were scheduled by the graph
     returns = {e["agent"]: e for e in by_type(w, "return")}
     assert all(returns[f"work#{k}"]["to"] == "graph" for k in (1, 2, 3))
     assert returns["work#2"]["agent_id"] == "task-1"
@@ -89,10 +115,17 @@ def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> No
 
 def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> None:
     s = Spans()
-    agent = s.agent("solver", 0, 10, events=[event(sc.EVENT_DECISION, 0.5, **{sc.ORCH_DECISION_KIND: "plan"})])
+    agent = s.agent(
+        "solver", 0, 10, events=[event(sc.EVENT_DECISION, 0.5, **{sc.ORCH_DECISION_KIND: "plan"})]
+    )
     s.chat(1, 2, agent)
-    s.tool("search", 2, 3, agent, **{sc.ORCH_INPUT_REF: "sha256:q", sc.ORCH_OUTPUT_REF: "sha256:r",
-                                     sc.GEN_AI_TOOL_CALL_ID: "call-1"})
+    s.tool(
+        "search",
+        2,
+        3,
+        agent,
+        **{sc.ORCH_INPUT_REF: "sha256:q", sc.ORCH_OUTPUT_REF: "sha256:r", sc.GEN_AI_TOOL_CALL_ID: "call-1"},
+    )
     s.tool("search", 2.1, 3.5, agent)
     s.chat(4, 5, agent)
     s.tool("calc", 5, 6, agent, **{sc.ORCH_TOOL_TRUSTED: True})
@@ -100,16 +133,29 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
     w = checked(convert_episode(s.spans))
 
     calls, results = by_type(w, "tool_call"), by_type(w, "tool_result")
-    assert calls[0] == {**calls[0], "agent": "solver", "tool": "search", "trusted": True, "content_ref": "sha256:q",
-                        "t_end": 3}
-    assert results[0] == {**results[0], "agent": "search", "tool": "search", "trusted": False,
-                          "content_ref": "sha256:r"}
+    assert calls[0] == {
+        **calls[0],
+        "agent": "solver",
+        "tool": "search",
+        "trusted": True,
+        "content_ref": "sha256:q",
+        "t_end": 3,
+    }
+    assert results[0] == {
+        **results[0],
+        "agent": "search",
+        "tool": "search",
+        "trusted": False,
+        "content_ref": "sha256:r",
+    }
     assert results[2]["trusted"] is True
     assert {(c["id"], r["id"]) for c, r in zip(calls, results, strict=True)} <= edges_of(w, "return")
     decision = by_type(w, "orchestrator_decision")[0]
     assert decision["label"] == "plan" and "decision" not in decision
     # both parallel calls depend on the decision before them, not on each other
-    assert {(decision["id"], calls[0]["id"]), (decision["id"], calls[1]["id"])} <= edges_of(w, "tool_dependency")
+    assert {(decision["id"], calls[0]["id"]), (decision["id"], calls[1]["id"])} <= edges_of(
+        w, "tool_dependency"
+    )
     # the untrusted results flow into what the next model call produced (the calc call) and into the return
     ret = by_type(w, "return")[0]
     flows = edges_of(w, "safety_flow")
@@ -120,8 +166,19 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
 def test_message_event_and_edge_to_the_recipients_next_event() -> None:
     s = Spans()
     root = s.agent("lead", 0, 10)
-    a = s.agent("alice", 1, 6, root, events=[event(sc.EVENT_MESSAGE, 2, **{
-        sc.ORCH_FROM: "alice", sc.ORCH_TO: "bob", sc.ORCH_CONTENT_REF: "sha256:m"})])
+    a = s.agent(
+        "alice",
+        1,
+        6,
+        root,
+        events=[
+            event(
+                sc.EVENT_MESSAGE,
+                2,
+                **{sc.ORCH_FROM: "alice", sc.ORCH_TO: "bob", sc.ORCH_CONTENT_REF: "sha256:m"},
+            )
+        ],
+    )
     b = s.agent("bob", 1, 6, root)
     s.tool("read", 3, 4, b)
     assert a.span_id != b.span_id
@@ -136,8 +193,18 @@ def test_message_event_and_edge_to_the_recipients_next_event() -> None:
 @pytest.mark.parametrize("kind", sc.DECISION_KINDS)
 def test_decision_kinds_of_the_five_become_decision(kind: str) -> None:
     s = Spans()
-    s.agent("lead", 0, 2, events=[event(sc.EVENT_DECISION, 1, **{
-        sc.ORCH_DECISION_KIND: kind, sc.ORCH_REASON: "because", sc.ORCH_TARGET_AGENT: "x"})])
+    s.agent(
+        "lead",
+        0,
+        2,
+        events=[
+            event(
+                sc.EVENT_DECISION,
+                1,
+                **{sc.ORCH_DECISION_KIND: kind, sc.ORCH_REASON: "because", sc.ORCH_TARGET_AGENT: "x"},
+            )
+        ],
+    )
     w = checked(convert_episode(s.spans))
     decision = by_type(w, "orchestrator_decision")[0]
     assert (decision["decision"], decision["reason"], decision["to"]) == (kind, "because", "x")
@@ -145,9 +212,19 @@ def test_decision_kinds_of_the_five_become_decision(kind: str) -> None:
 
 def test_stop_is_a_stop_decision_and_the_final_event_for_credit() -> None:
     s = Spans()
-    lead = s.agent("lead", 0, 10, events=[event(sc.EVENT_STOP, 5, **{sc.ORCH_REASON: "done"}),
-                                          event(sc.EVENT_EVALUATION_RESULT, 9.9, **{
-                                              sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0, sc.ORCH_REWARD_UNIT: "team"})])
+    lead = s.agent(
+        "lead",
+        0,
+        10,
+        events=[
+            event(sc.EVENT_STOP, 5, **{sc.ORCH_REASON: "done"}),
+            event(
+                sc.EVENT_EVALUATION_RESULT,
+                9.9,
+                **{sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0, sc.ORCH_REWARD_UNIT: "team"},
+            ),
+        ],
+    )
     s.tool("late", 6, 7, lead)
     w = checked(convert_episode(s.spans))
     stop = by_type(w, "orchestrator_decision")[0]
@@ -160,10 +237,18 @@ def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() ->
     w1 = s.agent("w", 1, 2, lead)
     s.agent("w", 1, 3, lead)
     t = s.tool("fetch", 1, 2.5, lead)
-    links = [SpanLink(s.trace_id, w1.span_id, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}),
-             SpanLink(s.trace_id, t.span_id, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})]
-    s.span("aggregate lead", 4, 5, lead, {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE, sc.ORCH_OUTPUT_REF: "sha256:a"},
-           links=links)
+    links = [
+        SpanLink(s.trace_id, w1.span_id, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}),
+        SpanLink(s.trace_id, t.span_id, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}),
+    ]
+    s.span(
+        "aggregate lead",
+        4,
+        5,
+        lead,
+        {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE, sc.ORCH_OUTPUT_REF: "sha256:a"},
+        links=links,
+    )
     w = checked(convert_episode(s.spans))
     agg = by_type(w, "aggregate")[0]
     assert (agg["agent"], agg["content_ref"], agg["t_end"]) == ("lead", "sha256:a", 5)
@@ -195,21 +280,46 @@ def test_actor_span_with_aggregate_links_is_an_aggregate_at_its_start() -> None:
     a = s.node("a", 1, 2, graph)
     b = s.node("b", 1, 3, graph)
     links = [SpanLink(s.trace_id, x.span_id, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}) for x in (a, b)]
-    s.span("reduce", 4, 5, graph, {sc.ORCH_OPERATION: sc.OPERATION_NODE, sc.ORCH_NODE_NAME: "reduce"}, links=links)
+    s.span(
+        "reduce",
+        4,
+        5,
+        graph,
+        {sc.ORCH_OPERATION: sc.OPERATION_NODE, sc.ORCH_NODE_NAME: "reduce"},
+        links=links,
+    )
     w = checked(convert_episode(s.spans))
     agg = by_type(w, "aggregate")[0]
     assert (agg["agent"], agg["t"]) == ("reduce", 4)
-    assert {src for src, _ in edges_of(w, "aggregate")} == {ids(w, "return", agent="a")[0],
-                                                            ids(w, "return", agent="b")[0]}
+    assert {src for src, _ in edges_of(w, "aggregate")} == {
+        ids(w, "return", agent="a")[0],
+        ids(w, "return", agent="b")[0],
+    }
 
 
 def test_human_intervention_and_safety_event_with_source() -> None:
     s = Spans()
-    lead = s.agent("lead", 0, 10, events=[
-        event(sc.EVENT_HUMAN_INTERVENTION, 1, **{sc.ORCH_HUMAN_KIND: "approve", sc.ORCH_HUMAN_ACTOR: "reviewer"}),
-        event(sc.EVENT_SAFETY, 5, **{sc.ORCH_SAFETY_CATEGORY: "prompt_injection", sc.ORCH_SAFETY_ACTION: "blocked",
-                                     sc.ORCH_SAFETY_SOURCE: "call-7"}),
-    ])
+    lead = s.agent(
+        "lead",
+        0,
+        10,
+        events=[
+            event(
+                sc.EVENT_HUMAN_INTERVENTION,
+                1,
+                **{sc.ORCH_HUMAN_KIND: "approve", sc.ORCH_HUMAN_ACTOR: "reviewer"},
+            ),
+            event(
+                sc.EVENT_SAFETY,
+                5,
+                **{
+                    sc.ORCH_SAFETY_CATEGORY: "prompt_injection",
+                    sc.ORCH_SAFETY_ACTION: "blocked",
+                    sc.ORCH_SAFETY_SOURCE: "call-7",
+                },
+            ),
+        ],
+    )
     s.tool("browse", 2, 3, lead, **{sc.GEN_AI_TOOL_CALL_ID: "call-7", sc.ORCH_TOOL_TRUSTED: True})
     w = checked(convert_episode(s.spans))
     human = by_type(w, "human_intervention")[0]
@@ -226,9 +336,13 @@ def test_temporal_edges_follow_each_instance_in_time_order() -> None:
     s.tool("b", 3, 4, lead)
     w = checked(convert_episode(s.spans))
     chain = [e["id"] for e in w["events"]]  # lead's own timeline: call a, result a, call b, result b, return
-    linked = edges_of(w, "temporal") | edges_of(w, "return") | edges_of(w, "tool_dependency") | \
-        edges_of(w, "safety_flow")
-    assert all((x, y) in linked for x, y in zip(chain, chain[1:], strict=False))
+    linked = (
+        edges_of(w, "temporal")
+        | edges_of(w, "return")
+        | edges_of(w, "tool_dependency")
+        | edges_of(w, "safety_flow")
+    )
+    assert all((x, y) in linked for x, y in itertools.pairwise(chain))
     assert [e["t"] for e in w["events"]] == sorted(e["t"] for e in w["events"])
     assert chain == [f"e{k}" for k in range(1, len(chain) + 1)]
 
@@ -236,17 +350,36 @@ def test_temporal_edges_follow_each_instance_in_time_order() -> None:
 def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> None:
     s = Spans()
     agent = s.agent("solver", 0, 10)
-    messages_in = json.dumps([
-        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
-        {"role": "user", "parts": [{"type": "text", "content": "2+2?"}]},
-        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c", "response": "4"}]},
-    ])
-    messages_out = json.dumps([{"role": "assistant", "parts": [
-        {"type": "text", "content": "Let me "}, {"type": "tool_call", "name": "calc", "arguments": {}},
-        {"type": "text", "content": "check."}]}])
-    first = s.chat(1, 2, agent, tokens=(30, 7), **{sc.GEN_AI_INPUT_MESSAGES: messages_in,
-                                                     sc.GEN_AI_OUTPUT_MESSAGES: messages_out,
-                                                     sc.ORCH_INPUT_REF: "sha256:in"})
+    messages_in = json.dumps(
+        [
+            {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+            {"role": "user", "parts": [{"type": "text", "content": "2+2?"}]},
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c", "response": "4"}]},
+        ]
+    )
+    messages_out = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "content": "Let me "},
+                    {"type": "tool_call", "name": "calc", "arguments": {}},
+                    {"type": "text", "content": "check."},
+                ],
+            }
+        ]
+    )
+    first = s.chat(
+        1,
+        2,
+        agent,
+        tokens=(30, 7),
+        **{
+            sc.GEN_AI_INPUT_MESSAGES: messages_in,
+            sc.GEN_AI_OUTPUT_MESSAGES: messages_out,
+            sc.ORCH_INPUT_REF: "sha256:in",
+        },
+    )
     s.tool("calc", 2, 3, agent)
     s.chat(4, 5, agent, tokens=(50, 3), **{sc.GEN_AI_INPUT_MESSAGES: [{"role": "user", "content": "plain"}]})
     episode = convert_episode(s.spans)
@@ -258,9 +391,13 @@ def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> No
     assert by_type(w, "tool_call")[0]["tokens"] == 37 and by_type(w, "return")[0]["tokens"] == 53
     assert w["costs"]["tokens"] == 90
     assert [m.model_dump() for m in t1.prompt or []] == [
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
-        {"role": "tool", "content": "4"}]
-    assert [m.model_dump() for m in t1.completion or []] == [{"role": "assistant", "content": "Let me check."}]
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2?"},
+        {"role": "tool", "content": "4"},
+    ]
+    assert [m.model_dump() for m in t1.completion or []] == [
+        {"role": "assistant", "content": "Let me check."}
+    ]
     assert [m.model_dump() for m in t2.prompt or []] == [{"role": "user", "content": "plain"}]
     assert t1.input_ref == "sha256:in" and episode.contents["sha256:in"] == messages_in
 
@@ -268,34 +405,61 @@ def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> No
 def test_openinference_flattened_messages_and_token_counts() -> None:
     s = Spans()
     root = s.span("graph", 0, 5, None, {"openinference.span.kind": "CHAIN"})
-    s.span("ChatModel", 1, 2, root, {
-        "openinference.span.kind": "LLM", "llm.model_name": "m1", "llm.token_count.prompt": 4,
-        "llm.token_count.completion": 2, "llm.input_messages.0.message.role": "user",
-        "llm.input_messages.0.message.content": "hi", "llm.output_messages.0.message.role": "assistant",
-        "llm.output_messages.0.message.content": "hello"})
-    s.span("search", 2, 3, root, {"openinference.span.kind": "TOOL", "tool.name": "search",
-                                   "input.value": "q", "output.value": "r"})
+    s.span(
+        "ChatModel",
+        1,
+        2,
+        root,
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "m1",
+            "llm.token_count.prompt": 4,
+            "llm.token_count.completion": 2,
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "hi",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "hello",
+        },
+    )
+    s.span(
+        "search",
+        2,
+        3,
+        root,
+        {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": "q", "output.value": "r"},
+    )
     episode = convert_episode(s.spans)
     w = checked(episode)
     turn = episode.turns[0]
     assert (turn.agent, turn.model, turn.input_tokens, turn.output_tokens) == ("graph", "m1", 4, 2)
-    assert [m.content for m in turn.prompt or []] == ["hi"] and [m.content for m in turn.completion or []] == ["hello"]
+    assert [m.content for m in turn.prompt or []] == ["hi"] and [
+        m.content for m in turn.completion or []
+    ] == ["hello"]
     call = by_type(w, "tool_call")[0]
     assert call["tool"] == "search" and episode.contents[call["content_ref"]] == "q"
 
 
 def test_rewards_land_on_events_and_keys_by_family_and_unit() -> None:
     s = Spans()
+
     def reward(t: float, value: Any, **attrs: Any) -> Any:
         return event(sc.EVENT_EVALUATION_RESULT, t, **{sc.GEN_AI_EVALUATION_SCORE_VALUE: value, **attrs})
+
     root = s.workflow("task", 0, 10)
-    lead = s.agent("lead", 0.1, 9.9, root, role="lead", events=[
-        reward(9, 1.0),
-        reward(9, 0.5, **{sc.ORCH_REWARD_UNIT: "agent", sc.ORCH_REWARD_TARGET: "helper"}),
-        reward(9, 0.25, **{sc.ORCH_REWARD_UNIT: "role"}),
-        reward(9, 0.2, **{sc.ORCH_REWARD_FAMILY: "verifier"}),
-        reward(9, "n/a"),
-    ])
+    lead = s.agent(
+        "lead",
+        0.1,
+        9.9,
+        root,
+        role="lead",
+        events=[
+            reward(9, 1.0),
+            reward(9, 0.5, **{sc.ORCH_REWARD_UNIT: "agent", sc.ORCH_REWARD_TARGET: "helper"}),
+            reward(9, 0.25, **{sc.ORCH_REWARD_UNIT: "role"}),
+            reward(9, 0.2, **{sc.ORCH_REWARD_FAMILY: "verifier"}),
+            reward(9, "n/a"),
+        ],
+    )
     s.agent("helper", 1, 2, lead)
     s.tool("search", 3, 4, lead).events.append(reward(3.5, -0.1, **{sc.ORCH_REWARD_UNIT: "tool"}))
     chat = s.chat(5, 6, lead)
@@ -304,11 +468,19 @@ def test_rewards_land_on_events_and_keys_by_family_and_unit() -> None:
     w = checked(episode)
     r = w["rewards"]
     assert (r["team"], r["individual"], r["role"], r["verifier"], r["tool"], r["process"]) == (
-        1.0, 0.5, 0.25, 0.2, -0.1, 0.3)
+        1.0,
+        0.5,
+        0.25,
+        0.2,
+        -0.1,
+        0.3,
+    )
     assert (r["agent:helper"], r["role:lead"], r["tool:search"]) == (0.5, 0.25, -0.1)
     assert r[f"turn:{chat.span_id}"] == 0.3
     returns = {e["agent"]: e for e in by_type(w, "return")}
-    assert returns["lead"]["reward"] == pytest.approx(1.45)  # team, role and verifier rewards recorded on lead
+    assert returns["lead"]["reward"] == pytest.approx(
+        1.45
+    )  # team, role and verifier rewards recorded on lead
     assert returns["helper"]["reward"] == 0.5
     assert by_type(w, "tool_result")[0]["reward"] == -0.1
     assert episode.turns[0].reward is not None and episode.turns[0].reward >= 0.3
@@ -316,8 +488,12 @@ def test_rewards_land_on_events_and_keys_by_family_and_unit() -> None:
 
 def test_credit_strategies_split_the_team_reward() -> None:
     s = Spans()
-    lead = s.agent("lead", 0, 10, events=[event(sc.EVENT_EVALUATION_RESULT, 9, **{
-        sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0})])
+    lead = s.agent(
+        "lead",
+        0,
+        10,
+        events=[event(sc.EVENT_EVALUATION_RESULT, 9, **{sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0})],
+    )
     s.chat(0.5, 1, lead)
     s.agent("useful", 1, 2, lead)
     s.span("aggregate lead", 8, 8.5, lead, {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE})
@@ -336,8 +512,9 @@ def test_credit_strategies_split_the_team_reward() -> None:
     r = causal["rewards"]
     assert "credit:agent:stray" not in r and r["credit:agent:useful"] > 0
     assert causal["metrics"]["agent_utilization"] == pytest.approx(2 / 3)
-    assert episode.turns[0].reward == pytest.approx(sum(
-        e["credit"] for e in causal["events"] if e["id"] in episode.turns[0].event_ids))
+    assert episode.turns[0].reward == pytest.approx(
+        sum(e["credit"] for e in causal["events"] if e["id"] in episode.turns[0].event_ids)
+    )
 
 
 def test_assign_credit_after_a_late_reward_replaces_earlier_credit() -> None:
@@ -365,10 +542,16 @@ def test_assign_credit_after_a_late_reward_replaces_earlier_credit() -> None:
 
 def test_metrics_and_costs() -> None:
     s = Spans()
-    lead = s.agent("lead", 0, 10, events=[
-        event(sc.EVENT_MESSAGE, 1, **{sc.ORCH_TO: "lead", sc.ORCH_CONTENT_REF: "sha256:x"}),
-        event(sc.EVENT_MESSAGE, 2, **{sc.ORCH_TO: "lead", sc.ORCH_CONTENT_REF: "sha256:x"}),
-    ], **{sc.ORCH_TASK_SUCCESS: True})
+    lead = s.agent(
+        "lead",
+        0,
+        10,
+        events=[
+            event(sc.EVENT_MESSAGE, 1, **{sc.ORCH_TO: "lead", sc.ORCH_CONTENT_REF: "sha256:x"}),
+            event(sc.EVENT_MESSAGE, 2, **{sc.ORCH_TO: "lead", sc.ORCH_CONTENT_REF: "sha256:x"}),
+        ],
+        **{sc.ORCH_TASK_SUCCESS: True},
+    )
     s.tool("a", 2, 8, lead)
     s.tool("b", 2, 8, lead)  # in parallel: 12 s of work in 10 s
     w = checked(convert_episode(s.spans))
@@ -390,16 +573,19 @@ def test_critical_steps_counts_the_longest_chain() -> None:
     assert w["metrics"]["critical_steps"] == 3  # call -> result -> return
 
 
-@pytest.mark.parametrize(("build", "expected"), [
-    ("declared", "debate"),
-    ("flat", "centralized"),
-    ("nested", "hierarchical"),
-    ("handoff", "swarm"),
-    ("pec", "planner_executor_critic"),
-    ("debate", "debate"),
-    ("nested_handoff", "mixed"),
-    ("single", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        ("declared", "debate"),
+        ("flat", "centralized"),
+        ("nested", "hierarchical"),
+        ("handoff", "swarm"),
+        ("pec", "planner_executor_critic"),
+        ("debate", "debate"),
+        ("nested_handoff", "mixed"),
+        ("single", "unknown"),
+    ],
+)
 def test_topology(build: str, expected: str) -> None:
     s = Spans()
     attrs = {sc.ORCH_TOPOLOGY: "debate"} if build == "declared" else {}
@@ -410,8 +596,13 @@ def test_topology(build: str, expected: str) -> None:
         mid = s.agent("manager", 1, 10, root)
         s.agent("w", 2, 3, mid)
     if build in ("handoff", "nested_handoff"):
-        a = s.agent("a", 20, 30, root, events=[event(sc.EVENT_DELEGATE, 29, **{
-            sc.ORCH_TARGET_AGENT: "b", sc.ORCH_HANDOFF: True})])
+        a = s.agent(
+            "a",
+            20,
+            30,
+            root,
+            events=[event(sc.EVENT_DELEGATE, 29, **{sc.ORCH_TARGET_AGENT: "b", sc.ORCH_HANDOFF: True})],
+        )
         assert a
         s.agent("b", 30, 40, root)
     elif build == "pec":
@@ -419,8 +610,13 @@ def test_topology(build: str, expected: str) -> None:
             s.agent(f"agent{k}", 1 + k, 2 + k, root, role=role)
     elif build == "debate":
         for k, (me, other) in enumerate((("pro", "con"), ("con", "pro"))):
-            s.agent(me, 1, 10, root, events=[event(sc.EVENT_MESSAGE, 2 + r + k / 2, **{sc.ORCH_TO: other})
-                                              for r in range(2)])
+            s.agent(
+                me,
+                1,
+                10,
+                root,
+                events=[event(sc.EVENT_MESSAGE, 2 + r + k / 2, **{sc.ORCH_TO: other}) for r in range(2)],
+            )
         s.span("aggregate lead", 11, 12, root, {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE})
     elif build == "single":
         s.tool("t", 1, 2, root)

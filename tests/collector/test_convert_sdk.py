@@ -8,16 +8,19 @@ import orchestrace as ot
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.config import set_config
-from test_convert_support import by_type, checked, edges_of
-
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
+from test_convert_support import by_type, checked, edges_of
 
 
 @pytest.fixture
 def handle() -> Iterator[ot.TracingHandle]:
-    handle = ot.configure(exporter="memory", tracer_provider=TracerProvider(shutdown_on_exit=False), batch=False,
-                          capture_content=True)
+    handle = ot.configure(
+        exporter="memory",
+        tracer_provider=TracerProvider(shutdown_on_exit=False),
+        batch=False,
+        capture_content=True,
+    )
     yield handle
     handle.shutdown()
     set_config(None)
@@ -66,10 +69,16 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
     assert w["task_id"] == "task-sdk" and w["topology"] == "centralized"
     spawns = {e["to"]: e for e in by_type(w, "spawn")}
     assert spawns["researcher#1"]["agent"] == "lead" and spawns["researcher#2"]["agent"] == "lead"
-    decisions = {(e.get("decision"), e.get("label"), e.get("to")) for e in by_type(w, "orchestrator_decision")}
+    decisions = {
+        (e.get("decision"), e.get("label"), e.get("to")) for e in by_type(w, "orchestrator_decision")
+    }
     # the explicit spawn became researcher#1's, the second call is a plain delegation; plus plan and stop
-    assert {("spawn", None, "researcher#1"), ("delegate", None, "researcher#2"), (None, "plan", None),
-            ("stop", None, None)} <= decisions
+    assert {
+        ("spawn", None, "researcher#1"),
+        ("delegate", None, "researcher#2"),
+        (None, "plan", None),
+        ("stop", None, None),
+    } <= decisions
     assert len(by_type(w, "despawn")) == 1
     agg = by_type(w, "aggregate")[0]
     researcher_returns = {e["id"] for e in by_type(w, "return") if e["agent"].startswith("researcher")}
@@ -80,6 +89,9 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
     assert episode.contents[message["content_ref"]]
     assert w["rewards"]["team"] == 1.0 and sum(e.get("credit", 0) for e in w["events"]) == pytest.approx(1.0)
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
-        ("lead", 10, 4), ("researcher#1", 10, 4), ("researcher#2", 10, 4)]
+        ("lead", 10, 4),
+        ("researcher#1", 10, 4),
+        ("researcher#2", 10, 4),
+    ]
     assert w["costs"]["tokens"] == 42 and w["costs"]["tool_calls"] == 2 and w["costs"]["messages"] == 1
     assert episode.turns[0].completion is not None

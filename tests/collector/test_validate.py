@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from orchestrace_collector import validate
 from orchestrace_collector.validate import validate_trace
 
@@ -42,19 +41,28 @@ def test_the_validator_is_built_once() -> None:
     assert validate._validator.cache_info().currsize == 1
 
 
-@pytest.mark.parametrize(("damage", "expected"), [
-    (lambda t: t["events"].append(dict(t["events"][0])), "duplicate event id 'e1'"),
-    (lambda t: t["events"][2].update(t=-0.5), "t is negative"),
-    (lambda t: t["edges"].append({"src": "e1", "dst": "e99", "type": "causal"}), "dst 'e99' is not an event id"),
-    (lambda t: t["edges"].append({"src": "nope", "dst": "e1", "type": "causal"}), "src 'nope' is not an event id"),
-    (lambda t: t["costs"].update(tool_calls=-1), "negative cost"),
-    (lambda t: t["events"][0].update(type="thinking"), "'thinking' is not one of"),
-    (lambda t: t["edges"][0].update(weight=1), "Additional properties are not allowed"),
-    (lambda t: t.update(extra=1), "Additional properties are not allowed"),
-    (lambda t: t.pop("costs"), "'costs' is a required property"),
-    (lambda t: t.update(events=[]), "should be non-empty"),
-    (lambda t: t["rewards"].update(team="high"), "'high' is not of type 'number'"),
-])
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda t: t["events"].append(dict(t["events"][0])), "duplicate event id 'e1'"),
+        (lambda t: t["events"][2].update(t=-0.5), "t is negative"),
+        (
+            lambda t: t["edges"].append({"src": "e1", "dst": "e99", "type": "causal"}),
+            "dst 'e99' is not an event id",
+        ),
+        (
+            lambda t: t["edges"].append({"src": "nope", "dst": "e1", "type": "causal"}),
+            "src 'nope' is not an event id",
+        ),
+        (lambda t: t["costs"].update(tool_calls=-1), "negative cost"),
+        (lambda t: t["events"][0].update(type="thinking"), "'thinking' is not one of"),
+        (lambda t: t["edges"][0].update(weight=1), "Additional properties are not allowed"),
+        (lambda t: t.update(extra=1), "Additional properties are not allowed"),
+        (lambda t: t.pop("costs"), "'costs' is a required property"),
+        (lambda t: t.update(events=[]), "should be non-empty"),
+        (lambda t: t["rewards"].update(team="high"), "'high' is not of type 'number'"),
+    ],
+)
 def test_each_rule_is_reported(damage: Any, expected: str) -> None:
     trace = copy.deepcopy(_example())
     damage(trace)

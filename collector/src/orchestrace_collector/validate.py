@@ -1,8 +1,9 @@
-"""Checks a written trace: the packaged upstream JSON Schema plus the referential rules the schema cannot express.
+"""Checks a written trace: the packaged upstream JSON Schema plus the referential rules the schema cannot
+express.
 
 The referential rules are those of the upstream validator: unique event ids, ``t >= 0``, every edge's ``src``
-and ``dst`` an event id, every cost >= 0. They run even when the schema fails, on whatever parts have the right
-shape, so one call reports every problem.
+and ``dst`` an event id, every cost >= 0. They run even when the schema fails, on whatever parts have the
+right shape, so one call reports every problem.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ SCHEMA_RESOURCE = "schema/trace_schema.json"
 @cache
 def schema() -> dict[str, Any]:
     """The packaged upstream schema (a byte-identical copy of the seed schema)."""
-    loaded: dict[str, Any] = json.loads(files("orchestrace_collector").joinpath(SCHEMA_RESOURCE).read_text("utf-8"))
+    loaded: dict[str, Any] = json.loads(
+        files("orchestrace_collector").joinpath(SCHEMA_RESOURCE).read_text("utf-8")
+    )
     return loaded
 
 

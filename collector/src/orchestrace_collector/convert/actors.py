@@ -1,9 +1,9 @@
 """Actor instances and their labels.
 
-An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges:
-a wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
-``invoke_agent X`` around ``X.workflow``), and top-level actors of the same name in different OTel traces of one
-episode are one instance (a LangGraph run and its resume after an interrupt).
+An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges: a
+wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
+``invoke_agent X`` around ``X.workflow``), and top-level actors of the same name in different OTel traces of
+one episode are one instance (a LangGraph run and its resume after an interrupt).
 
 Labels: the agent name when the episode has one instance of that name, else ``name#k`` with k = 1, 2, ... in
 start order. ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id) behind a label.
@@ -55,7 +55,8 @@ class Actors:
     by_label: dict[str, Instance]
 
     def resolve(self, name: str, t_ns: int) -> Instance | None:
-        """The instance a name (or label) refers to at time ``t_ns``: the one running then, else the next to start,
+        """The instance a name (or label) refers to at time ``t_ns``: the one running then, else the next to
+        start,
         else the last one."""
         exact = self.by_label.get(name)
         candidates = self.by_name.get(name)
@@ -93,8 +94,13 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             continue
         name = actor_name(node.span, node.sub_kind)
         inst = None
-        if enclosing is not None and parent is not None and parent.kind is Kind.ACTOR and len(parent.children) == 1 \
-                and enclosing.name == name:
+        if (
+            enclosing is not None
+            and parent is not None
+            and parent.kind is Kind.ACTOR
+            and len(parent.children) == 1
+            and enclosing.name == name
+        ):
             inst = enclosing  # a wrapper span around the same actor
         elif enclosing is None:
             inst = top_level.get(name)  # the same run continued in another OTel trace

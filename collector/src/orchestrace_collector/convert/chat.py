@@ -6,7 +6,8 @@
 - OpenInference flattened ``llm.input_messages.<i>.message.role`` / ``.content``.
 - OpenLLMetry (older) flattened ``gen_ai.prompt.<i>.role`` / ``.content`` and ``gen_ai.completion.<i>.*``.
 
-Only text is kept (the training format has string contents); tool results count as text, tool-call requests do not.
+Only text is kept (the training format has string contents); tool results count as text, tool-call requests do
+not.
 """
 
 from __future__ import annotations
@@ -63,10 +64,7 @@ def _structured(raw: object) -> list[ChatMessage] | None:
         if not isinstance(item, dict):
             continue
         role = item.get("role")
-        if "parts" in item:
-            content = _structured_parts(item["parts"])
-        else:
-            content = _text_of(item.get("content"))
+        content = _structured_parts(item["parts"]) if "parts" in item else _text_of(item.get("content"))
         messages.append({"role": str(role or "user"), "content": content})
     return messages or None
 
@@ -105,7 +103,9 @@ def _text_of(content: object) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _flattened(attrs: Attributes, prefix: str, role_suffix: str, content_suffix: str) -> list[ChatMessage] | None:
+def _flattened(
+    attrs: Attributes, prefix: str, role_suffix: str, content_suffix: str
+) -> list[ChatMessage] | None:
     if prefix + "0" + role_suffix not in attrs and prefix + "0" + content_suffix not in attrs:
         return None
     messages = []

@@ -2,14 +2,14 @@
 
 Recognised vocabularies, in order of precedence:
 
-1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are actors,
-   ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
+1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are
+   actors, ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
    ``create_agent`` an explicit spawn of ``gen_ai.agent.name``.
 2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``).
-3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that is a
-   LangGraph node) and its older ``llm.request.type`` for model calls.
-4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node; ``TOOL``;
-   ``LLM``).
+3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that
+   is a LangGraph node) and its older ``llm.request.type`` for model calls.
+4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node;
+   ``TOOL``; ``LLM``).
 
 Everything else is ``OTHER``: it yields no event itself, but span events recorded on it still count for the
 actor that encloses it.
@@ -90,7 +90,9 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         found = _TRACELOOP_KINDS.get(tl_kind)
         if found is not None:
             return found
-        if tl_kind == "task" and _is_langgraph_node(attrs.get(TL_ENTITY_NAME), attrs.get(TL_LANGGRAPH_NODE), parent):
+        if tl_kind == "task" and _is_langgraph_node(
+            attrs.get(TL_ENTITY_NAME), attrs.get(TL_LANGGRAPH_NODE), parent
+        ):
             return Kind.ACTOR, NODE
     oi_kind = attrs.get(OI_SPAN_KIND)
     if oi_kind is not None:
@@ -134,7 +136,7 @@ def _metadata_node(metadata: object) -> object:
 def _strip_operation(name: str) -> str:
     for prefix in _OPERATION_PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -144,7 +146,9 @@ def actor_name(span: Span, sub_kind: str) -> str:
     if sub_kind == NODE:
         name = attrs.get(sc.ORCH_NODE_NAME) or attrs.get(sc.LANGGRAPH_NODE) or attrs.get(TL_ENTITY_NAME)
     elif sub_kind == WORKFLOW:
-        name = attrs.get(sc.GEN_AI_WORKFLOW_NAME) or attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+        name = (
+            attrs.get(sc.GEN_AI_WORKFLOW_NAME) or attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+        )
     else:
         name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
     return str(name) if name else (_strip_operation(span.name) or "agent")
@@ -162,14 +166,18 @@ def created_agent_name(span: Span) -> str:
 
 def model_name(span: Span) -> str | None:
     attrs = span.attributes
-    name = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL) or attrs.get(OI_MODEL_NAME)
+    name = (
+        attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL) or attrs.get(OI_MODEL_NAME)
+    )
     return str(name) if name else None
 
 
 def provider_name(span: Span) -> str | None:
     attrs = span.attributes
     name = (
-        attrs.get(sc.GEN_AI_PROVIDER_NAME) or attrs.get(sc.GEN_AI_SYSTEM) or attrs.get(OI_PROVIDER)
+        attrs.get(sc.GEN_AI_PROVIDER_NAME)
+        or attrs.get(sc.GEN_AI_SYSTEM)
+        or attrs.get(OI_PROVIDER)
         or attrs.get(OI_SYSTEM)
     )
     return str(name) if name else None

@@ -23,7 +23,7 @@ class Constructor(Generic[M]):
 
     def __init__(self, cls: type[M]) -> None:
         self.cls = cls
-        # Every field, in declaration order (so dumps keep the schema's order); required ones are always given.
+        # Every field in declaration order, so dumps keep the schema's order (required ones are always given).
         self.defaults = {
             name: None if field.is_required() or field.default_factory is not None else field.default
             for name, field in cls.model_fields.items()

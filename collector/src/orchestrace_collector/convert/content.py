@@ -1,9 +1,9 @@
 """Content references and captured content.
 
-orchestrace's own spans carry ``orchestrace.content.*_ref`` (``sha256:<hex>`` of the full content). Spans of other
-instrumentations carry content only (GenAI ``gen_ai.*`` attributes, OpenInference ``input.value`` /
-``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``): their ref is the sha256 of that text. In
-both cases the captured text is kept for the content store, keyed by the ref.
+orchestrace's own spans carry ``orchestrace.content.*_ref`` (``sha256:<hex>`` of the full content). Spans of
+other instrumentations carry content only (GenAI ``gen_ai.*`` attributes, OpenInference ``input.value`` /
+``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``): their ref is the sha256 of that text.
+In both cases the captured text is kept for the content store, keyed by the ref.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ Strategies:
 
 - ``uniform``: every event gets ``team / N`` (N = number of events).
 - ``causal``: the final answer is the last ``aggregate`` or stop decision, else the last ``return`` (else the
-  last event); the events it depends on are its ancestors along every edge type (its information-flow
-  closure, itself included). Each of them gets ``team / |ancestors|``; every other event (work that ended
-  after the answer, dead ends such as a branch whose result nobody consumed) gets 0.
+  last event); the events it depends on are its ancestors along every edge type (its information-flow closure,
+  itself included). Each of them gets ``team / |ancestors|``; every other event (work that ended after the
+  answer, dead ends such as a branch whose result nobody consumed) gets 0.
 
 Written: ``credit`` on every event, ``rewards["credit:agent:<label>"]`` = the sum of credit over that agent's
 events (a tool result counts for the agent that called the tool), and, through ``credit_turns``, a turn's
-``reward`` = the credit of the events it links plus any reward recorded for the turn itself (``turn:<span id>``).
-Re-running (after a late reward) replaces earlier credit; recorded rewards are never touched.
+``reward`` = the credit of the events it links plus any reward recorded for the turn itself (``turn:<span
+id>``). Re-running (after a late reward) replaces earlier credit; recorded rewards are never touched.
 """
 
 from __future__ import annotations
@@ -91,7 +91,11 @@ def event_owners(trace: Trace) -> dict[str, str]:
     owners = {ev.id: ev.agent for ev in trace.events}
     by_id = {ev.id: ev for ev in trace.events}
     for edge in trace.edges:
-        if edge.type == "return" and by_id[edge.dst].type == "tool_result" and by_id[edge.src].type == "tool_call":
+        if (
+            edge.type == "return"
+            and by_id[edge.dst].type == "tool_result"
+            and by_id[edge.src].type == "tool_call"
+        ):
             owners[edge.dst] = by_id[edge.src].agent
     return owners
 
@@ -105,8 +109,9 @@ def credit_turns(trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
     ]
 
 
-def turn_reward(rewards: dict[str, float], credit: dict[str, float | None], turn_id: str,
-                event_ids: Sequence[str]) -> float | None:
+def turn_reward(
+    rewards: dict[str, float], credit: dict[str, float | None], turn_id: str, event_ids: Sequence[str]
+) -> float | None:
     """The reward recorded for a turn (``turn:<id>``) plus the credit of the events it links."""
     total = rewards.get(f"turn:{turn_id}")
     for event_id in event_ids:

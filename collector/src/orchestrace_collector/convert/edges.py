@@ -1,8 +1,8 @@
 """Edges between numbered events (see README.md in this package for the rules).
 
-Every rule is linear in the number of events: "the next event of X after e" is a binary search in X's timeline,
-and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` events (those of the model call that read the
-result) plus the caller's return.
+Every rule is linear in the number of events: "the next event of X after e" is a binary search in X's
+timeline, and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` events (those of the model call that
+read the result) plus the caller's return.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .actors import Actors, Instance
 from .events import Ev, EventSet
 
-#: How many later events of the calling instance an untrusted tool result flows into (its return always counts).
+#: At most this many consuming events per untrusted tool result (the caller's return always counts too).
 SAFETY_FLOW_FANOUT = 32
 
 EdgeRec = tuple[int, int, str]  # (src index, dst index, type)
@@ -42,7 +42,8 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
     edges: list[EdgeRec] = []
     add = edges.append
     timelines = _Timelines()
-    previous_work: dict[int, Ev] = {}  # event index -> the owner's last event before it that is not a tool_call
+    # event index -> the owner's last event before it that is not a tool_call
+    previous_work: dict[int, Ev] = {}
     for inst in actors.instances:
         last_non_call: Ev | None = None
         prev: Ev | None = None
@@ -100,7 +101,7 @@ def _safety_flow(result: Ev, add: _Add) -> None:
     if i < len(owner.turn_starts):
         consumers = owner.turn_events[i][:SAFETY_FLOW_FANOUT]
     else:
-        consumers = owner.timeline[result.pos + 1:result.pos + 2]
+        consumers = owner.timeline[result.pos + 1 : result.pos + 2]
     for ev in consumers:
         add((result.index, ev.index, "safety_flow"))
     ret = owner.ret

@@ -129,7 +129,7 @@ def _service_name(forest: Forest) -> str:
 
 
 def _episode_attributes(forest: Forest) -> dict[str, object]:
-    """Task-level attributes (task id, topology, success, ...): the roots' first, then any span's, first wins."""
+    """Task-level attributes (task id, topology, success, ...): the roots' first, then any span's."""
     keys = (sc.ORCH_EPISODE_ID, sc.ORCH_TASK_ID, sc.ORCH_SYSTEM, sc.ORCH_TOPOLOGY, sc.ORCH_TASK_SUCCESS)
     found: dict[str, object] = {}
     for node in [*forest.roots, *forest.nodes]:
@@ -149,10 +149,23 @@ def _seconds(t_ns: int, t0: int) -> float:
 def _event(ev: Ev, t0: int) -> Event:
     node = ev.node
     fields: dict[str, Any] = {
-        "id": ev.id, "t": _seconds(ev.key[0], t0), "type": ev.type, "agent": ev.agent, "role": ev.role,
-        "from_": ev.frm, "to": ev.to, "tool": ev.tool, "content_ref": ev.content_ref, "trusted": ev.trusted,
-        "decision": ev.decision, "label": ev.label, "reason": ev.reason, "handoff": ev.handoff,
-        "agent_id": ev.agent_id, "tokens": ev.tokens, "reward": ev.reward,
+        "id": ev.id,
+        "t": _seconds(ev.key[0], t0),
+        "type": ev.type,
+        "agent": ev.agent,
+        "role": ev.role,
+        "from_": ev.frm,
+        "to": ev.to,
+        "tool": ev.tool,
+        "content_ref": ev.content_ref,
+        "trusted": ev.trusted,
+        "decision": ev.decision,
+        "label": ev.label,
+        "reason": ev.reason,
+        "handoff": ev.handoff,
+        "agent_id": ev.agent_id,
+        "tokens": ev.tokens,
+        "reward": ev.reward,
     }
     if ev.t_end_ns is not None:
         fields["t_end"] = _seconds(ev.t_end_ns, t0)
@@ -167,24 +180,26 @@ def _event(ev: Ev, t0: int) -> Event:
 def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) -> Turn:
     span = rec.node.span
     event_ids = [ev.id for ev in rec.events]
-    return _new_turn({
-        "trace_id": trace.trace_id,
-        "task_id": trace.task_id,
-        "turn_id": span.span_id,
-        "agent": rec.owner.label,
-        "agent_id": rec.owner.agent_id,
-        "model": rec.model,
-        "provider": rec.provider,
-        "t": _seconds(rec.node.start_ns, t0),
-        "input_tokens": rec.input_tokens,
-        "output_tokens": rec.output_tokens,
-        "input_ref": rec.input_ref,
-        "output_ref": rec.output_ref,
-        "event_ids": event_ids,
-        "reward": turn_reward(trace.rewards, credit, span.span_id, event_ids),
-        "prompt": _messages(rec.prompt),
-        "completion": _messages(rec.completion),
-    })
+    return _new_turn(
+        {
+            "trace_id": trace.trace_id,
+            "task_id": trace.task_id,
+            "turn_id": span.span_id,
+            "agent": rec.owner.label,
+            "agent_id": rec.owner.agent_id,
+            "model": rec.model,
+            "provider": rec.provider,
+            "t": _seconds(rec.node.start_ns, t0),
+            "input_tokens": rec.input_tokens,
+            "output_tokens": rec.output_tokens,
+            "input_ref": rec.input_ref,
+            "output_ref": rec.output_ref,
+            "event_ids": event_ids,
+            "reward": turn_reward(trace.rewards, credit, span.span_id, event_ids),
+            "prompt": _messages(rec.prompt),
+            "completion": _messages(rec.completion),
+        }
+    )
 
 
 def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:

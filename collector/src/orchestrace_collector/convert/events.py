@@ -1,10 +1,10 @@
 """The span-to-event mapping (see README.md in this package for the table).
 
-Events are built as slotted ``Ev`` records, sorted once by ``key`` and numbered ``e1..eN``; pydantic models are
-made only at the very end. The sort key orders equal times deterministically: first the ends of spans that
+Events are built as slotted ``Ev`` records, sorted once by ``key`` and numbered ``e1..eN``; pydantic models
+are made only at the very end. The sort key orders equal times deterministically: first the ends of spans that
 lasted (inner before outer, then in start order); then, in depth-first span order, starts and point events,
-each zero-length span's end coming right after its subtree; ``rank`` (a fixed per-type order) and the
-creation order break the remaining ties.
+each zero-length span's end coming right after its subtree; ``rank`` (a fixed per-type order) and the creation
+order break the remaining ties.
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
 
 RANK = {
-    "orchestrator_decision": 0, "spawn": 1, "aggregate": 2, "message": 3, "human_intervention": 4,
-    "safety_event": 5, "tool_call": 6, "tool_result": 7, "return": 8, "despawn": 9,
+    "orchestrator_decision": 0,
+    "spawn": 1,
+    "aggregate": 2,
+    "message": 3,
+    "human_intervention": 4,
+    "safety_event": 5,
+    "tool_call": 6,
+    "tool_result": 7,
+    "return": 8,
+    "despawn": 9,
 }
 _DECISIONS = frozenset(sc.DECISION_KINDS)
 _EVENT_CONTENT = (sc.ORCH_CONTENT,)
@@ -97,8 +105,14 @@ class _Builder:
         self.tool_calls: dict[str, Ev] = {}
         self.aggregates: list[Ev] = []
 
-    def add(self, type_: str, key: tuple[int, int, int, int], owner: Instance, node: Node | None,
-            agent: str | None = None) -> Ev:
+    def add(
+        self,
+        type_: str,
+        key: tuple[int, int, int, int],
+        owner: Instance,
+        node: Node | None,
+        agent: str | None = None,
+    ) -> Ev:
         self.seq += 1
         t_ns, phase, a, b = key
         ev = Ev((t_ns, phase, a, b, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
@@ -111,11 +125,14 @@ class _Builder:
     def at_start(self, type_: str, node: Node, owner: Instance, agent: str | None = None) -> Ev:
         return self.add(type_, start_key(node.start_ns, node), owner, node, agent)
 
-    def at_end(self, type_: str, node: Node, end_ns: int, start_ns: int, owner: Instance,
-               agent: str | None = None) -> Ev:
+    def at_end(
+        self, type_: str, node: Node, end_ns: int, start_ns: int, owner: Instance, agent: str | None = None
+    ) -> Ev:
         return self.add(type_, end_key(end_ns, start_ns, node), owner, node, agent)
 
-    def point(self, type_: str, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None) -> Ev:
+    def point(
+        self, type_: str, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None
+    ) -> Ev:
         return self.add(type_, start_key(event.time_ns, node), owner, node, agent)
 
 
@@ -153,7 +170,9 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             if kind is Kind.AGGREGATE:
                 b.closing[node.span.span_id] = ev
         elif kind is Kind.CREATE_AGENT:
-            spawns.append(_Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN))
+            spawns.append(
+                _Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN)
+            )
         for event in node.span.events:
             _span_event(b, event, node, owner, spawns, evaluations)
 
@@ -162,7 +181,11 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
 
 
 def _aggregate_links(node: Node) -> list[str]:
-    return [link.span_id for link in node.span.links if link.attributes.get(sc.ORCH_LINK_TYPE) == sc.LINK_AGGREGATE_INPUT]
+    return [
+        link.span_id
+        for link in node.span.links
+        if link.attributes.get(sc.ORCH_LINK_TYPE) == sc.LINK_AGGREGATE_INPUT
+    ]
 
 
 def _tool(b: _Builder, node: Node, owner: Instance) -> None:
@@ -184,8 +207,14 @@ def _tool(b: _Builder, node: Node, owner: Instance) -> None:
         b.tool_calls[str(call_id)] = result
 
 
-def _span_event(b: _Builder, event: SpanEvent, node: Node, owner: Instance, spawns: list[_Spawn],
-                evaluations: list[tuple[Node, SpanEvent]]) -> None:
+def _span_event(
+    b: _Builder,
+    event: SpanEvent,
+    node: Node,
+    owner: Instance,
+    spawns: list[_Spawn],
+    evaluations: list[tuple[Node, SpanEvent]],
+) -> None:
     name = event.name
     attrs = event.attributes
     if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
@@ -233,7 +262,9 @@ def _span_event(b: _Builder, event: SpanEvent, node: Node, owner: Instance, spaw
         category = attrs.get(sc.ORCH_SAFETY_CATEGORY)
         ev.label = str(category) if category else None
         action = attrs.get(sc.ORCH_SAFETY_ACTION)
-        ev.reason = str(attrs.get(sc.ORCH_REASON) or action) if (attrs.get(sc.ORCH_REASON) or action) else None
+        ev.reason = (
+            str(attrs.get(sc.ORCH_REASON) or action) if (attrs.get(sc.ORCH_REASON) or action) else None
+        )
         source = attrs.get(sc.ORCH_SAFETY_SOURCE)
         ev.source = str(source) if source else None
     elif name == sc.EVENT_EVALUATION_RESULT:
@@ -288,9 +319,14 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 _explicit(b, sp, None)
 
 
-def _match(pending: dict[tuple[str, str], list[_Spawn]], first_open: dict[tuple[str, str], int],
-           key: tuple[str, str], inst: Instance) -> _Spawn | None:
-    """The earliest unmatched explicit spawn of this name before the instance started (target id permitting)."""
+def _match(
+    pending: dict[tuple[str, str], list[_Spawn]],
+    first_open: dict[tuple[str, str], int],
+    key: tuple[str, str],
+    inst: Instance,
+) -> _Spawn | None:
+    """The earliest unmatched explicit spawn of this name before the instance started (target id
+    permitting)."""
     candidates = pending.get(key)
     if not candidates:
         return None

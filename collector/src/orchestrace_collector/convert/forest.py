@@ -1,4 +1,5 @@
-"""The episode's spans as one repaired tree: duplicates dropped, parents resolved, cycles broken, orphans attached.
+"""The episode's spans as one repaired tree: duplicates dropped, parents resolved, cycles broken, orphans
+attached.
 
 Every later stage walks these nodes instead of raw spans. Repairs never fail the conversion; they mark the
 affected nodes ``incomplete`` so the written trace says it is.
@@ -30,7 +31,8 @@ class Node:
     kind: Kind = Kind.OTHER
     sub_kind: str = ""
     incomplete: bool = False
-    #: For an actor span, the instance it belongs to; for any other span, the nearest enclosing actor's instance.
+    #: For an actor span, the instance it belongs to; for any other span, the nearest enclosing actor's
+    #: instance.
     instance: Instance | None = None
 
 

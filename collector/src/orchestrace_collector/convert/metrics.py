@@ -1,15 +1,16 @@
 """Costs and built-in metrics of one episode (definitions in README.md of this package).
 
-- ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed duration of the leaf work spans (model
-  calls, tools, and actors with no work inside them); T_parallel is the active wall clock, the union of the
-  top-level spans' intervals (a long pause between an interrupt and its resume is not counted). 1 = sequential,
-  above 1 = parallel speed-up, below 1 = idle time.
+- ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed duration of the leaf work spans
+  (model calls, tools, and actors with no work inside them); T_parallel is the active wall clock, the union of
+  the top-level spans' intervals (a long pause between an interrupt and its resume is not counted). 1 =
+  sequential, above 1 = parallel speed-up, below 1 = idle time.
 - ``critical_steps``: the number of events on the longest edge path (forward edges only).
-- ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates) over
-  orchestration events plus work units (tool calls, tool results, model calls).
+- ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates)
+  over orchestration events plus work units (tool calls, tool results, model calls).
 - ``message_redundancy``: the share of messages whose content ref repeats an earlier message's (only when the
   episode has messages).
-- ``agent_utilization``: agent instances with an event on the causal path to the final answer over all instances.
+- ``agent_utilization``: agent instances with an event on the causal path to the final answer over all
+  instances.
 - ``task_success``: ``orchestrace.task.success`` when a span records it.
 - ``incomplete``: 1 when spans were missing or repaired (orphans, parent cycles), else 0.
 """
@@ -21,7 +22,9 @@ from .edges import EdgeRec
 from .events import Ev
 from .forest import Forest
 
-ORCHESTRATION_TYPES = frozenset({"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"})
+ORCHESTRATION_TYPES = frozenset(
+    {"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"}
+)
 WORK_TYPES = frozenset({"tool_call", "tool_result"})
 _WORK_KINDS = frozenset({Kind.MODEL, Kind.TOOL, Kind.ACTOR})
 
@@ -59,7 +62,9 @@ def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:
     return max(longest) if longest else 0
 
 
-def structural_metrics(forest: Forest, events: list[Ev], edges: list[EdgeRec], n_turns: int) -> dict[str, float]:
+def structural_metrics(
+    forest: Forest, events: list[Ev], edges: list[EdgeRec], n_turns: int
+) -> dict[str, float]:
     metrics: dict[str, float] = {}
     wall = active_wall_clock_ns(forest)
     if wall > 0:

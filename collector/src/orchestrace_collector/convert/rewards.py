@@ -1,12 +1,13 @@
-"""Rewards recorded on spans (``gen_ai.evaluation.result`` events) -> event ``reward`` fields and ``rewards`` keys.
+"""Rewards recorded on spans (``gen_ai.evaluation.result`` events) -> event ``reward`` fields and ``rewards``
+keys.
 
 Keys written to ``rewards`` (all sums of the recorded values):
 
 - ``<family>``: ``orchestrace.reward.family`` when given, else by unit: ``team`` (unit team or none),
   ``individual`` (agent), ``role`` (role), ``tool`` (tool), ``process`` (turn, message, event). A reward
   recorded on a model-call span without a unit is a turn reward.
-- ``agent:<label>``, ``role:<role>``, ``tool:<name>``, ``turn:<span id>``, ``event:<event id>``: the same value
-  scoped to its unit (``orchestrace.reward.target``, else the unit the recording span stands for).
+- ``agent:<label>``, ``role:<role>``, ``tool:<name>``, ``turn:<span id>``, ``event:<event id>``: the same
+  value scoped to its unit (``orchestrace.reward.target``, else the unit the recording span stands for).
 
 Credited shares of the team reward are added later by ``credit.py`` under ``credit:agent:<label>``.
 """
@@ -24,8 +25,14 @@ from .forest import Node
 from .turns import TurnRec
 
 _FAMILY_BY_UNIT = {
-    None: "team", "team": "team", "agent": "individual", "role": "role", "tool": "tool",
-    "turn": "process", "message": "process", "event": "process",
+    None: "team",
+    "team": "team",
+    "agent": "individual",
+    "role": "role",
+    "tool": "tool",
+    "turn": "process",
+    "message": "process",
+    "event": "process",
 }
 
 

@@ -2,10 +2,10 @@
 
 Inference, from these signals:
 
-- ``planner_executor_critic``: instances playing a planner, an executor and a critic (role, else name, containing
-  ``plan``; ``exec``; ``critic`` / ``review`` / ``verif``).
-- ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them more
-  than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
+- ``planner_executor_critic``: instances playing a planner, an executor and a critic (role, else name,
+  containing ``plan``; ``exec``; ``critic`` / ``review`` / ``verif``).
+- ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them
+  more than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
   ``moderat`` role or name).
 - ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) between peers.
 - ``hierarchical``: an actor enclosed by two or more ``invoke_agent`` actors (nested delegation depth >= 2).

@@ -1,7 +1,7 @@
 """Model calls (turns): the training samples, linked to the events their agent instance produced.
 
-A turn links the events of its instance's timeline from the turn's start up to the start of the instance's next
-turn; its tokens are added to the first event it links (the event's ``tokens`` field).
+A turn links the events of its instance's timeline from the turn's start up to the start of the instance's
+next turn; its tokens are added to the first event it links (the event's ``tokens`` field).
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from .forest import Node
 
 #: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
 _INPUT_TOKENS = (sc.GEN_AI_USAGE_INPUT_TOKENS, "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-_OUTPUT_TOKENS = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+_OUTPUT_TOKENS = (
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
 
 
 @dataclass(slots=True, eq=False)
@@ -60,10 +64,17 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         attrs = node.span.attributes
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
-            node, owner, model_name(node.span), provider_name(node.span),
-            _count(attrs, _INPUT_TOKENS), _count(attrs, _OUTPUT_TOKENS),
-            store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT), store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT),
-            prompt, completion, [],
+            node,
+            owner,
+            model_name(node.span),
+            provider_name(node.span),
+            _count(attrs, _INPUT_TOKENS),
+            _count(attrs, _OUTPUT_TOKENS),
+            store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT),
+            store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT),
+            prompt,
+            completion,
+            [],
         )
         turns.append(turn)
         by_owner.setdefault(id(owner), []).append(turn)
