@@ -21,6 +21,7 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -88,12 +89,37 @@ def _deep_json() -> bytes:
     return ('{"resourceSpans": [{"scopeSpans": [{"spans": [' + span + "]}]}]}").encode()
 
 
+def _deep_protobuf() -> bytes:
+    """Attributes nested 300 kvlists deep, encoded by hand: protobuf refuses to build (or parse) it."""
+
+    def field(number: int, payload: bytes) -> bytes:
+        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+    value = field(1, b"x")  # AnyValue.string_value
+    for _ in range(300):
+        key_value = field(1, b"k") + field(2, value)  # KeyValue.key, KeyValue.value
+        value = field(6, field(1, key_value))  # AnyValue.kvlist_value.values
+    span = Span(trace_id=b"\1" * 16, span_id=b"\2" * 8, name="deep").SerializeToString()
+    span += field(9, field(1, b"a") + field(2, value))  # Span.attributes
+    return field(1, field(2, field(2, span)))  # request.resource_spans.scope_spans.spans
+
+
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, number = number & 0x7F, number >> 7
+        out.append(byte | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
 BAD_REQUESTS = {
     "malformed protobuf": (b"\x0a\xff\xff\xff\xff\x0f", PROTOBUF, 400),
     "malformed json": (b'{"resourceSpans": [', JSON, 400),
     "json of the wrong shape": (b'{"resourceSpans": 7}', JSON, 400),
     "brackets nested 100000 deep": (b"[" * 100_000 + b"]" * 100_000, JSON, 400),
     "attributes nested 5000 deep": (_deep_json(), JSON, 400),
+    "protobuf attributes nested 300 deep": (_deep_protobuf(), PROTOBUF, 400),
     "wrong content type": (b"hello", {"Content-Type": "text/plain"}, 415),
     "no content type": (b"hello", {}, 415),
     "unknown encoding": (b"hello", {**PROTOBUF, "Content-Encoding": "br"}, 415),

@@ -119,7 +119,7 @@ class Assembler:
         quiet_period_s: float = 2.0,
         idle_timeout_s: float = 300.0,
         retain_spans: int = 50_000,
-        max_known_episodes: int = 1_000_000,
+        max_known_episodes: int = 100_000,
         converter: Converter = default_converter,
         hook: EpisodeHook | None = None,
         wal: WriteAheadLog | None = None,
