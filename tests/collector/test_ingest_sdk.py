@@ -1,4 +1,4 @@
-"""The orchestrace SDK's own OTLP exporters (``ot.configure(exporter=...)``) sending to ``orchestrace collect``."""
+"""The orchestrace SDK's own OTLP exporters (``ot.configure(exporter=...)``) sending to ``collect``."""
 
 from __future__ import annotations
 
