@@ -369,3 +369,26 @@ async def test_async_task_block_and_bare_task(spans: Spans) -> None:
     assert spans.one("invoke_workflow run").attributes[sc.GEN_AI_WORKFLOW_NAME] == "run"
     assert spans.one(f"invoke_workflow {block.task_id}")
     assert spans.one("invoke_workflow failing").status.status_code == StatusCode.ERROR
+
+
+async def test_one_task_scope_entered_by_concurrent_tasks(spans: Spans) -> None:
+    scope = ot.task(topology="centralized")
+
+    @ot.agent
+    async def step() -> None:
+        await asyncio.sleep(0)
+
+    async def episode(delay: float) -> str | None:
+        async with scope as run:
+            await asyncio.sleep(delay)  # the episodes end in the reverse order of their start
+            await step()
+            return run.task_id
+
+    task_ids = await asyncio.gather(*(episode(0.01 * (3 - i)) for i in range(3)))
+    assert len(set(task_ids)) == 3
+    workflows = [s for s in spans.all if s.name.startswith("invoke_workflow ")]
+    assert {s.attributes[sc.ORCH_TASK_ID] for s in workflows} == set(task_ids)
+    for agent_span in spans.named("invoke_agent step"):
+        parent = spans.parent_of(agent_span)
+        assert parent is not None
+        assert agent_span.attributes[sc.GEN_AI_CONVERSATION_ID] == parent.attributes[sc.ORCH_TASK_ID]

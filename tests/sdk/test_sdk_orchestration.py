@@ -42,8 +42,7 @@ def test_every_orchestration_event(spans: Spans) -> None:
         sc.ORCH_TARGET_AGENT: "reviewer", sc.ORCH_TARGET_ROLE: "critic", sc.ORCH_REASON: "check",
         sc.ORCH_HANDOFF: True}]
     first, second = _events(span, sc.EVENT_MESSAGE)
-    assert first == {sc.ORCH_TO: "worker", sc.ORCH_FROM: "boss",
-                     sc.ORCH_CONTENT_REF: ot.content_ref("please start")}
+    assert first == {sc.ORCH_TO: "worker", sc.ORCH_CONTENT_REF: ot.content_ref("please start")}
     assert second[sc.ORCH_FROM] == "auditor" and sc.ORCH_CONTENT not in second  # capture is off
     decided, free = _events(span, sc.EVENT_DECISION)
     assert decided == {sc.ORCH_DECISION_KIND: "delegate", sc.ORCH_TARGET_AGENT: "worker",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -100,15 +101,16 @@ def delegate(agent: AgentRef, *, agent_id: str | None = None, role: str | None =
 
 @failsafe(default=None)
 def message(to: AgentRef, content: Any = None, *, sender: AgentRef | None = None) -> None:
-    """A message from the current agent (or ``sender``) to ``to``."""
+    """A message from the current agent (or ``sender``) to ``to``.
+
+    ``orchestrace.from`` is only set for an explicit ``sender``: otherwise the sender is the agent whose span
+    carries the event, which stays exact when several instances share a name.
+    """
     if _recording_span() is None:
         return
     attributes: Attributes = {sc.ORCH_TO: _agent_name_role(to)[0]}
     if sender is not None:
         attributes[sc.ORCH_FROM] = _agent_name_role(sender)[0]
-    else:
-        frame = current_agent()
-        _put(attributes, sc.ORCH_FROM, frame.name if frame else None)
     _content(attributes, content)
     _emit(sc.EVENT_MESSAGE, attributes)
 
@@ -247,7 +249,9 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
         self._inputs = inputs
         self._agent = agent
         self._reason = reason
-        self._state: list[tuple[Span | None, object]] = []
+        # Per context, so one instance can be entered by concurrent asyncio tasks or threads.
+        self._state: ContextVar[tuple[tuple[Span | None, object], ...]] = ContextVar(
+            "orchestrace_aggregate", default=())
 
     @failsafe(default=None)
     def _start(self) -> tuple[Span, object] | None:
@@ -269,12 +273,16 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
 
     def __enter__(self) -> Aggregation:
         started = self._start()
-        self._state.append(started or (None, None))
+        self._state.set((*self._state.get(), started or (None, None)))
         return Aggregation(started[0] if started else None)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        span, token = self._state.pop() if self._state else (None, None)
+        state = self._state.get()
+        if not state:
+            return
+        self._state.set(state[:-1])
+        span, token = state[-1]
         if span is not None:
             self._end(span, token, exc)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
@@ -51,7 +52,9 @@ class TaskScope:
     def __init__(self, task_id: str | None, topology: str | None, system: str | None, name: str | None,
                  ) -> None:
         self._options = (task_id, topology, system, name)
-        self._active: list[tuple[Invocation | None, object]] = []
+        # Per context, so one scope can be entered by concurrent asyncio tasks or threads (and nested).
+        self._active: ContextVar[tuple[tuple[Invocation | None, object], ...]] = ContextVar(
+            "orchestrace_task_scope", default=())
 
     def _spec(self, workflow: str | None) -> TaskSpec:
         task_id, topology, system, name = self._options
@@ -64,12 +67,16 @@ class TaskScope:
     def __enter__(self) -> TaskRun:
         invocation = self._spec(self._options[3]).begin((), {})
         token = invocation.activate() if invocation is not None else None
-        self._active.append((invocation, token))
+        self._active.set((*self._active.get(), (invocation, token)))
         return TaskRun(invocation)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        invocation, token = self._active.pop() if self._active else (None, None)
+        active = self._active.get()
+        if not active:
+            return
+        self._active.set(active[:-1])
+        invocation, token = active[-1]
         if invocation is None:
             return
         invocation.deactivate(token)
