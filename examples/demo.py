@@ -20,14 +20,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from orchestrace_collector.output import latest_traces, latest_turns
-from orchestrace_collector.validate import validate_trace
+from orchestrace_collector.stats import compute_stats, stats_tables
+from rich.columns import Columns
 from rich.console import Console
-from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples.supervisor.app"
@@ -67,32 +67,30 @@ def run_example(endpoint: str) -> str:
 
 
 def summarize(console: Console, out: Path, traces: dict[str, dict[str, Any]]) -> None:
-    turns = latest_turns(out, traces)
-    events = Counter(
-        f"orchestrator_decision:{event['decision']}" if "decision" in event else event["type"]
-        for trace in traces.values()
-        for event in trace["events"]
-    )
-    n_turns = sum(len(t) for t in turns.values())
-    console.print(f"[bold]{len(traces)}[/] trace(s) and [bold]{n_turns}[/] turn(s) written to {out}")
-
-    table = Table(title="Events by type")
-    table.add_column("event")
-    table.add_column("count", justify="right")
-    for name, count in sorted(events.items(), key=lambda kv: (-kv[1], kv[0])):
-        table.add_row(name, str(count))
-    console.print(table)
-
+    """``orchestrace stats`` tables, then per trace its decisions, rewards and metrics."""
+    turns = sum(len(t) for t in latest_turns(out, traces).values())
+    # Reward families are listed per trace below rather than one table row per unit-scoped credit key.
+    tables = stats_tables(compute_stats(traces.values(), turns))
+    console.print(Columns([table for table in tables if table.title != "rewards"]))
     for trace in traces.values():
-        topology = trace.get("topology", "unknown")
-        console.print(f"trace [cyan]{trace['trace_id']}[/], task {trace['task_id']}, topology {topology}")
-        console.print(f"  rewards: {_numbers(trace['rewards'])}")
-        console.print(f"  costs:   {_numbers(trace['costs'])}")
+        events = trace["events"]
+        decisions = Counter(e["decision"] for e in events if "decision" in e)
+        families = {k: v for k, v in trace["rewards"].items() if ":" not in k}
+        console.print(f"trace [cyan]{trace['trace_id']}[/] (task {trace['task_id']}, "
+                      f"topology {trace.get('topology', 'unknown')}): {len(events)} events")
+        console.print(f"  orchestrator decisions: {_numbers(decisions)}")
+        unit_keys = len(trace["rewards"]) - len(families)
+        console.print(f"  rewards: {_numbers(families)} (and {unit_keys} unit-scoped keys)")
         console.print(f"  metrics: {_numbers(trace.get('metrics', {}))}")
 
 
-def _numbers(values: dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(values.items())) or "(none)"
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is under it (shorter to read)."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+def _numbers(values: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:.3g}" for k, v in sorted(values.items())) or "(none)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         collector, port = start_collector(out, log)
         try:
             console.rule("orchestrace demo")
-            console.print(f"collector listening on http://127.0.0.1:{port}, writing to {out}")
+            console.print(f"collector listening on http://127.0.0.1:{port}, writing to {_shown(out)}")
             console.print(f"running {EXAMPLE} with --exporter otlp ...")
             console.print(f"answer: [green]{run_example(f'http://127.0.0.1:{port}')}[/]")
         finally:
@@ -125,11 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("[red]no trace was written[/]")
         return 1
     summarize(console, out, traces)
-    problems = [f"{trace_id}: {p}" for trace_id, trace in traces.items() for p in validate_trace(trace)]
-    if problems:
-        console.print("[red]invalid traces:[/]\n" + "\n".join(problems))
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    console.print(f"written to {_shown(out)}: {', '.join(files)}")
+    console.print(f"$ orchestrace validate {_shown(out)}")
+    validate = [sys.executable, "-m", "orchestrace_collector.cli", "validate", str(_shown(out))]
+    if subprocess.run(validate, check=False).returncode != 0:
         return 1
-    console.print(f"[green]all {len(traces)} trace(s) valid[/] (as `orchestrace validate {out}` checks)")
 
     console.rule("the same run in Jaeger")
     console.print("docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one")
