@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import orchestrace as ot
 import pytest
 from collector_fixtures import RunningCollector
 from conftest import new_provider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
 from orchestrace_collector.decode import parse_otlp_json
@@ -267,5 +270,33 @@ def test_batched_spans_are_flushed_at_exit(tmp_path: Path) -> None:
 
 def test_memory_handle_without_tracing_setup_is_empty() -> None:
     set_config(None)
-    assert ot.TracingHandle(None, False).get_finished_spans() == ()
+    assert ot.TracingHandle(None).get_finished_spans() == ()
     assert sc.ORCH_CONTENT == "orchestrace.content.text"
+
+
+class CountingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.exported = 0
+        self.shutdowns = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+def test_shutdown_happens_once_and_silences_the_handle() -> None:
+    exporter = CountingExporter()
+    provider = new_provider()
+    handle = ot.configure(exporter=exporter, tracer_provider=provider, batch=False)
+    _team("before")
+    handle.shutdown()
+    provider.shutdown()  # what the provider does at interpreter exit
+    assert exporter.shutdowns == 1
+    exported = exporter.exported
+    assert exported == 7
+    with provider.get_tracer("app").start_as_current_span("app span after shutdown"):
+        pass
+    assert exporter.exported == exported

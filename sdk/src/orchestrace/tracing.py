@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -40,16 +41,72 @@ _tracer: trace.Tracer | None = None
 _TRACER_NAME = "orchestrace"
 
 
+class _InstalledProcessors(SpanProcessor):
+    """Every processor one handle installed, behind a single processor on the provider.
+
+    Shut down at most once, by ``handle.shutdown()`` or by the provider at exit (no second shutdown of the
+    exporters), silent afterwards, and a failing child never disturbs the others or the span's owner.
+    """
+
+    def __init__(self) -> None:
+        self._children: tuple[SpanProcessor, ...] = ()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def add(self, processor: SpanProcessor) -> None:
+        with self._lock:
+            self._children += (processor,)
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self._stopped:
+            return
+        for child in self._children:
+            try:
+                child.on_start(span, parent_context=parent_context)
+            except Exception as exc:
+                log_once("tracing.on_start", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._stopped:
+            return
+        for child in self._children:
+            try:
+                child.on_end(span)
+            except Exception as exc:
+                log_once("tracing.on_end", exc)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        for child in self._children:
+            try:
+                child.shutdown()
+            except Exception as exc:
+                log_once("tracing.shutdown", exc)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        ok = True
+        for child in self._children:
+            try:
+                ok = child.force_flush(timeout_millis) and ok
+            except Exception as exc:
+                log_once("tracing.force_flush", exc)
+                ok = False
+        return ok
+
+
 class TracingHandle:
     """What ``configure`` set up: flush, shut down, and (``memory`` exporter) read the finished spans."""
 
-    def __init__(self, tracer_provider: TracerProvider | None, owns_provider: bool) -> None:
+    def __init__(self, tracer_provider: TracerProvider | None) -> None:
         #: The provider orchestrace's spans go to (``None`` when tracing is disabled).
         self.tracer_provider = tracer_provider
         #: The in-memory exporter when ``"memory"`` was requested.
         self.memory_exporter: InMemorySpanExporter | None = None
-        self._owns_provider = owns_provider
-        self._processors: list[SpanProcessor] = []
+        self._processors = _InstalledProcessors()
+        self._attached = False
         self._installed: set[str] = set()
 
     def get_finished_spans(self) -> tuple[ReadableSpan, ...]:
@@ -58,24 +115,12 @@ class TracingHandle:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export every finished span now. Never raises; ``False`` when something did not flush."""
-        ok = True
-        for processor in self._processors:
-            try:
-                ok = processor.force_flush(timeout_millis) and ok
-            except Exception as exc:
-                log_once("tracing.TracingHandle.force_flush", exc)
-                ok = False
-        return ok
+        return self._processors.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
         """Flush and stop what orchestrace installed; later orchestrace spans go to the global provider."""
         global _handle, _tracer
-        for processor in self._processors:
-            try:
-                processor.shutdown()
-            except Exception as exc:
-                log_once("tracing.TracingHandle.shutdown", exc)
-        self._processors.clear()
+        self._processors.shutdown()
         with _lock:
             if _handle is self:
                 _handle, _tracer = None, None
@@ -89,8 +134,10 @@ class TracingHandle:
             processor = SimpleSpanProcessor(exporter)  # readable right after a span ends
         else:
             processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-        self.tracer_provider.add_span_processor(processor)
-        self._processors.append(processor)
+        self._processors.add(processor)
+        if not self._attached:
+            self.tracer_provider.add_span_processor(self._processors)
+            self._attached = True
         self._installed.add(key)
 
 
@@ -142,14 +189,15 @@ def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | N
             handle._add(key, TraceDirExporter(os.fspath(trace_dir)), batch)
 
 
-def _provider(service_name: str | None) -> tuple[TracerProvider, bool]:
+def _provider(service_name: str | None) -> TracerProvider:
+    """The application's SDK provider if it set one, else a new global one."""
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
-        return current, False
+        return current
     attributes = {SERVICE_NAME: service_name} if service_name else {}
     provider = TracerProvider(resource=Resource.create(attributes))
     trace.set_tracer_provider(provider)
-    return provider, True
+    return provider
 
 
 def configure(
@@ -188,14 +236,11 @@ def configure(
                 return _handle
 
             if _env_true("OTEL_SDK_DISABLED"):
-                _handle, _tracer = TracingHandle(None, False), None
+                _handle, _tracer = TracingHandle(None), None
                 return _handle
 
-            if tracer_provider is not None:
-                provider, owns = tracer_provider, False
-            else:
-                provider, owns = _provider(service_name)
-            handle = TracingHandle(provider, owns)
+            provider = tracer_provider if tracer_provider is not None else _provider(service_name)
+            handle = TracingHandle(provider)
             if not specs:
                 env = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
                 specs = [name for name in env.split(",") if name.strip()]
@@ -205,4 +250,4 @@ def configure(
             return handle
         except Exception as exc:
             log_once("tracing.configure", exc)
-            return _handle or TracingHandle(None, False)
+            return _handle or TracingHandle(None)
