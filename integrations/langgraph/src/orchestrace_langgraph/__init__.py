@@ -29,6 +29,11 @@ from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from orchestrace_langgraph.actors import InterruptLog, NamespaceIndex
+
+try:  # wrapt >= 2: the base of every proxy (its ObjectProxy is a subclass that FunctionWrapper is not)
+    from wrapt import BaseObjectProxy as _Proxy
+except ImportError:  # wrapt 1.x
+    from wrapt import ObjectProxy as _Proxy
 from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, callback_manager_init
 from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
 from orchestrace_langgraph.package import _instruments
@@ -61,6 +66,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
     """
 
     _handler: ChatModelCallbackHandler | None = None
+    _wrappers: tuple[Any, ...] = ()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -72,19 +78,37 @@ class LangGraphInstrumentor(BaseInstrumentor):
         namespaces = NamespaceIndex()
         workflows = WorkflowTracer(tracer, interrupts, episode_id)
         nodes = NodeTracer(tracer, namespaces, interrupts)
-        tools = ToolTracer(tracer)
-        self._handler = ChatModelCallbackHandler(tracer)
+        tools = ToolTracer(tracer, namespaces)
+        self._handler = ChatModelCallbackHandler(tracer, namespaces)
         wrappers: tuple[Any, ...] = (
             workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
             branch_finish, tools.run, tools.arun, callback_manager_init(self._handler),
         )
         for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
             wrap_function_wrapper(owner, attribute, wrapper)
+        self._wrappers = wrappers
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for owner, attribute in _PATCHES:
-            unwrap(owner, attribute)
+        for (owner, attribute), wrapper in zip(_PATCHES, self._wrappers, strict=True):
+            _unpatch(owner, attribute, wrapper)
+        self._wrappers = ()
         if self._handler is not None:
             # Managers created while instrumented keep the handler object; it goes quiet.
             self._handler.enabled = False
             self._handler = None
+
+
+def _unpatch(owner: Any, attribute: str, wrapper: Any) -> None:
+    """Remove our wrapper from ``owner.attribute``, also when another instrumentor wrapped on top of it and
+    left its wrapper there (OpenLLMetry's LangChain instrumentor does not undo its ``Pregel.stream`` patch):
+    plain ``unwrap`` would then remove theirs and leave ours in place."""
+    current = owner.__dict__.get(attribute) if isinstance(owner, type) else getattr(owner, attribute, None)
+    outer: Any = None
+    while isinstance(current, _Proxy):
+        if getattr(current, "_self_wrapper", None) == wrapper:
+            if outer is None:
+                unwrap(owner, attribute)
+            else:
+                outer.__wrapped__ = current.__wrapped__
+            return
+        outer, current = current, current.__wrapped__

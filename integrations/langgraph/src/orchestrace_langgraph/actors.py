@@ -13,10 +13,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
+_OWN_SPAN_KEY = otel_context.create_key("orchestrace_langgraph.own_span")
+
+#: LangChain callback tracers that attach their spans to the context (OpenLLMetry's). Their spans follow
+#: LangChain's run tree, which ends at their own graph span, not at our node spans.
+_CALLBACK_TRACER_SCOPES = frozenset({"opentelemetry.instrumentation.langchain",
+                                     "openinference.instrumentation.langchain"})
 
 
 @dataclass(slots=True)
@@ -62,12 +69,31 @@ class Node(Actor):
     agent_id: str | None = None  # set when the node is an agent
 
 
-def with_run(ctx: otel_context.Context, run: Run) -> otel_context.Context:
-    return otel_context.set_value(_NODE_KEY, None, otel_context.set_value(_RUN_KEY, run, ctx))
+def with_own_span(span: Span, ctx: otel_context.Context | None = None) -> otel_context.Context:
+    """``span`` as the current span, remembered as our innermost span."""
+    return otel_context.set_value(_OWN_SPAN_KEY, span, trace.set_span_in_context(span, ctx))
 
 
-def with_node(ctx: otel_context.Context, node: Node) -> otel_context.Context:
-    return otel_context.set_value(_NODE_KEY, node, ctx)
+def with_run(run: Run) -> otel_context.Context:
+    ctx = otel_context.set_value(_NODE_KEY, None, otel_context.set_value(_RUN_KEY, run))
+    return with_own_span(run.span, ctx)
+
+
+def with_node(node: Node) -> otel_context.Context:
+    return with_own_span(node.span, otel_context.set_value(_NODE_KEY, node))
+
+
+def parent_context(node: Node | None = None) -> otel_context.Context | None:
+    """Parent of a span we start inside a graph (a node, a model call, a tool): the current context, unless
+    its span was attached by a LangChain callback tracer; then ``node`` (the node the call belongs to, from
+    LangGraph's run metadata) or our innermost span, so that our spans keep their tree (nodes under runs,
+    model calls and tools under nodes) whatever else is installed."""
+    current = trace.get_current_span()
+    scope = getattr(current, "instrumentation_scope", None)
+    if scope is None or getattr(scope, "name", None) not in _CALLBACK_TRACER_SCOPES:
+        return None
+    own = node.span if node is not None else otel_context.get_value(_OWN_SPAN_KEY)
+    return trace.set_span_in_context(own) if isinstance(own, Span) else None
 
 
 def current_run() -> Run | None:

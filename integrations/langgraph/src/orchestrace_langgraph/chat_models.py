@@ -24,6 +24,7 @@ from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
+from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 from orchestrace_langgraph.content import (
     captured_messages,
     content_ref,
@@ -44,9 +45,10 @@ class _Call:
 class ChatModelCallbackHandler(BaseCallbackHandler):
     run_inline = True  # called in the model caller's context, so the current span is the right parent
 
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, tracer: Tracer, namespaces: NamespaceIndex) -> None:
         super().__init__()
         self._tracer = tracer
+        self._namespaces = namespaces
         self._calls: dict[UUID, _Call] = {}
         self._lock = threading.Lock()
         self._prompts = history.PromptIndex()
@@ -72,7 +74,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         refs = [message_ref(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
         attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
-        span = self._tracer.start_span(f"{sc.OP_CHAT} {label}", kind=SpanKind.CLIENT, attributes=attrs)
+        node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
+        span = self._tracer.start_span(f"{sc.OP_CHAT} {label}", context=parent_context(node),
+                                       kind=SpanKind.CLIENT, attributes=attrs)
         config = get_config()
         if config.capture_content:
             chained = history.chain(refs)

@@ -15,7 +15,6 @@ from langgraph.constants import START
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
 from langgraph.types import PregelExecutableTask, Send
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
@@ -31,6 +30,7 @@ from orchestrace_langgraph.actors import (
     current_actor,
     current_node,
     current_run,
+    parent_context,
     with_node,
 )
 from orchestrace_langgraph.content import content_ref
@@ -147,10 +147,10 @@ class NodeTracer:
         if run is not None and not _pushed(task):
             links = [Link(sc_, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
                      for sc_ in run.take_aggregate_inputs(frozenset(str(t) for t in task.triggers))]
-        span = self._tracer.start_span(name, attributes=attrs, links=links)
+        span = self._tracer.start_span(name, context=parent_context(), attributes=attrs, links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
-        return _Started(task, node, run, with_node(trace.set_span_in_context(span), node), thread_id)
+        return _Started(task, node, run, with_node(node), thread_id)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:

@@ -13,27 +13,28 @@ from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
+from orchestrace_langgraph.actors import NamespaceIndex, parent_context, with_own_span
 from orchestrace_langgraph.content import capture, content_ref
 
 _MAX_DESCRIPTION = 512
 
 
 class ToolTracer:
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, tracer: Tracer, namespaces: NamespaceIndex) -> None:
         self._tracer = tracer
+        self._namespaces = namespaces
 
     def run(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
         span = self._start(instance, args, kwargs)
         if span is None:
             return wrapped(*args, **kwargs)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = otel_context.attach(with_own_span(span))
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -53,7 +54,7 @@ class ToolTracer:
         span = self._start(instance, args, kwargs)
         if span is None:
             return await wrapped(*args, **kwargs)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = otel_context.attach(with_own_span(span))
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -85,7 +86,10 @@ class ToolTracer:
             attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = captured.text
             if captured.truncated:
                 attrs[sc.ORCH_CONTENT_TRUNCATED] = True
-        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
+        metadata = (kwargs.get("config") or {}).get("metadata") or {}
+        node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
+        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", context=parent_context(node),
+                                       attributes=attrs)
 
 
 def _result_content(result: Any) -> Any:

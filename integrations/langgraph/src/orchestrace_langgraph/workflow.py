@@ -18,7 +18,6 @@ from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, CONFI
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
@@ -57,7 +56,7 @@ class WorkflowTracer:
         if run is None:
             yield from inner
             return
-        ctx = with_run(trace.set_span_in_context(run.span), run)
+        ctx = with_run(run)
         try:
             while True:
                 token = otel_context.attach(ctx)
@@ -88,7 +87,7 @@ class WorkflowTracer:
             async for item in inner:
                 yield item
             return
-        ctx = with_run(trace.set_span_in_context(run.span), run)
+        ctx = with_run(run)
         try:
             while True:
                 token = otel_context.attach(ctx)

@@ -1,0 +1,111 @@
+"""Content: refs always, content only when capture is on, a message history exported once (linear size)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fakes import ScriptedChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import format_span_id
+from orchestrace import semconv as sc
+from orchestrace.config import CaptureConfig, set_config
+from orchestrace.content import content_ref
+from orchestrace_langgraph.history import INPUT_MESSAGE_COUNT, PREFIX_LENGTH, PREFIX_SPAN_ID
+from span_checks import Spans
+
+
+@pytest.fixture
+def capture_on() -> Iterator[None]:
+    set_config(CaptureConfig(capture_content=True))
+    yield
+    set_config(None)
+
+
+def chat_loop(turns: int) -> Any:
+    """One node that calls the model with the whole history and appends the reply, ``turns`` times."""
+    filler = "lorem ipsum " * 20
+    llm = ScriptedChatModel(respond=lambda msgs: AIMessage(f"answer number {len(msgs)} {filler}"))
+
+    def turn(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    def again(state: MessagesState) -> str:
+        return "turn" if len(state["messages"]) <= turns else END
+
+    g = StateGraph(MessagesState)
+    g.add_node("turn", turn)
+    g.add_edge(START, "turn")
+    g.add_conditional_edges("turn", again, ["turn", END])
+    return g.compile(name="loop")
+
+
+def exported_bytes(spans: list[ReadableSpan]) -> int:
+    return len(encode_spans(spans).SerializeToString())
+
+
+def rebuild_prompt(span: ReadableSpan, by_id: dict[str, ReadableSpan]) -> list[dict[str, Any]]:
+    """The documented reconstruction: prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input(s)."""
+    own = json.loads(str(span.attributes[sc.GEN_AI_INPUT_MESSAGES]))
+    prefix_id = span.attributes.get(PREFIX_SPAN_ID)
+    if prefix_id is None:
+        return list(own)
+    earlier = by_id[str(prefix_id)]
+    full = rebuild_prompt(earlier, by_id) + json.loads(str(earlier.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))
+    return full[: int(span.attributes[PREFIX_LENGTH])] + own
+
+
+def test_history_is_exported_once_and_rebuildable(spans: Spans, capture_on: None) -> None:
+    chat_loop(6).invoke({"messages": [HumanMessage("start the rebuild test")]}, {"recursion_limit": 100})
+    chats = sorted(spans.named("chat scripted-model"), key=lambda s: s.start_time or 0)
+    assert len(chats) == 6
+    by_id = {format_span_id(s.context.span_id): s for s in chats}
+    for i, chat in enumerate(chats):
+        exported = json.loads(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]))
+        assert len(exported) == (1 if i == 0 else 0)  # only the first call has a message no call exported
+        prompt = rebuild_prompt(chat, by_id)
+        assert len(prompt) == chat.attributes[INPUT_MESSAGE_COUNT] == i + 1
+        assert content_ref(prompt) == chat.attributes[sc.ORCH_INPUT_REF]  # the ref checks the rebuilt prompt
+    assert PREFIX_SPAN_ID not in chats[0].attributes
+    assert chats[3].attributes[PREFIX_SPAN_ID] == format_span_id(chats[2].context.span_id)
+
+
+def test_growth_is_linear(spans: Spans, capture_on: None) -> None:
+    sizes = {}
+    for turns in (10, 50):
+        spans.clear()
+        start = f"start of the {turns}-step run"  # distinct, so no run reuses another's history
+        out = chat_loop(turns).invoke({"messages": [HumanMessage(start)]}, {"recursion_limit": 200})
+        assert len(out["messages"]) == turns + 1
+        assert len(spans.named("chat scripted-model")) == turns
+        sizes[turns] = exported_bytes(spans.all)
+    print("exported bytes (OTLP protobuf) by steps:", sizes)
+    assert sizes[50] / sizes[10] < 7, sizes  # O(n); the whole history at every step would be about 25x
+
+
+def test_capture_off_keeps_refs_only(spans: Spans) -> None:
+    chat_loop(2).invoke({"messages": [HumanMessage("secret prompt")]})
+    for s in spans.all:
+        for value in s.attributes.values():
+            assert "secret" not in str(value) and "lorem" not in str(value)
+    chat = spans.named("chat scripted-model")[0]
+    assert str(chat.attributes[sc.ORCH_INPUT_REF]).startswith("sha256:")
+    assert str(chat.attributes[sc.ORCH_OUTPUT_REF]).startswith("sha256:")
+    assert sc.GEN_AI_INPUT_MESSAGES not in chat.attributes
+
+
+def test_captured_content_is_truncated(spans: Spans) -> None:
+    set_config(CaptureConfig(capture_content=True, max_content_bytes=64))
+    try:
+        chat_loop(1).invoke({"messages": [HumanMessage("long " * 100)]})
+    finally:
+        set_config(None)
+    chat = spans.one("chat scripted-model")
+    assert chat.attributes[sc.ORCH_CONTENT_TRUNCATED] is True
+    assert len(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]).encode()) < 200
+    json.loads(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]))  # still valid JSON
