@@ -12,6 +12,7 @@ from orchestrace_collector.validate import validate_trace
 
 EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 Runner = Callable[[str], ExampleRun]
+STATUS_ERROR = 2  # OTLP Status.code
 
 
 def name(label: str) -> str:
@@ -33,6 +34,9 @@ def test_example_writes_valid_traces_and_turns(name: str, example_run: Runner) -
     # every example calls models, and every model call is a training sample
     assert run.turns
     assert all(turn["input_tokens"] > 0 and turn["output_tokens"] > 0 for turn in run.turns)
+    # handoffs (ParentCommand) and interrupts (GraphInterrupt) are control flow, not errors
+    assert run.spans
+    assert [s["name"] for s in run.spans if s.get("status", {}).get("code") == STATUS_ERROR] == []
 
 
 def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner) -> None:
