@@ -245,7 +245,8 @@ def worker_agent(name: str, reply: str) -> Any:
     return create_react_agent(ScriptedChatModel(replies=[AIMessage(reply)]), [], name=name)
 
 
-def test_supervisor_handoff_is_a_delegate_not_an_error(spans: Spans) -> None:
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke", "astream"])
+async def test_supervisor_handoff_is_a_delegate_not_an_error(spans: Spans, mode: str) -> None:
     from langgraph_supervisor import create_supervisor
 
     model = ScriptedChatModel(replies=[
@@ -254,7 +255,13 @@ def test_supervisor_handoff_is_a_delegate_not_an_error(spans: Spans) -> None:
     ])
     app = create_supervisor([worker_agent("researcher", "found it"), worker_agent("writer", "wrote it")],
                             model=model).compile(name="team")
-    out = app.invoke({"messages": [HumanMessage("research please")]})
+    inputs = {"messages": [HumanMessage("research please")]}
+    if mode == "invoke":
+        out = app.invoke(inputs)
+    elif mode == "ainvoke":
+        out = await app.ainvoke(inputs)
+    else:
+        out = [c async for c in app.astream(inputs, stream_mode="values")][-1]
     assert out["messages"][-1].content == "all done"
     supervisor_runs = spans.named("invoke_agent supervisor")
     handoffs = [(s, e) for s in supervisor_runs for e in spans.events(s, sc.EVENT_DELEGATE)]
@@ -288,6 +295,45 @@ def test_swarm_handoff_between_peers(spans: Spans) -> None:
     assert (delegate[sc.ORCH_FROM], delegate[sc.ORCH_TO]) == ("alice", "bob")
     assert spans.parent(spans.one("invoke_agent bob")) is spans.one("invoke_workflow swarm")
     assert_no_errors(spans)
+
+
+def test_command_goto_send_packets_are_spawns(spans: Spans) -> None:
+    def dispatch(state: MapState) -> Command:
+        return Command(goto=[Send("work", {"items": [i], "results": []}) for i in ("p", "q")])
+
+    def work(state: MapState) -> dict[str, Any]:
+        return {"results": [state["items"][0]]}
+
+    g = StateGraph(MapState)
+    g.add_node("dispatch", dispatch, destinations=("work",))
+    g.add_node("work", work)
+    g.add_edge(START, "dispatch")
+    g.compile().invoke({"items": [], "results": []})
+    dispatch_span = spans.one("dispatch")
+    (decision,) = spans.events(dispatch_span, sc.EVENT_DECISION)
+    assert decision[sc.ORCH_DECISION_KIND] == sc.DECISION_SPAWN
+    assert [e[sc.ORCH_TARGET_AGENT] for e in spans.events(dispatch_span, sc.EVENT_SPAWN)] == ["work", "work"]
+
+
+def test_episode_id_is_configurable() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from orchestrace_langgraph import LangGraphInstrumentor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LangGraphInstrumentor()
+    instrumentor.instrument(tracer_provider=provider,
+                            episode_id=lambda config: config["configurable"].get("session"))
+    try:
+        approval_graph().invoke({"steps": []}, {"configurable": {"thread_id": "t1", "session": "s-42"}})
+    finally:
+        instrumentor.uninstrument()
+    (run,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_workflow approval"]
+    assert run.attributes[sc.ORCH_EPISODE_ID] == "s-42"
+    assert run.attributes[sc.LANGGRAPH_THREAD_ID] == "t1"
 
 
 def test_react_agent_tools_under_tool_node(spans: Spans) -> None:
