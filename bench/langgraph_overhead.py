@@ -1,0 +1,189 @@
+"""LangGraph: the cost of each instrumentation on the same graphs, each mode in its own process, alternated.
+
+Modes: ``uninstrumented``, ``orchestrace`` (orchestrace-langgraph), ``openinference``
+(openinference-instrumentation-langchain) and ``openllmetry`` (opentelemetry-instrumentation-langchain), each
+with its default configuration. Every mode exports into the same in-memory exporter through a
+SimpleSpanProcessor, so what is measured is the instrumentation's work in the application thread; spans and
+OTLP protobuf bytes per run are counted from one extra run after the timed ones.
+
+Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --runs N --out FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.graphs import GRAPHS
+from bench.timing import CountingExporter, median
+
+MODES = ("uninstrumented", "orchestrace", "openinference", "openllmetry")
+COMPETITORS = ("openinference", "openllmetry")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    processes_per_mode: int
+    runs: int
+    warmup: int
+    graphs: tuple[str, ...]
+
+
+QUICK = Sizes(processes_per_mode=1, runs=2, warmup=1, graphs=("chain3", "supervisor3", "fanout8"))
+FULL = Sizes(processes_per_mode=7, runs=30, warmup=5, graphs=tuple(GRAPHS))
+
+
+def _instrument(mode: str, provider: Any) -> None:
+    if mode == "orchestrace":
+        from orchestrace_langgraph import LangGraphInstrumentor
+
+        LangGraphInstrumentor().instrument(tracer_provider=provider)
+    elif mode == "openinference":
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+
+        LangChainInstrumentor().instrument(tracer_provider=provider)
+    elif mode == "openllmetry":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+        LangchainInstrumentor().instrument(tracer_provider=provider)
+    elif mode != "uninstrumented":
+        raise ValueError(f"unknown mode {mode!r}")
+
+
+def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Per graph: median microseconds per run, spans and OTLP bytes of one run, in this process."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _instrument(mode, provider)
+    built = {name: GRAPHS[name][0]() for name in graphs}
+    out: dict[str, dict[str, float]] = {}
+    for name in graphs:
+        graph, inputs = built[name], GRAPHS[name][1]
+        for _ in range(warmup):
+            graph.invoke(inputs)
+            exporter.clear()
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter_ns()
+            graph.invoke(inputs)
+            times.append((time.perf_counter_ns() - start) / 1000)
+            exporter.clear()
+        graph.invoke(inputs)
+        spans = list(exporter.spans)
+        exporter.clear()
+        out[name] = {
+            "us_per_run": median(times),
+            "spans": len(spans),
+            "bytes": len(encode_spans(spans).SerializeToString()) if spans else 0,
+        }
+    return out
+
+
+def _spawn(mode: str, sizes: Sizes) -> dict[str, dict[str, float]]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.langgraph_overhead",
+            "--mode",
+            mode,
+            "--graphs",
+            ",".join(sizes.graphs),
+            "--runs",
+            str(sizes.runs),
+            "--warmup",
+            str(sizes.warmup),
+            "--out",
+            out.name,
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{mode} worker failed: {proc.stderr[-2000:]}")
+        result: dict[str, dict[str, float]] = json.loads(Path(out.name).read_text())
+        return result
+
+
+def run(out: Path, quick: bool = False) -> dict[str, Any]:
+    sizes = QUICK if quick else FULL
+    samples: dict[str, list[dict[str, dict[str, float]]]] = {m: [] for m in MODES}
+    errors: dict[str, str] = {}
+    for rep in range(sizes.processes_per_mode):
+        order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
+        for mode in order:
+            if mode in errors:
+                continue
+            try:
+                samples[mode].append(_spawn(mode, sizes))
+            except RuntimeError as exc:
+                errors[mode] = str(exc)
+    graphs: dict[str, dict[str, dict[str, float]]] = {}
+    for name in sizes.graphs:
+        row: dict[str, dict[str, float]] = {}
+        for mode in MODES:
+            if not samples[mode]:
+                continue
+            runs = [s[name] for s in samples[mode]]
+            row[mode] = {
+                "us_per_run": median([r["us_per_run"] for r in runs]),
+                "spans": runs[-1]["spans"],
+                "bytes": runs[-1]["bytes"],
+            }
+        base = row["uninstrumented"]["us_per_run"]
+        for cell in row.values():
+            cell["ratio"] = cell["us_per_run"] / base
+            cell["overhead_us"] = cell["us_per_run"] - base
+        graphs[name] = row
+    return {
+        "sizes": sizes.__dict__,
+        "exporter": "SimpleSpanProcessor -> in-memory list (same for every mode)",
+        "graphs": graphs,
+        "target": _target(graphs),
+        "errors": errors,
+    }
+
+
+def _target(graphs: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """orchestrace's overhead against half the lighter competitor's, per graph."""
+    verdict: dict[str, Any] = {}
+    for name, row in graphs.items():
+        competitors = [row[m]["overhead_us"] for m in COMPETITORS if m in row]
+        if "orchestrace" not in row or not competitors:
+            continue
+        lighter = min(competitors)
+        verdict[name] = {
+            "orchestrace_overhead_us": row["orchestrace"]["overhead_us"],
+            "lighter_competitor_overhead_us": lighter,
+            "fraction_of_lighter": row["orchestrace"]["overhead_us"] / lighter
+            if lighter > 0
+            else float("inf"),
+            "met": row["orchestrace"]["overhead_us"] <= lighter / 2,
+        }
+    return verdict
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--graphs", required=True)
+    parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--warmup", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    result = worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
+    args.out.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""``results.md``: the benchmark results as markdown tables, with the machine and versions measured on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "**no**"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+    ]
+
+
+def _top(summary: dict[str, Any], n: int = 6) -> str:
+    items = summary.get("top_self", [])[:n]
+    return ", ".join(f"`{i['function']}` {i['self_share']:.0%}" for i in items)
+
+
+def _machine(results: dict[str, Any]) -> list[str]:
+    m = results["machine"]
+    packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
+    return [
+        f"Machine: `nproc` = {m['nproc']}, CPU {m['cpu_model']}, {m['memory_gb']} GiB RAM, {m['os']}, "
+        f"Python {m['python']}.",
+        "",
+        f"Versions: {packages}.",
+        "",
+    ]
+
+
+def _sdk(r: dict[str, Any]) -> list[str]:
+    us, ratio = r["us_per_call"], r["ratio_to_raw_span"]
+    rows = [
+        ["undecorated function", _f(us["undecorated"], 2), ""],
+        ["raw `start_as_current_span` (agent's attributes)", _f(us["raw_span_agent"], 2), "1.00"],
+        ["`@ot.agent`", _f(us["ot_agent"], 2), _f(ratio["agent"], 2)],
+        ["raw `start_as_current_span` (tool's attributes)", _f(us["raw_span_tool"], 2), "1.00"],
+        ["`@ot.tool`", _f(us["ot_tool"], 2), _f(ratio["tool"], 2)],
+    ]
+    return [
+        f"Exporter: {r['exporter']}. Median of {r['sizes']['rounds']} alternating batches of "
+        f"{r['sizes']['calls']:,} calls.",
+        "",
+        *_table(["call", "µs / call", "× raw span"], rows),
+        f"Target: decorator ≤ {r['target_ratio']}× the raw span: {_f(r['target_met'])}.",
+        "",
+        f"Profile of `@ot.agent` (self time): {_top(r['profile']['ot_agent'])}.",
+        "",
+    ]
+
+
+def _langgraph(r: dict[str, Any]) -> list[str]:
+    modes = ("uninstrumented", "orchestrace", "openinference", "openllmetry")
+    rows = []
+    for graph, row in r["graphs"].items():
+        cells = [f"`{graph}`"]
+        for mode in modes:
+            cell = row.get(mode)
+            if cell is None:
+                cells.append("n/a")
+            elif mode == "uninstrumented":
+                cells.append(f"{cell['us_per_run'] / 1000:.2f} ms")
+            else:
+                cells.append(
+                    f"{cell['us_per_run'] / 1000:.2f} ms ({cell['ratio']:.2f}×) · {cell['spans']} spans · "
+                    f"{cell['bytes'] / 1024:.1f} KiB"
+                )
+        target = r["target"].get(graph)
+        cells.append(f"{target['fraction_of_lighter']:.2f} ({_f(target['met'])})" if target else "n/a")
+        rows.append(cells)
+    sizes = r["sizes"]
+    lines = [
+        f"Exporter: {r['exporter']}. Each mode in its own process ({sizes['processes_per_mode']} processes "
+        f"per mode, alternated); median of {sizes['runs']} runs per process after {sizes['warmup']} warm-up "
+        "runs, then the median over processes. Cells: time per graph run (ratio to uninstrumented) · spans · "
+        "OTLP protobuf bytes per run.",
+        "",
+        *_table(["graph", *modes, "orchestrace overhead ÷ lighter other's (≤ 0.5)"], rows),
+    ]
+    if r.get("errors"):
+        lines += [f"Errors: {r['errors']}", ""]
+    return lines
+
+
+def _collector(r: dict[str, Any]) -> list[str]:
+    i, m, c, t = r["ingest"], r["memory"], r["conversion"], r["targets"]
+    return [
+        f"Ingest: `orchestrace collect --fsync batch` in its own process; a sender process posts "
+        f"{i['spans']:,} spans ({i['traces']:,} traces) back to back as OTLP/HTTP protobuf requests of "
+        f"{i['request_spans']} spans from {i['sender_threads']} threads; then rounds of {i['round_spans']:,} "
+        f"spans, each written before the next, for the memory under steady traffic. {r['nproc']} cores "
+        "shared by sender and collector.",
+        "",
+        *_table(
+            ["ingest", "value"],
+            [
+                ["acknowledged (WAL fsync'd) spans/s", _f(i["ack_spans_per_s"], 0)],
+                ["end to end (until every trace written) spans/s", _f(i["e2e_spans_per_s"], 0)],
+                ["collector CPU seconds", _f(i["collector_cpu_s"], 2)],
+                ["spans per collector CPU-second (whole pipeline)", _f(i["spans_per_collector_cpu_s"], 0)],
+                [
+                    "RSS idle → after each round (MiB)",
+                    f"{i['rss_idle_mb']:.0f} → "
+                    + ", ".join(f"{v:.0f}" for v in i["rss_after_each_round_mb"]),
+                ],
+                ["503 retries", _f(i["retries_503"])],
+            ],
+        ),
+        *_table(
+            ["memory", "RSS idle (MiB)", "RSS open (MiB)", "peak (MiB)", "per open span"],
+            [
+                [
+                    f"{m['many']['open_traces']:,} traces open ({m['many']['open_spans']:,} spans)",
+                    _f(m["many"]["rss_idle_mb"], 0),
+                    _f(m["many"]["rss_open_mb"], 0),
+                    "",
+                    f"{m['many']['kb_per_open_span']:.2f} KiB",
+                ],
+                [
+                    f"one open trace of {m['one_big']['spans']:,} spans",
+                    _f(m["one_big"]["rss_idle_mb"], 0),
+                    _f(m["one_big"]["rss_open_mb"], 0),
+                    _f(m["one_big"]["peak_rss_mb"], 0),
+                    f"written {m['one_big']['complete_to_written_s']:.1f} s after its root",
+                ],
+            ],
+        ),
+        *_table(
+            ["offline conversion (one process)", "spans/s"],
+            [
+                ["decode (OTLP protobuf → spans)", _f(c["decode_spans_per_s"], 0)],
+                ["`convert_episode` (spans → trace, turns)", _f(c["convert_episode_spans_per_s"], 0)],
+                ["local engine: assemble + convert + write", _f(c["local_engine_spans_per_s"], 0)],
+                ["local engine including decode", _f(c["local_engine_with_decode_spans_per_s"], 0)],
+                [
+                    f"`orchestrace convert` end to end ({c['spans']:,} spans, start-up included)",
+                    _f(c["cli_convert_spans_per_s"], 0),
+                ],
+            ],
+        ),
+        f"Targets per core: ingest ≥ {t['ingest_spans_per_core_s']:,} spans/s: acknowledged "
+        f"{_f(t['ack_met'])}, whole pipeline per CPU-second {_f(t['ingest_met'])}; conversion ≥ "
+        f"{t['convert_spans_per_core_s']:,} spans/s (local engine with decode): {_f(t['convert_met'])}.",
+        "",
+        f"Profile, collector HTTP handler during ingest ({i['profile'].get('focus_share', 0):.0%} of "
+        f"the main thread; self time): {_top(i['profile'])}.",
+        "",
+        f"Profile, local engine (self time): {_top(c['profile_local_engine'])}.",
+        "",
+        f"Profile, decode (self time): {_top(c['profile_decode'])}.",
+        "",
+    ]
+
+
+def _scaling(r: dict[str, Any]) -> list[str]:
+    rows = [
+        [
+            _f(p["spans"]),
+            f"{p['decode_s'] * 1000:.2f}",
+            f"{p['convert_s'] * 1000:.2f}",
+            f"{p['convert_us_per_span']:.1f}",
+            f"{p['convert_peak_mb']:.2f}",
+            f"{p['decoded_spans_mb']:.2f}",
+        ]
+        for p in r["points"]
+    ]
+    return [
+        *_table(
+            ["spans", "decode ms", "convert ms", "convert µs/span", "convert peak MiB", "decoded spans MiB"],
+            rows,
+        ),
+        f"Log-log slopes from {r['slope_from_spans']:,} spans (1.0 = linear): convert time "
+        f"{r['convert_time_loglog_slope']:.2f}, decode time {r['decode_time_loglog_slope']:.2f}, "
+        f"convert memory {r['convert_memory_loglog_slope']:.2f}.",
+        "",
+        f"![time and memory per trace]({r['plot']})",
+        "",
+    ]
+
+
+def _ray(r: dict[str, Any]) -> list[str]:
+    local, ray = r["local"], r["ray"]
+    return [
+        f"{r['spans']:,} spans in {r['sizes']['traces']:,} traces, {r['sizes']['files']} protobuf dump files "
+        f"({r['dump_mb']:.0f} MiB); both engines as `orchestrace convert`, start-up included; "
+        f"{r['nproc']} cores.",
+        "",
+        *_table(
+            ["engine", "seconds", "spans/s", "peak RSS (MiB)", "traces", "turns"],
+            [
+                [
+                    "local (one process)",
+                    _f(local["seconds"]),
+                    _f(local["spans_per_s"], 0),
+                    _f(local["peak_rss_mb"], 0),
+                    _f(local["traces"]),
+                    _f(local["turns"]),
+                ],
+                [
+                    "ray (local cluster)",
+                    _f(ray["seconds"]),
+                    _f(ray["spans_per_s"], 0),
+                    f"{ray['peak_rss_tree_mb']:,.0f} (process tree)",
+                    _f(ray["traces"]),
+                    _f(ray["turns"]),
+                ],
+            ],
+        ),
+        f"Same output (trace and turn counts, SHA-256 of the sorted canonical JSON): {_f(r['same_output'])}. "
+        f"Speedup: {r['speedup']:.2f}×.",
+        "",
+    ]
+
+
+SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
+    "sdk": ("1. SDK decorators", _sdk),
+    "langgraph": ("2. LangGraph instrumentations", _langgraph),
+    "collector": ("3. Collector", _collector),
+    "scaling": ("4. Growth with trace size", _scaling),
+    "ray": ("5. Scale-out on Ray", _ray),
+}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["# orchestrace benchmarks", "", *_machine(results)]
+    for key, (title, render) in SECTIONS.items():
+        if key not in results:
+            continue
+        r = results[key]
+        lines += [
+            f"## {title}",
+            "",
+            f"_Run {r.get('date', '?')}{' (quick sizes)' if r.get('quick') else ''}, "
+            f"{r.get('bench_seconds', '?')} s._",
+            "",
+        ]
+        lines += [f"Not measured: `{r['error']}`", ""] if "error" in r else render(r)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,113 @@
+"""Smoke run of every benchmark at tiny sizes (``python -m bench --quick``): each produces its figures.
+
+Nothing here looks at a figure's value (speed is what ``make bench`` reports, never what a test asserts); it
+checks that every benchmark still runs against the current code and writes the keys the report reads.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.timeout(600)
+def test_every_benchmark_ran_without_error(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    _, results = quick_results
+    for name in ("sdk", "langgraph", "collector", "scaling", "ray"):
+        assert name in results, name
+        assert "error" not in results[name], (name, results[name].get("error"))
+    assert results["machine"]["nproc"] >= 1
+
+
+def test_sdk_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    sdk = quick_results[1]["sdk"]
+    assert set(sdk["us_per_call"]) == {
+        "undecorated",
+        "raw_span_agent",
+        "ot_agent",
+        "raw_span_tool",
+        "ot_tool",
+    }
+    assert set(sdk["ratio_to_raw_span"]) == {"agent", "tool"}
+    assert sdk["attributes_per_span"]["agent"] > 0
+    assert sdk["profile"]["ot_agent"]["top_self"]
+
+
+def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    lg = quick_results[1]["langgraph"]
+    assert not lg["errors"]
+    for graph, row in lg["graphs"].items():
+        assert set(row) == {"uninstrumented", "orchestrace", "openinference", "openllmetry"}, graph
+        assert row["uninstrumented"]["spans"] == 0
+        for mode in ("orchestrace", "openinference", "openllmetry"):
+            assert row[mode]["spans"] > 0 and row[mode]["bytes"] > 0, (graph, mode)
+    assert set(lg["target"]) == set(lg["graphs"])
+
+
+def test_collector_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    c = quick_results[1]["collector"]
+    assert (
+        c["ingest"]["spans"]
+        == c["sizes"]["rounds"] * c["sizes"]["traces_per_round"] * c["sizes"]["spans_per_trace"]
+    )
+    for key in ("ack_spans_per_s", "e2e_spans_per_s", "spans_per_collector_cpu_s", "peak_rss_mb"):
+        assert c["ingest"][key] > 0, key
+    assert len(c["ingest"]["rss_after_each_round_mb"]) == c["sizes"]["rounds"]
+    assert c["memory"]["many"]["rss_open_mb"] > 0 and c["memory"]["one_big"]["peak_rss_mb"] > 0
+    for key in (
+        "decode_spans_per_s",
+        "convert_episode_spans_per_s",
+        "local_engine_spans_per_s",
+        "cli_convert_spans_per_s",
+    ):
+        assert c["conversion"][key] > 0, key
+    assert set(c["targets"]) >= {"ingest_met", "convert_met"}
+
+
+def test_scaling_figures_and_plot(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    out, results = quick_results
+    s = results["scaling"]
+    assert [p["spans"] for p in s["points"]] == s["sizes"]["spans"]
+    assert s["convert_time_loglog_slope"] > 0
+    assert (out / s["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ray_engine_matches_local(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    r = quick_results[1]["ray"]
+    assert r["same_output"] is True
+    assert r["local"]["traces"] == r["ray"]["traces"] == r["sizes"]["traces"]
+
+
+def test_markdown_report(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = quick_results
+    text = (out / "results.md").read_text()
+    for title in (
+        "SDK decorators",
+        "LangGraph instrumentations",
+        "Collector",
+        "Growth with trace size",
+        "Ray",
+    ):
+        assert title in text
+    assert "Not measured" not in text
