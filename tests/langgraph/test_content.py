@@ -109,3 +109,14 @@ def test_captured_content_is_truncated(spans: Spans) -> None:
     assert chat.attributes[sc.ORCH_CONTENT_TRUNCATED] is True
     assert len(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]).encode()) < 200
     json.loads(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]))  # still valid JSON
+
+
+def test_completion_models_get_a_span(spans: Spans) -> None:
+    from langchain_core.language_models.fake import FakeListLLM
+
+    llm = FakeListLLM(responses=["forty-two"])
+    assert llm.invoke("what is six times seven?") == "forty-two"
+    (span,) = [s for s in spans.ours if s.name.startswith("text_completion")]
+    assert span.attributes[sc.GEN_AI_OPERATION_NAME] == sc.OP_TEXT_COMPLETION
+    assert span.attributes[sc.ORCH_OUTPUT_REF] == content_ref({"role": "assistant", "parts": [
+        {"type": "text", "content": "forty-two"}]})

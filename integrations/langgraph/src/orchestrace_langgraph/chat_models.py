@@ -1,4 +1,5 @@
-"""``chat {model}`` spans from a LangChain callback handler added to every callback manager.
+"""``chat {model}`` (or ``text_completion {model}``) spans, from a LangChain callback handler that every
+callback manager carries.
 
 Callbacks see every model call whatever its entry point (``invoke``, ``stream``, LangGraph's
 ``stream_mode="messages"``, ``astream_events``) and, at ``on_llm_end``, the whole response with its token
@@ -16,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler, CallbackManager
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id
 from opentelemetry.util.types import AttributeValue
@@ -58,29 +59,38 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
     def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *,
                             run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None,
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._start(sc.OP_CHAT, serialized, messages[0] if messages else [], run_id, metadata, kwargs)
+
+    @failsafe(None)
+    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID,
+                     parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                     metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        # A completion model (not a chat model): its prompt is text, read as one user message.
+        self._start(sc.OP_TEXT_COMPLETION, serialized, prompts[:1], run_id, metadata, kwargs)
+
+    def _start(self, operation: str, serialized: dict[str, Any] | None, prompt: Sequence[BaseMessage | str],
+               run_id: UUID, metadata: dict[str, Any] | None, kwargs: dict[str, Any]) -> None:
         if not self.enabled:
             return
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
         model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
         label = str(model) if model else _class_name(serialized)
-        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
         if model:
             attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        prompt = messages[0] if messages else []
         refs = [message_ref(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
         attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
         node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
-        span = self._tracer.start_span(f"{sc.OP_CHAT} {label}", context=parent_context(node),
+        span = self._tracer.start_span(f"{operation} {label}", context=parent_context(node),
                                        kind=SpanKind.CLIENT, attributes=attrs)
         config = get_config()
         if config.capture_content:
-            chained = history.chain(refs)
-            prefix = self._prompts.longest_prefix(chained)
+            prefix = self._prompts.longest_prefix(history.chain(refs))
             start = 0
             if prefix is not None:
                 span.set_attribute(history.PREFIX_SPAN_ID, prefix[0])
@@ -105,7 +115,11 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         try:
             first = response.generations[0] if response.generations else []
             generation = first[0] if first else None
-            message = generation.message if isinstance(generation, ChatGeneration) else None
+            message: BaseMessage | None = None
+            if isinstance(generation, ChatGeneration):
+                message = generation.message
+            elif generation is not None:
+                message = AIMessage(generation.text)
             if message is not None:
                 _set_usage(span, message, response)
                 out_ref = message_ref(message)
