@@ -1,11 +1,11 @@
 """Map-reduce: a planner fans out one worker per subtopic with ``Send``, a reducer collects, a node
 aggregates.
 
-A plain LangGraph ``StateGraph``: ``plan`` asks a model which planets to compare, a conditional edge
-returns one ``Send("research", ...)`` per planet (the workers run in parallel), each worker's finding
-lands in ``findings: Annotated[list[str], operator.add]``, and ``summarize`` merges them into the answer.
-orchestrace records a spawn per worker, one actor per parallel task, and the summarize step as an
-aggregate of their returns.
+A plain LangGraph ``StateGraph`` run with ``ainvoke``: ``plan`` asks a model which planets to compare, a
+conditional edge returns one ``Send("research", ...)`` per planet (the workers are coroutines that run
+concurrently), each worker's finding lands in ``findings: Annotated[list[str], operator.add]``, and
+``summarize`` merges them into the answer. orchestrace records a spawn per worker, one actor per parallel
+task, and the summarize step as an aggregate of their returns.
 
 The models are scripted fakes (examples/fakes.py): no network, no API key, the same run every time.
 
@@ -22,6 +22,7 @@ or see it in Jaeger (http://localhost:16686, service "map-reduce-example"):
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from collections.abc import Sequence
 from typing import Annotated, TypedDict
@@ -64,20 +65,20 @@ def build_graph() -> CompiledStateGraph:
         model_name="summarizer-model", script=["Jupiter is the largest, with a mean radius of 69911 km."]
     )
 
-    def plan(state: State) -> State:
-        reply = planner.invoke(f"List the planets to compare for: {state['question']}")
+    async def plan(state: State) -> State:
+        reply = await planner.ainvoke(f"List the planets to compare for: {state['question']}")
         return {"planets": [p.strip() for p in str(reply.content).split(",")]}
 
     def fan_out(state: State) -> list[Send]:
         return [Send("research", WorkerInput(planet=planet)) for planet in state["planets"]]
 
-    def research(state: WorkerInput) -> State:
-        reply = worker.invoke(f"What is the mean radius of {state['planet']}")
+    async def research(state: WorkerInput) -> State:
+        reply = await worker.ainvoke(f"What is the mean radius of {state['planet']}")
         return {"findings": [str(reply.content)]}
 
-    def summarize(state: State) -> State:
+    async def summarize(state: State) -> State:
         notes = "\n".join(state["findings"])
-        reply = summarizer.invoke(f"{state['question']}\nFindings:\n{notes}")
+        reply = await summarizer.ainvoke(f"{state['question']}\nFindings:\n{notes}")
         return {"answer": str(reply.content)}
 
     graph = StateGraph(State)
@@ -91,8 +92,9 @@ def build_graph() -> CompiledStateGraph:
     return graph.compile(name="planet_map_reduce")
 
 
-def run(question: str = QUESTION) -> str:
-    return build_graph().invoke({"question": question})["answer"]
+async def run(question: str = QUESTION) -> str:
+    result = await build_graph().ainvoke({"question": question})
+    return str(result["answer"])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -105,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         capture_content=args.capture_content,
     )
     LangGraphInstrumentor().instrument()
-    answer = run()
+    answer = asyncio.run(run())
     tracing.force_flush()
     print(answer)
 

@@ -89,8 +89,11 @@ def build_graph() -> CompiledStateGraph:
 def run(question: str = QUESTION) -> str:
     # One thread per conversation: a fresh id, so two runs never read as one episode.
     config: RunnableConfig = {"configurable": {"thread_id": uuid.uuid4().hex}}
-    result = build_graph().invoke({"messages": [{"role": "user", "content": question}]}, config)
-    return str(result["messages"][-1].content)
+    graph = build_graph()
+    # Streamed step by step to show who holds the conversation; the checkpointer keeps the final state.
+    for update in graph.stream({"messages": [{"role": "user", "content": question}]}, config):
+        print("active:", ", ".join(update))
+    return str(graph.get_state(config).values["messages"][-1].content)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

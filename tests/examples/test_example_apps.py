@@ -55,6 +55,7 @@ def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner
 def test_swarm_records_handoffs_both_ways(example_run: Runner) -> None:
     run = example_run("swarm")
     assert "CASA-2N" in run.stdout
+    assert "active: hotel_agent" in run.stdout  # streamed step by step
     handoffs = {(name(e.get("from", e["agent"])), name(e["to"])) for e in run.events if e.get("handoff")}
     assert ("travel_agent", "hotel_agent") in handoffs
     assert ("hotel_agent", "travel_agent") in handoffs
@@ -63,9 +64,16 @@ def test_swarm_records_handoffs_both_ways(example_run: Runner) -> None:
 def test_map_reduce_spawns_one_worker_per_planet_and_aggregates(example_run: Runner) -> None:
     run = example_run("map_reduce")
     assert "Jupiter is the largest" in run.stdout
-    spawns = [e for e in run.events if e["type"] == "spawn"]
-    assert len([e for e in spawns if str(e.get("to", e["agent"])).startswith("research")]) >= 4
-    assert [e for e in run.events if e["type"] == "aggregate"]
+    (trace,) = run.traces
+    spawns = [e for e in trace["events"] if e["type"] == "spawn"]
+    spawned = [e["to"] for e in spawns if name(e.get("to", "")) == "research"]
+    assert len(set(spawned)) == 4  # one instance per Send, told apart though they share a node name
+    (aggregate,) = [e for e in trace["events"] if e["type"] == "aggregate"]
+    assert name(aggregate["agent"]) == "summarize"
+    inputs = [e for e in trace["edges"] if e["type"] == "aggregate" and e["dst"] == aggregate["id"]]
+    assert len(inputs) >= 4
+    # each concurrent worker's model call is credited to that worker (context kept across asyncio tasks)
+    assert sorted(t["agent"] for t in run.turns if name(t["agent"]) == "research") == sorted(set(spawned))
 
 
 def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:
