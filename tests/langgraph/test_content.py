@@ -120,3 +120,13 @@ def test_completion_models_get_a_span(spans: Spans) -> None:
     assert span.attributes[sc.GEN_AI_OPERATION_NAME] == sc.OP_TEXT_COMPLETION
     assert span.attributes[sc.ORCH_OUTPUT_REF] == content_ref({"role": "assistant", "parts": [
         {"type": "text", "content": "forty-two"}]})
+
+
+def test_history_references_stay_within_a_trace(spans: Spans, capture_on: None) -> None:
+    graph = chat_loop(1)
+    for _ in range(2):  # two runs with the same first message: two traces
+        graph.invoke({"messages": [HumanMessage("shared system-like prompt")]})
+    first, second = sorted(spans.named("chat scripted-model"), key=lambda s: s.start_time or 0)
+    assert first.context.trace_id != second.context.trace_id
+    assert PREFIX_SPAN_ID not in second.attributes  # its own trace has the whole prompt
+    assert len(json.loads(str(second.attributes[sc.GEN_AI_INPUT_MESSAGES]))) == 1

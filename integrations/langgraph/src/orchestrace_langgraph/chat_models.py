@@ -19,7 +19,7 @@ from uuid import UUID
 from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler, CallbackManager
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
@@ -90,7 +90,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                                        kind=SpanKind.CLIENT, attributes=attrs)
         config = get_config()
         if config.capture_content:
-            prefix = self._prompts.longest_prefix(history.chain(refs))
+            trace_id = format_trace_id(span.get_span_context().trace_id)
+            prefix = self._prompts.longest_prefix(trace_id, history.chain(refs))
             start = 0
             if prefix is not None:
                 span.set_attribute(history.PREFIX_SPAN_ID, prefix[0])
@@ -129,7 +130,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                     span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
                     if captured.truncated:
                         span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
-                    self._prompts.remember(format_span_id(span.get_span_context().span_id),
+                    ids = span.get_span_context()
+                    self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                            history.chain([*call.refs, out_ref]))
         finally:
             span.end()

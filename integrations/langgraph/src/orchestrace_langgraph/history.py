@@ -2,7 +2,7 @@
 
 A chat prompt in an agent loop is the previous prompt, the previous completion and a few new messages.
 Exporting the whole prompt at every call makes a run of n calls O(n^2) bytes. Instead, each chat span names
-an earlier chat span whose prompt followed by its completion is the start of this prompt
+an earlier chat span of the same trace whose prompt followed by its completion is the start of this prompt
 (:data:`PREFIX_SPAN_ID`, :data:`PREFIX_LENGTH`) and carries the content of the remaining messages only.
 The collector rebuilds the full prompt by following these references:
 ``prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input_messages(s)``.
@@ -42,22 +42,27 @@ class PromptIndex:
         self._size = size
         self._lock = threading.Lock()
 
-    def longest_prefix(self, chained: Sequence[str]) -> tuple[str, int] | None:
-        """(span id, length) of the longest already exported start of the sequence, if any."""
+    def longest_prefix(self, trace_id: str, chained: Sequence[str]) -> tuple[str, int] | None:
+        """(span id, length) of the longest start of the sequence already exported in the trace, if any.
+
+        Only the same trace counts: a prompt that starts like one of another run (a shared system prompt)
+        must not point at a span the collector may never see with it."""
         with self._lock:
             for i in range(len(chained) - 1, -1, -1):
-                hit = self._seen.get(chained[i])
+                key = f"{trace_id}:{chained[i]}"
+                hit = self._seen.get(key)
                 if hit is not None:
-                    self._seen.move_to_end(chained[i])
+                    self._seen.move_to_end(key)
                     return hit[0], i + 1
         return None
 
-    def remember(self, span_id: str, chained: Sequence[str]) -> None:
+    def remember(self, trace_id: str, span_id: str, chained: Sequence[str]) -> None:
         """Record that ``span_id`` exported the sequence ending at ``chained[-1]`` (prompt + completion)."""
         with self._lock:
             for i in (len(chained) - 2, len(chained) - 1):
                 if i >= 0:
-                    self._seen[chained[i]] = (span_id, i + 1)
-                    self._seen.move_to_end(chained[i])
+                    key = f"{trace_id}:{chained[i]}"
+                    self._seen[key] = (span_id, i + 1)
+                    self._seen.move_to_end(key)
             while len(self._seen) > self._size:
                 self._seen.popitem(last=False)

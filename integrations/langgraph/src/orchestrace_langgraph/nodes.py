@@ -145,8 +145,8 @@ class NodeTracer:
             attrs[sc.ORCH_OPERATION] = sc.OPERATION_NODE
         links: list[Link] = []
         if run is not None and not _pushed(task):
-            links = [Link(sc_, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
-                     for sc_ in run.take_aggregate_inputs(frozenset(str(t) for t in task.triggers))]
+            inputs = run.take_aggregate_inputs(frozenset(str(t) for t in task.triggers))
+            links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}) for done in inputs]
         span = self._tracer.start_span(name, context=parent_context(), attributes=attrs, links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
