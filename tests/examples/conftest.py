@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from example_runs import ROOT, ExampleRun, run_example
@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:
 
 
 @pytest.fixture(scope="session")
-def example_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], ExampleRun]]:
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ExampleRun]:
     """Runs each example once per session (several tests read the same run)."""
     runs: dict[str, ExampleRun] = {}
 
@@ -23,4 +23,4 @@ def example_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
             runs[name] = run_example(name, tmp_path_factory.mktemp(name))
         return runs[name]
 
-    yield get
+    return get

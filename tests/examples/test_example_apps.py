@@ -24,9 +24,9 @@ def decisions(run: ExampleRun, kind: str) -> list[dict[str, Any]]:
     return [e for e in run.events if e["type"] == "orchestrator_decision" and e.get("decision") == kind]
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_example_writes_valid_traces_and_turns(name: str, example_run: Runner) -> None:
-    run = example_run(name)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_example_writes_valid_traces_and_turns(example: str, example_run: Runner) -> None:
+    run = example_run(example)
     assert run.stdout.strip()
     assert run.traces
     for trace in run.traces:
@@ -81,7 +81,7 @@ def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:
     (trace,) = run.traces
     assert trace["topology"] == "hierarchical"
     delegated = {name(e["to"]) for e in decisions(run, "delegate") if "to" in e}
-    assert {"research_team", "writing_team"} <= delegated
+    assert {"research_team", "writing_team", "searcher", "checker", "writer", "editor"} <= delegated
 
 
 def test_human_in_the_loop_is_one_episode_with_interrupt_and_resume(example_run: Runner) -> None:
