@@ -62,8 +62,10 @@ def assert_no_errors(spans: Spans) -> None:
     assert [s.name for s in spans.all if s.status.status_code == StatusCode.ERROR] == []
 
 
-def test_send_fan_out_spawns_and_aggregate_links(spans: Spans) -> None:
-    out = map_reduce().invoke({"items": [], "results": []})
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: bool) -> None:
+    graph, inputs = map_reduce(), {"items": [], "results": []}
+    out = await graph.ainvoke(inputs) if use_async else graph.invoke(inputs)
     assert out["results"][-1] == "X+Y+Z"
     plan = spans.one("plan")
     decisions = spans.events(plan, sc.EVENT_DECISION)
@@ -295,6 +297,24 @@ def test_swarm_handoff_between_peers(spans: Spans) -> None:
     assert (delegate[sc.ORCH_FROM], delegate[sc.ORCH_TO]) == ("alice", "bob")
     assert spans.parent(spans.one("invoke_agent bob")) is spans.one("invoke_workflow swarm")
     assert_no_errors(spans)
+
+
+def test_functional_api_tasks_nest_under_the_entrypoint(spans: Spans) -> None:
+    from langgraph.func import entrypoint, task
+
+    @task
+    def double(x: int) -> int:
+        return 2 * x
+
+    @entrypoint()
+    def workflow(xs: list[int]) -> int:
+        return sum(f.result() for f in [double(x) for x in xs])
+
+    assert workflow.invoke([1, 2, 3]) == 12
+    run = spans.one("invoke_workflow LangGraph")  # an entrypoint keeps LangGraph's default graph name
+    (entry,) = [s for s in spans.named("workflow") if spans.parent(s) is run]
+    doubles = spans.named("double")
+    assert len(doubles) == 3 and all(spans.parent(d) is entry for d in doubles)
 
 
 def test_command_goto_send_packets_are_spawns(spans: Spans) -> None:
