@@ -407,7 +407,8 @@ def test_user_exception_passes_through_unchanged(spans: Spans) -> None:
     assert any(e.name == "exception" for e in node.events)
 
 
-def test_internal_errors_are_swallowed(spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_internal_errors_are_swallowed(spans: Spans, monkeypatch: pytest.MonkeyPatch,
+                                      caplog: pytest.LogCaptureFixture) -> None:
     import orchestrace_langgraph.nodes as nodes
     import orchestrace_langgraph.workflow as workflow
 
@@ -416,7 +417,11 @@ def test_internal_errors_are_swallowed(spans: Spans, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(nodes, "content_ref", broken)
     monkeypatch.setattr(workflow, "content_ref", broken)
-    out = map_reduce().invoke({"items": [], "results": []})
-    assert out["results"][-1] == "X+Y+Z"
+    for _ in range(2):
+        out = map_reduce().invoke({"items": [], "results": []})
+        assert out["results"][-1] == "X+Y+Z"
     assert spans.named("invoke_workflow mapreduce") == []  # the run's span could not start: the run went on
-    assert len(spans.named("work")) == 3  # node spans still ended
+    assert len(spans.named("work")) == 6  # node spans still ended
+    # logged once per place (run start, node end), not once per node execution
+    logged = [r for r in caplog.records if r.name == "orchestrace" and "KeyError" in str(r.exc_info)]
+    assert len(logged) == 2
