@@ -101,11 +101,12 @@ def build_graph() -> CompiledStateGraph:
 
 def run(question: str = QUESTION) -> str:
     """One episode: the team answers, and a deterministic check of the answer becomes the team reward."""
-    with ot.task("moons", topology="centralized"):
+    with ot.task("moons", topology="centralized") as episode:
         result = build_graph().invoke({"messages": [{"role": "user", "content": question}]})
         answer = str(result["messages"][-1].content)
-        expected = MOONS["Mars"] + MOONS["Jupiter"]
-        ot.reward(1.0 if str(expected) in answer else 0.0, family="team")
+        correct = str(MOONS["Mars"] + MOONS["Jupiter"]) in answer
+        ot.reward(1.0 if correct else 0.0, family="team")
+        episode.set_success(correct)
     return answer
 
 

@@ -44,6 +44,7 @@ def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner
     assert "97 moons" in run.stdout
     (trace,) = run.traces
     assert trace["rewards"]["team"] == 1.0
+    assert trace["metrics"]["task_success"] == 1.0
     delegated = {name(e["to"]) for e in decisions(run, "delegate") if "to" in e}
     assert {"researcher", "mathematician", "writer"} <= delegated
     tools = sorted(e["tool"] for e in run.events if e["type"] == "tool_call")
