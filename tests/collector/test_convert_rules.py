@@ -629,3 +629,17 @@ def test_task_attributes_and_explicit_task_id() -> None:
     w = checked(convert_episode(s.spans))
     assert (w["task_id"], w["system"], w["trace_id"]) == ("from-span", "my-system", s.trace_id)
     assert checked(convert_episode(s.spans, task_id="given"))["task_id"] == "given"
+
+
+def test_models_are_built_with_every_field_of_the_output_models() -> None:
+    from orchestrace_collector.model import Edge, Event, Turn
+
+    s = Spans()
+    agent = s.agent("lead", 0, 2)
+    s.chat(0.5, 1, agent)
+    s.tool("t", 1, 1.5, agent)
+    episode = convert_episode(s.spans)
+    assert all(list(vars(e)) == list(Event.model_fields) for e in episode.trace.events)
+    assert all(list(vars(e)) == list(Edge.model_fields) for e in episode.trace.edges)
+    assert all(list(vars(t)) == list(Turn.model_fields) for t in episode.turns)
+    assert episode.trace.model_dump()["events"][0]["id"] == "e1"

@@ -48,27 +48,33 @@ class Instance:
     agent_depth: int = 0  # how many ``invoke_agent`` actors enclose it
 
 
+#: How many earlier-started instances of a name ``resolve`` checks for one still running (bounds the cost).
+RESOLVE_LOOKBACK = 16
+
+
 @dataclass(slots=True)
 class Actors:
     instances: list[Instance]  # in start order
     by_name: dict[str, list[Instance]]
     by_label: dict[str, Instance]
 
+    starts: dict[str, list[int]] = field(default_factory=dict)  # by name, filled on first use
+
     def resolve(self, name: str, t_ns: int) -> Instance | None:
-        """The instance a name (or label) refers to at time ``t_ns``: the one running then, else the next to
-        start,
-        else the last one."""
-        exact = self.by_label.get(name)
+        """The instance a name (or label) refers to at time ``t_ns``: one running then (among the last
+        ``RESOLVE_LOOKBACK`` started), else the next to start, else the last one."""
         candidates = self.by_name.get(name)
         if not candidates:
-            return exact
+            return self.by_label.get(name)
         if len(candidates) == 1:
             return candidates[0]
-        starts = [c.start_ns for c in candidates]
+        starts = self.starts.get(name)
+        if starts is None:
+            starts = self.starts[name] = [c.start_ns for c in candidates]
         i = bisect_right(starts, t_ns)
-        for cand in reversed(candidates[:i]):
-            if cand.end_ns >= t_ns:
-                return cand
+        for k in range(i - 1, max(-1, i - 1 - RESOLVE_LOOKBACK), -1):
+            if candidates[k].end_ns >= t_ns:
+                return candidates[k]
         return candidates[i] if i < len(candidates) else candidates[-1]
 
     def label_of(self, name: str, t_ns: int) -> str:

@@ -25,6 +25,13 @@ _FLAT_SHAPES = (
     ("llm.input_messages.", ".message.role", ".message.content", "llm.output_messages."),
     ("gen_ai.prompt.", ".role", ".content", "gen_ai.completion."),
 )
+#: Whether a span has any flattened message at all (checked first: most spans have none).
+_FLAT_FIRST_KEYS = tuple(
+    prefix + "0" + suffix
+    for in_prefix, role, content, out_prefix in _FLAT_SHAPES
+    for prefix in (in_prefix, out_prefix)
+    for suffix in (role, content)
+)
 
 
 def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
@@ -34,7 +41,7 @@ def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, 
         system = _structured_parts(attrs.get(GEN_AI_SYSTEM_INSTRUCTIONS))
         if system:
             prompt.insert(0, {"role": "system", "content": system})
-    if prompt is None or completion is None:
+    if (prompt is None or completion is None) and any(key in attrs for key in _FLAT_FIRST_KEYS):
         for in_prefix, role_suffix, content_suffix, out_prefix in _FLAT_SHAPES:
             if prompt is None:
                 prompt = _flattened(attrs, in_prefix, role_suffix, content_suffix)

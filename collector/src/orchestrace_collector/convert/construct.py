@@ -19,7 +19,7 @@ class Constructor(Generic[M]):
     """Builds ``cls`` instances from field values (by field name; required fields and fields with a default
     factory must be given)."""
 
-    __slots__ = ("cls", "defaults")
+    __slots__ = ("cls", "defaults", "names")
 
     def __init__(self, cls: type[M]) -> None:
         self.cls = cls
@@ -28,12 +28,22 @@ class Constructor(Generic[M]):
             name: None if field.is_required() or field.default_factory is not None else field.default
             for name, field in cls.model_fields.items()
         }
+        self.names = set(self.defaults)
 
     def __call__(self, values: dict[str, Any]) -> M:
         obj = self.cls.__new__(self.cls)
         fields = self.defaults.copy()
         fields.update(values)
         _set(obj, "__pydantic_fields_set__", set(values))
+        _set(obj, "__dict__", fields)
+        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_private__", None)
+        return obj
+
+    def complete(self, fields: dict[str, Any]) -> M:
+        """Like calling it, for a dict that already holds every field in declaration order (no copy)."""
+        obj = self.cls.__new__(self.cls)
+        _set(obj, "__pydantic_fields_set__", self.names.copy())
         _set(obj, "__dict__", fields)
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)

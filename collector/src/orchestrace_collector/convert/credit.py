@@ -16,12 +16,14 @@ id>``). Re-running (after a late reward) replaces earlier credit; recorded rewar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from ..model import Trace, Turn
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
+K = TypeVar("K")
 
 
 def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
@@ -31,8 +33,14 @@ def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
     return copy
 
 
-def apply_credit(trace: Trace, strategy: str, causal: set[str] | None = None) -> None:
-    """Assign credit in place (``causal``: the result of ``causal_events`` when the caller has it already)."""
+def apply_credit(
+    trace: Trace,
+    strategy: str,
+    causal: set[str] | None = None,
+    owners: Mapping[str, str] | None = None,
+) -> None:
+    """Assign credit in place (``causal`` / ``owners``: the results of ``causal_events`` / ``event_owners``
+    when the caller has them already)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown credit strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     for key in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
@@ -52,30 +60,27 @@ def apply_credit(trace: Trace, strategy: str, causal: set[str] | None = None) ->
         share = pool / len(chosen)
         for ev in events:
             ev.credit = share if ev.id in chosen else 0.0
-    owners = event_owners(trace)
+    if owners is None:
+        owners = event_owners(trace)
     for ev in events:
         if ev.credit:
             key = CREDIT_PREFIX + owners[ev.id]
             trace.rewards[key] = trace.rewards.get(key, 0.0) + ev.credit
 
 
-def final_event(trace: Trace) -> str:
-    """The event that stands for the answer (see the module docstring)."""
-    for ev in reversed(trace.events):
-        if ev.type == "aggregate" or ev.decision == "stop":
-            return ev.id
-    for ev in reversed(trace.events):
-        if ev.type == "return":
-            return ev.id
-    return trace.events[-1].id
+def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int:
+    """Position of the event that stands for the answer (see the module docstring)."""
+    for i in range(len(types) - 1, -1, -1):
+        if types[i] == "aggregate" or decisions[i] == "stop":
+            return i
+    for i in range(len(types) - 1, -1, -1):
+        if types[i] == "return":
+            return i
+    return len(types) - 1
 
 
-def causal_events(trace: Trace) -> set[str]:
-    """Ids of the final event and of every event it depends on through edges."""
-    parents: dict[str, list[str]] = {}
-    for edge in trace.edges:
-        parents.setdefault(edge.dst, []).append(edge.src)
-    start = final_event(trace)
+def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
+    """``start`` and everything that reaches it through ``parents`` (node -> its direct predecessors)."""
     seen = {start}
     stack = [start]
     while stack:
@@ -84,6 +89,19 @@ def causal_events(trace: Trace) -> set[str]:
                 seen.add(src)
                 stack.append(src)
     return seen
+
+
+def final_event(trace: Trace) -> str:
+    events = trace.events
+    return events[final_position([e.type for e in events], [e.decision for e in events])].id
+
+
+def causal_events(trace: Trace) -> set[str]:
+    """Ids of the final event and of every event it depends on through edges."""
+    parents: dict[str, list[str]] = {}
+    for edge in trace.edges:
+        parents.setdefault(edge.dst, []).append(edge.src)
+    return ancestors(parents, final_event(trace))
 
 
 def event_owners(trace: Trace) -> dict[str, str]:

@@ -15,7 +15,7 @@ from .actors import assign_instances
 from .chat import ChatMessage
 from .construct import Constructor
 from .content import ContentStore
-from .credit import apply_credit, causal_events, event_owners, turn_reward
+from .credit import ancestors, apply_credit, final_position, turn_reward
 from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
@@ -98,7 +98,7 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
         system=str(system) if system else None,
         topology=infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY)),
         events=[_event(ev, t0) for ev in events],
-        edges=[_new_edge({"src": events[s].id, "dst": events[d].id, "type": kind}) for s, d, kind in edges],
+        edges=[_new_edge.complete({"src": events[s].id, "dst": events[d].id, "type": kind}) for s, d, kind in edges],
         rewards=rewards,
         costs=Costs.model_construct(
             tokens=float(sum(t.tokens for t in turn_recs)),
@@ -108,9 +108,15 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
         ),
         metrics=metrics,
     )
-    on_path = causal_events(trace)
-    apply_credit(trace, credit, on_path)
-    _agent_utilization(trace, on_path)
+    # The causal path and who each event counts for, from the internal records (cheaper than from the models).
+    parents: dict[int, list[int]] = {}
+    for src, dst, _ in edges:
+        parents.setdefault(dst, []).append(src)
+    final = final_position([ev.type for ev in events], [ev.decision for ev in events])
+    on_path = ancestors(parents, final)
+    owners = [ev.owner.label if ev.type == "tool_result" else ev.agent for ev in events]
+    apply_credit(trace, credit, {events[i].id for i in on_path}, {ev.id: owner for ev, owner in zip(events, owners, strict=True)})
+    _agent_utilization(trace, events, owners, on_path)
     credit_by_id = {ev.id: ev.credit for ev in trace.events}
     turns = [_turn(t, trace, t0, credit_by_id) for t in turn_recs]
     return Episode(trace, turns, store.contents)
@@ -148,33 +154,34 @@ def _seconds(t_ns: int, t0: int) -> float:
 
 def _event(ev: Ev, t0: int) -> Event:
     node = ev.node
-    fields: dict[str, Any] = {
-        "id": ev.id,
-        "t": _seconds(ev.key[0], t0),
-        "type": ev.type,
-        "agent": ev.agent,
-        "role": ev.role,
-        "from_": ev.frm,
-        "to": ev.to,
-        "tool": ev.tool,
-        "content_ref": ev.content_ref,
-        "trusted": ev.trusted,
-        "decision": ev.decision,
-        "label": ev.label,
-        "reason": ev.reason,
-        "handoff": ev.handoff,
-        "agent_id": ev.agent_id,
-        "tokens": ev.tokens,
-        "reward": ev.reward,
-    }
-    if ev.t_end_ns is not None:
-        fields["t_end"] = _seconds(ev.t_end_ns, t0)
-    if node is not None:
-        fields["span_id"] = node.span.span_id
-        fields["otel_trace_id"] = node.span.trace_id
-        if node.incomplete:
-            fields["incomplete"] = True
-    return _new_event(fields)
+    span = node.span if node is not None else None
+    # Every field of ``Event`` in declaration order (``Constructor.complete`` takes the dict as it is).
+    return _new_event.complete(
+        {
+            "id": ev.id,
+            "t": _seconds(ev.key[0], t0),
+            "type": ev.type,
+            "agent": ev.agent,
+            "role": ev.role,
+            "from_": ev.frm,
+            "to": ev.to,
+            "tool": ev.tool,
+            "content_ref": ev.content_ref,
+            "trusted": ev.trusted,
+            "decision": ev.decision,
+            "label": ev.label,
+            "reason": ev.reason,
+            "handoff": ev.handoff,
+            "agent_id": ev.agent_id,
+            "t_end": _seconds(ev.t_end_ns, t0) if ev.t_end_ns is not None else None,
+            "span_id": span.span_id if span is not None else None,
+            "otel_trace_id": span.trace_id if span is not None else None,
+            "tokens": ev.tokens,
+            "reward": ev.reward,
+            "credit": None,
+            "incomplete": True if node is not None and node.incomplete else None,
+        }
+    )
 
 
 def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) -> Turn:
@@ -208,10 +215,8 @@ def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
     return [_new_message({"role": m["role"], "content": m["content"]}) for m in chat]
 
 
-def _agent_utilization(trace: Trace, on_path: set[str]) -> None:
-    agents = {ev.agent for ev in trace.events if ev.type == "return"}
-    if not agents:
-        return
-    owners = event_owners(trace)
-    useful = {owners[i] for i in on_path} & agents
-    trace.metrics["agent_utilization"] = len(useful) / len(agents)
+def _agent_utilization(trace: Trace, events: list[Ev], owners: list[str], on_path: set[int]) -> None:
+    agents = {ev.agent for ev in events if ev.type == "return"}
+    if agents:
+        useful = {owners[i] for i in on_path} & agents
+        trace.metrics["agent_utilization"] = len(useful) / len(agents)
