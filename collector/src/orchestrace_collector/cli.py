@@ -135,6 +135,10 @@ def convert(
     ],
     out: Annotated[Path, typer.Option("--out", help="Output directory.")],
     engine: Annotated[str, typer.Option(help="local, or ray for datasets larger than memory.")] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster for --engine ray (default: RAY_ADDRESS, else a local cluster)."),
+    ] = None,
     reward: RewardOption = None,
 ) -> None:
     """Convert span dumps offline into the same output directory that collect writes."""
@@ -145,6 +149,8 @@ def convert(
         raise _fail(f"no such file: {', '.join(missing)}")
     if not input_files(inputs):
         raise _fail("no input files")
+    if address is not None and engine != "ray":
+        raise _fail("--address is for --engine ray")
     try:
         run = load_engine(engine)
     except ValueError as exc:
@@ -154,7 +160,7 @@ def convert(
     hook = _hook(reward)
     writer = TraceDirWriter(out)
     try:
-        result = run(inputs, writer, hook=hook)
+        result = run(inputs, writer, hook=hook, **({"address": address} if address else {}))
     finally:
         writer.close()
     for problem in result.bad_files:
