@@ -80,15 +80,16 @@ def team(name: str, script: list[str], workers: list[CompiledStateGraph]) -> Com
     """A team subgraph: a supervisor and its workers, each worker reporting back to the supervisor."""
     graph = StateGraph(MessagesState)
     members = [str(worker.name) for worker in workers]
+    supervisor = f"{name}_supervisor"  # a distinct name per level, so the trace tells them apart
     graph.add_node(
-        "supervisor",
-        Supervisor(ScriptedChatModel(model_name=f"{name}-supervisor-model", script=script)),
+        supervisor,
+        Supervisor(ScriptedChatModel(model_name=f"{supervisor}-model", script=script)),
         destinations=(*members, END),
     )
     for worker in workers:
         graph.add_node(str(worker.name), worker)
-        graph.add_edge(str(worker.name), "supervisor")
-    graph.add_edge(START, "supervisor")
+        graph.add_edge(str(worker.name), supervisor)
+    graph.add_edge(START, supervisor)
     return graph.compile(name=name)
 
 
