@@ -35,6 +35,7 @@ from examples.fakes import ScriptedChatModel, call, parallel
 
 QUESTION = "How many moons do Mars and Jupiter have together?"
 MOONS = {"Mercury": 0, "Venus": 0, "Earth": 1, "Mars": 2, "Jupiter": 95, "Saturn": 146}
+ANSWER = "Mars and Jupiter have 97 moons together."  # what the scripted writer and supervisor say
 
 
 @tool
@@ -53,9 +54,6 @@ def add(a: int, b: int) -> int:
 def count_words(text: str) -> int:
     """Number of words in a text."""
     return len(text.split())
-
-
-ANSWER = "Mars and Jupiter have 97 moons together."
 
 
 def build_graph() -> CompiledStateGraph:
