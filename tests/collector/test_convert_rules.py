@@ -643,3 +643,35 @@ def test_models_are_built_with_every_field_of_the_output_models() -> None:
     assert all(list(vars(e)) == list(Edge.model_fields) for e in episode.trace.edges)
     assert all(list(vars(t)) == list(Turn.model_fields) for t in episode.turns)
     assert episode.trace.model_dump()["events"][0]["id"] == "e1"
+
+
+def test_a_routing_decision_followed_by_spawns_is_their_one_decision() -> None:
+    s = Spans()
+    graph = s.workflow("graph", 0, 10)
+    route = event(sc.EVENT_DECISION, 1.8, **{sc.ORCH_DECISION_KIND: "spawn", sc.ORCH_TARGET_AGENT: "work"})
+    sends = [
+        event(sc.EVENT_SPAWN, 1.9, **{sc.ORCH_TARGET_AGENT: "work", sc.ORCH_CONTENT_REF: f"sha256:{k}"})
+        for k in range(2)
+    ]
+    s.node("plan", 1, 2, graph, events=[route, *sends])
+    s.node("work", 2, 3, graph)
+    s.node("work", 2, 3.5, graph)
+    w = checked(convert_episode(s.spans))
+    plan_decisions = [e for e in by_type(w, "orchestrator_decision") if e["agent"] == "plan"]
+    assert len(plan_decisions) == 1 and plan_decisions[0]["to"] == "work"
+    spawns = [e for e in by_type(w, "spawn") if e["agent"] == "plan"]
+    assert [(e["to"], e["content_ref"]) for e in spawns] == [("work#1", "sha256:0"), ("work#2", "sha256:1")]
+    assert {(plan_decisions[0]["id"], e["id"]) for e in spawns} <= edges_of(w, "spawn")
+
+
+def test_a_single_routed_spawn_keeps_the_instance_label_on_its_decision() -> None:
+    s = Spans()
+    lead = s.agent("lead", 0, 10, events=[
+        event(sc.EVENT_DECISION, 1, **{sc.ORCH_DECISION_KIND: "delegate", sc.ORCH_TARGET_AGENT: "w"}),
+        event(sc.EVENT_DELEGATE, 1.5, **{sc.ORCH_TARGET_AGENT: "w"}),
+    ])
+    s.agent("w", 2, 3, lead)
+    s.agent("w", 4, 5, lead)
+    w = checked(convert_episode(s.spans))
+    decisions = by_type(w, "orchestrator_decision")
+    assert [(d["t"], d["to"]) for d in decisions] == [(1, "w#1"), (4, "w#2")]

@@ -83,6 +83,7 @@ class _Spawn:
     attrs: Attributes
     decision: str
     matched: bool = False
+    decision_ev: Ev | None = None  # the routing decision recorded just before it, which it carries out
 
 
 @dataclass(slots=True)
@@ -104,6 +105,10 @@ class _Builder:
         self.closing: dict[str, Ev] = {}
         self.tool_calls: dict[str, Ev] = {}
         self.aggregates: list[Ev] = []
+        # The last orchestrace.decision of kind spawn/delegate on the span being read: explicit spawns of the
+        # same target that follow it carry it out (one decision, several spawns for a fan-out).
+        self.routing: tuple[Node, str, str, Ev] | None = None
+        self.spawns_of: dict[int, int] = {}  # id(decision) -> spawns it led to
 
     def add(
         self,
@@ -220,7 +225,11 @@ def _span_event(
     if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
         decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
-        spawns.append(_Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision))
+        sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
+        routing = b.routing
+        if routing is not None and routing[0] is node and routing[1] == sp.name and routing[2] == decision:
+            sp.decision_ev = routing[3]
+        spawns.append(sp)
     elif name == sc.EVENT_MESSAGE:
         sender = attrs.get(sc.ORCH_FROM)
         sender_label = b.actors.label_of(str(sender), event.time_ns) if sender else owner.label
@@ -243,6 +252,8 @@ def _span_event(
         target = attrs.get(sc.ORCH_TARGET_AGENT)
         if target:
             ev.to = b.actors.label_of(str(target), event.time_ns)
+            if ev.decision in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE):
+                b.routing = (node, str(target), ev.decision, ev)
         _reason(ev, attrs)
         if attrs.get(sc.ORCH_HANDOFF) is True:
             ev.handoff = True
@@ -349,15 +360,23 @@ def _match(
 
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
     target = child.label if child is not None else b.actors.label_of(sp.name, sp.t_ns) if sp.name else None
-    decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
-    decision.decision = sp.decision
-    decision.to = target
+    decision = sp.decision_ev
+    if decision is None:
+        decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
+        decision.decision = sp.decision
+        decision.to = target
+    elif b.spawns_of.get(id(decision)):
+        decision.to = sp.name  # one decision fanned out to several instances: it names the agent
+    else:
+        decision.to = target
+    b.spawns_of[id(decision)] = b.spawns_of.get(id(decision), 0) + 1
     _reason(decision, sp.attrs)
     if sp.attrs.get(sc.ORCH_HANDOFF) is True:
         decision.handoff = True
     spawn = b.add("spawn", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
     spawn.decision_ev = decision
     spawn.to = target
+    spawn.content_ref = b.store.ref(sp.attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
     role = sp.attrs.get(sc.ORCH_TARGET_ROLE)
     spawn.role = str(role) if role else (child.role if child is not None else None)
     return spawn
