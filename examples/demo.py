@@ -28,6 +28,7 @@ from orchestrace_collector.output import latest_traces, latest_turns
 from orchestrace_collector.stats import compute_stats, stats_tables
 from rich.columns import Columns
 from rich.console import Console
+from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples.supervisor.app"
@@ -67,10 +68,10 @@ def run_example(endpoint: str) -> str:
 
 
 def summarize(console: Console, out: Path, traces: dict[str, dict[str, Any]]) -> None:
-    """``orchestrace stats`` tables, then per trace its decisions, rewards and metrics."""
-    turns = sum(len(t) for t in latest_turns(out, traces).values())
+    """``orchestrace stats`` tables, then per trace its decisions, rewards, metrics and turns."""
+    turns = latest_turns(out, traces)
     # Reward families are listed per trace below rather than one table row per unit-scoped credit key.
-    tables = stats_tables(compute_stats(traces.values(), turns))
+    tables = stats_tables(compute_stats(traces.values(), sum(len(t) for t in turns.values())))
     console.print(Columns([table for table in tables if table.title != "rewards"]))
     for trace in traces.values():
         events = trace["events"]
@@ -82,6 +83,19 @@ def summarize(console: Console, out: Path, traces: dict[str, dict[str, Any]]) ->
         unit_keys = len(trace["rewards"]) - len(families)
         console.print(f"  rewards: {_numbers(families)} (and {unit_keys} unit-scoped keys)")
         console.print(f"  metrics: {_numbers(trace.get('metrics', {}))}")
+        console.print(_turns_table(turns[trace["trace_id"]]))
+
+
+def _turns_table(turns: list[dict[str, Any]]) -> Table:
+    """The trace's model calls: the training samples, each with the share of reward credited to it."""
+    table = Table(title="turns (one model call each)")
+    for column in ("agent", "model", "tokens in", "tokens out", "reward"):
+        table.add_column(column, justify="left" if column in ("agent", "model") else "right")
+    for turn in turns:
+        reward = turn.get("reward")
+        table.add_row(turn["agent"], turn.get("model") or "", str(turn.get("input_tokens", "")),
+                      str(turn.get("output_tokens", "")), "" if reward is None else f"{reward:.3g}")
+    return table
 
 
 def _shown(path: Path) -> Path:
