@@ -666,10 +666,15 @@ def test_a_routing_decision_followed_by_spawns_is_their_one_decision() -> None:
 
 def test_a_single_routed_spawn_keeps_the_instance_label_on_its_decision() -> None:
     s = Spans()
-    lead = s.agent("lead", 0, 10, events=[
-        event(sc.EVENT_DECISION, 1, **{sc.ORCH_DECISION_KIND: "delegate", sc.ORCH_TARGET_AGENT: "w"}),
-        event(sc.EVENT_DELEGATE, 1.5, **{sc.ORCH_TARGET_AGENT: "w"}),
-    ])
+    lead = s.agent(
+        "lead",
+        0,
+        10,
+        events=[
+            event(sc.EVENT_DECISION, 1, **{sc.ORCH_DECISION_KIND: "delegate", sc.ORCH_TARGET_AGENT: "w"}),
+            event(sc.EVENT_DELEGATE, 1.5, **{sc.ORCH_TARGET_AGENT: "w"}),
+        ],
+    )
     s.agent("w", 2, 3, lead)
     s.agent("w", 4, 5, lead)
     w = checked(convert_episode(s.spans))

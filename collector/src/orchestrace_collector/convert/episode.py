@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestrace import semconv as sc
 
@@ -98,7 +97,10 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
         system=str(system) if system else None,
         topology=infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY)),
         events=[_event(ev, t0) for ev in events],
-        edges=[_new_edge.complete({"src": events[s].id, "dst": events[d].id, "type": kind}) for s, d, kind in edges],
+        edges=[
+            _new_edge.complete({"src": events[s].id, "dst": events[d].id, "type": kind})
+            for s, d, kind in edges
+        ],
         rewards=rewards,
         costs=Costs.model_construct(
             tokens=float(sum(t.tokens for t in turn_recs)),
@@ -115,7 +117,12 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
     final = final_position([ev.type for ev in events], [ev.decision for ev in events])
     on_path = ancestors(parents, final)
     owners = [ev.owner.label if ev.type == "tool_result" else ev.agent for ev in events]
-    apply_credit(trace, credit, {events[i].id for i in on_path}, {ev.id: owner for ev, owner in zip(events, owners, strict=True)})
+    apply_credit(
+        trace,
+        credit,
+        {events[i].id for i in on_path},
+        {ev.id: owner for ev, owner in zip(events, owners, strict=True)},
+    )
     _agent_utilization(trace, events, owners, on_path)
     credit_by_id = {ev.id: ev.credit for ev in trace.events}
     turns = [_turn(t, trace, t0, credit_by_id) for t in turn_recs]
