@@ -62,7 +62,10 @@ def start_grpc_server(
         ],
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # grpcio reports a busy port this way
+        raise OSError(f"cannot bind gRPC port {host}:{port}: {exc}") from None
     if bound == 0:
         raise OSError(f"cannot bind gRPC port {host}:{port}")
     server.start()

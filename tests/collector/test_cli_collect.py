@@ -1,0 +1,47 @@
+"""``orchestrace collect`` options: ``--reward`` on live traces, bad options and busy ports."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from collector_fixtures import encode_protobuf, free_port, record_run, start_collector, validate_trace_dir
+
+
+def test_reward_function_on_collected_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "live_rewards.py").write_text(
+        "def score(trace):\n    return {'team': 1.0 if trace.task_id.endswith('ok') else 0.0}\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the collector subprocess imports the module
+    running = start_collector(tmp_path / "out", "--quiet-period", "0.2", "--reward", "live_rewards:score")
+    for task in ("live-ok", "live-bad"):
+        body = encode_protobuf(record_run(task))
+        response = httpx.post(
+            running.http_endpoint, content=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        assert response.status_code == 200
+    assert running.stop() == 0
+    rewards = {t["task_id"]: t["rewards"] for t in validate_trace_dir(running.out).values()}
+    assert rewards["live-ok"]["team"] == 1.0 and rewards["live-bad"]["team"] == 0.0
+
+
+def _collect(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "orchestrace_collector.cli", "collect", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_bad_options_and_busy_ports_fail_cleanly(tmp_path: Path) -> None:
+    bad_fsync = _collect("--out", str(tmp_path / "a"), "--fsync", "sometimes")
+    assert bad_fsync.returncode == 1 and "--fsync" in bad_fsync.stderr
+    bad_reward = _collect("--out", str(tmp_path / "b"), "--reward", "no_such_module_xyz:f")
+    assert bad_reward.returncode == 1 and "cannot import" in bad_reward.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = _collect("--out", str(tmp_path / "c"), "--port", str(free_port()), "--grpc-port", str(port))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
