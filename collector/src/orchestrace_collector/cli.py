@@ -89,7 +89,7 @@ def collect(
     ] = 16,
     max_queued_batches: Annotated[
         int, typer.Option("--max-queued-batches", help="Above this backlog, answer 503 + Retry-After.")
-    ] = 2048,
+    ] = 512,
     fsync: Annotated[
         str, typer.Option(help=f"WAL durability: {' | '.join(FSYNC_POLICIES)} (see wal.py).")
     ] = "batch",

@@ -39,7 +39,7 @@ class CollectorOptions:
     quiet_period_s: float = 2.0
     idle_timeout_s: float = 300.0
     max_body_bytes: int = 16 << 20
-    max_queued_batches: int = 2048
+    max_queued_batches: int = 512
     fsync: FsyncPolicy = "batch"
     wal_segment_bytes: int = 64 << 20
     rotate_bytes: int = 128 << 20

@@ -45,7 +45,7 @@ class Ingest:
         assembler: Assembler,
         *,
         forwarder: Forwarder | None = None,
-        max_queued_batches: int = 2048,
+        max_queued_batches: int = 512,
     ) -> None:
         self.wal = wal
         self.assembler = assembler

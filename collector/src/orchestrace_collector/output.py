@@ -204,11 +204,11 @@ def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
 
 
 def latest_turns(out_dir: Path, traces: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The turns of the given (latest) traces, keyed by trace id."""
-    turns: dict[str, list[dict[str, Any]]] = {trace_id: [] for trace_id in traces}
+    """The turns of the given (latest) traces, keyed by trace id (a turn written twice counts once)."""
+    turns: dict[str, dict[str, dict[str, Any]]] = {trace_id: {} for trace_id in traces}
     for _, _, obj in iter_jsonl(jsonl_files([out_dir], TURNS_PREFIX)):
         if not isinstance(obj, dict) or obj.get("trace_id") not in traces:
             continue
         if float(obj.get(REVISION, 0)) == revision_of(traces[obj["trace_id"]]):
-            turns[obj["trace_id"]].append(obj)
-    return turns
+            turns[obj["trace_id"]][str(obj.get("turn_id"))] = obj
+    return {trace_id: list(by_id.values()) for trace_id, by_id in turns.items()}
