@@ -178,3 +178,44 @@ def test_deep_nesting_does_not_recurse() -> None:
     s.tool("leaf", 5000, 5001, parent)
     w = checked(convert_episode(s.spans))
     assert by_type(w, "tool_call")[0]["agent"] == "layer0"  # the promoted root owns everything
+
+
+def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
+    from orchestrace_collector.convert.classify import OI_SPAN_KIND, TL_SPAN_KIND
+
+    odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes", float("nan")]
+    keys = [
+        value
+        for name, value in vars(sc).items()
+        if name.isupper() and isinstance(value, str) and "." in value and not name.startswith("EVENT_")
+    ] + [OI_SPAN_KIND, TL_SPAN_KIND]
+    rng = random.Random(3)
+    for round_ in range(30):
+        s = Spans()
+        root = s.agent("lead", 0, 10)
+        spans = [root, s.tool("t", 1, 2, root), s.chat(2, 3, root), s.agent("w", 3, 4, root)]
+        for span in spans:
+            for key in rng.sample(keys, 12):
+                span.attributes[key] = rng.choice(odd_values)
+            span.events.append(
+                event(
+                    rng.choice(
+                        [
+                            sc.EVENT_SPAWN,
+                            sc.EVENT_MESSAGE,
+                            sc.EVENT_DECISION,
+                            sc.EVENT_EVALUATION_RESULT,
+                            sc.EVENT_SAFETY,
+                            sc.EVENT_HUMAN_INTERVENTION,
+                            sc.EVENT_STOP,
+                            sc.EVENT_DELEGATE,
+                        ]
+                    ),
+                    1.5,
+                    **{key: rng.choice(odd_values) for key in rng.sample(keys, 12)},
+                )
+            )
+        try:
+            checked(convert_episode(s.spans))
+        except ValueError as error:  # only the documented one
+            assert "at least one event" in str(error), round_

@@ -75,8 +75,9 @@ _OPERATION_PREFIXES = tuple(f"{op} " for op in _GENAI_KINDS)
 def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     """The kind of ``span`` and, for actors, its sub-kind (``workflow``, ``agent`` or ``node``)."""
     attrs = span.attributes
+    # Only string values name kinds (attribute values may be of any type, even unhashable).
     op = attrs.get(sc.GEN_AI_OPERATION_NAME)
-    if op is not None:
+    if isinstance(op, str):
         found = _GENAI_KINDS.get(op)
         if found is not None:
             return found
@@ -86,7 +87,7 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     if orch_op == sc.OPERATION_AGGREGATE:
         return Kind.AGGREGATE, ""
     tl_kind = attrs.get(TL_SPAN_KIND)
-    if tl_kind is not None:
+    if isinstance(tl_kind, str):
         found = _TRACELOOP_KINDS.get(tl_kind)
         if found is not None:
             return found
@@ -95,7 +96,7 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         ):
             return Kind.ACTOR, NODE
     oi_kind = attrs.get(OI_SPAN_KIND)
-    if oi_kind is not None:
+    if isinstance(oi_kind, str):
         found = _OPENINFERENCE_KINDS.get(oi_kind)
         if found is not None:
             return found

@@ -245,7 +245,7 @@ def _span_event(
     elif name == sc.EVENT_DECISION:
         ev = b.point("orchestrator_decision", event, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
-        if kind in _DECISIONS:
+        if isinstance(kind, str) and kind in _DECISIONS:
             ev.decision = str(kind)
         elif kind:
             ev.label = str(kind)
