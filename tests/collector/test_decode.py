@@ -54,6 +54,10 @@ def test_json_lines_and_gzip_dumps(run: list) -> None:
         format(s.context.span_id, "016x") for s in run
     }
     assert len(decode_bytes(gzip.compress(encode_protobuf(run)))) == len(run)
+    first, second = encode_protobuf(run[:half]), encode_protobuf(run[half:])
+    delimited = b"".join(len(m).to_bytes(4, "big") + m for m in (first, second))
+    assert len(decode_bytes(delimited)) == len(run)
+    assert len(decode_bytes(json.dumps({"result": encode_otlp_json(run)}).encode())) == len(run)
 
 
 def test_jaeger_export() -> None:

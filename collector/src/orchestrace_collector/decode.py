@@ -5,7 +5,9 @@
 * OTLP-JSON: the same message in the OTLP JSON mapping, whose ids are hex strings (not protobuf-JSON base64),
   one object per request, or one per line as the OpenTelemetry Collector's file exporter and
   ``ot.configure(exporter="file:PATH")`` write them.
-* Jaeger JSON: the ``{"data": [trace, ...]}`` export of the Jaeger UI and query API, or a single trace object.
+* Jaeger JSON: the ``{"data": [trace, ...]}`` export of the Jaeger UI and query API, or a single trace object;
+  Jaeger v2's ``/api/v3`` answers (``{"result": <OTLP-JSON>}``) too.
+* Several protobuf messages in one file, each prefixed with its length as a 4-byte big-endian integer.
 
 Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written
 part is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
@@ -311,6 +313,8 @@ def decode_json_document(obj: Any) -> list[Span]:
         return [span for item in obj for span in decode_json_document(item)]
     if is_jaeger(obj):
         return spans_from_jaeger(obj)
+    if isinstance(obj, dict) and isinstance(obj.get("result"), dict):  # Jaeger v2 query API: OTLP-JSON inside
+        return decode_json_document(obj["result"])
     if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
         return _valid_spans(parse_otlp_json(obj))
     raise PayloadError("JSON is neither OTLP-JSON (resourceSpans) nor a Jaeger export (data[].spans)")
@@ -340,10 +344,32 @@ def decode_bytes(data: bytes) -> list[Span]:
         return spans
     if not data.strip():
         return []
-    request = parse_otlp_protobuf(data)
+    try:
+        request = parse_otlp_protobuf(data)
+    except PayloadError:
+        delimited = _length_prefixed(data)
+        if delimited is None:
+            raise
+        return [span for chunk in delimited for span in _valid_spans(parse_otlp_protobuf(chunk))]
     if not request.resource_spans:
         raise PayloadError("not an OTLP trace export (no resource_spans; neither JSON nor OTLP protobuf)")
     return _valid_spans(request)
+
+
+def _length_prefixed(data: bytes) -> list[bytes] | None:
+    """Split a stream of ``[u32 big-endian length][message]`` records; None when ``data`` is not one."""
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < len(data):
+        if offset + 4 > len(data):
+            return None
+        length = int.from_bytes(data[offset : offset + 4], "big")
+        offset += 4
+        if offset + length > len(data):
+            return None
+        chunks.append(data[offset : offset + length])
+        offset += length
+    return chunks
 
 
 def _valid_spans(request: ExportTraceServiceRequest) -> list[Span]:
