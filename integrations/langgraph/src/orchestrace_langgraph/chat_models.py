@@ -82,14 +82,15 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        refs = [message_ref(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
         attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
         node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
         span = self._tracer.start_span(f"{operation} {label}", context=parent_context(node),
                                        kind=SpanKind.CLIENT, attributes=attrs)
         config = get_config()
+        refs: list[str] = []  # of each message: only needed to export the history once, with content
         if config.capture_content:
+            refs = [message_ref(m) for m in prompt]
             trace_id = format_trace_id(span.get_span_context().trace_id)
             prefix = self._prompts.longest_prefix(trace_id, history.chain(refs))
             start = 0
