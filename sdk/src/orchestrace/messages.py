@@ -25,7 +25,8 @@ _ROLE_BY_LANGCHAIN_TYPE = {
 }
 
 
-def _get(value: Any, key: str, default: Any = None) -> Any:
+def field_of(value: Any, key: str, default: Any = None) -> Any:
+    """``value[key]`` for mappings, ``value.key`` for objects: results come as dicts or as SDK objects."""
     if isinstance(value, Mapping):
         return value.get(key, default)
     return getattr(value, key, default)
@@ -52,13 +53,13 @@ def _text_parts(content: Any) -> list[Part]:
 def _tool_call_parts(tool_calls: Any) -> list[Part]:
     parts: list[Part] = []
     for call in tool_calls or ():
-        function = _get(call, "function")
+        function = field_of(call, "function")
         if function is not None:  # OpenAI: {"id", "function": {"name", "arguments": "<json>"}}
-            parts.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(function, "name"),
-                          "arguments": _get(function, "arguments")})
+            parts.append({"type": "tool_call", "id": field_of(call, "id"), "name": field_of(function, "name"),
+                          "arguments": field_of(function, "arguments")})
         else:  # LangChain: {"id", "name", "args": {...}}
-            parts.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(call, "name"),
-                          "arguments": _get(call, "args", _get(call, "arguments"))})
+            parts.append({"type": "tool_call", "id": field_of(call, "id"), "name": field_of(call, "name"),
+                          "arguments": field_of(call, "args", field_of(call, "arguments"))})
     return parts
 
 
@@ -77,12 +78,12 @@ def to_message(value: Any, default_role: str = "user") -> Message | None:
         if not isinstance(kind, str) or not hasattr(value, "content"):
             return None
         role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
-    content = _get(value, "content")
+    content = field_of(value, "content")
     if role == "tool":
-        parts: list[Part] = [{"type": "tool_call_response", "id": _get(value, "tool_call_id"),
+        parts: list[Part] = [{"type": "tool_call_response", "id": field_of(value, "tool_call_id"),
                               "response": content if isinstance(content, str) else to_text(content)[0]}]
     else:
-        parts = _text_parts(content) + _tool_call_parts(_get(value, "tool_calls"))
+        parts = _text_parts(content) + _tool_call_parts(field_of(value, "tool_calls"))
     return {"role": role, "parts": parts}
 
 
@@ -100,20 +101,21 @@ def input_messages(value: Any) -> list[Message]:
 
 def output_messages(result: Any) -> list[Message]:
     """Messages for a call's result: ChatCompletion choices, a message, a state with ``messages``, text."""
-    choices = _get(result, "choices") if not isinstance(result, str) else None
+    choices = field_of(result, "choices") if not isinstance(result, str) else None
     if isinstance(choices, list | tuple) and choices:
         messages = []
         for choice in choices:
-            message = to_message(_get(choice, "message"), "assistant") or {"role": "assistant", "parts": []}
-            message["finish_reason"] = _get(choice, "finish_reason") or "stop"
+            message = to_message(field_of(choice, "message"), "assistant") or {"role": "assistant",
+                                                                               "parts": []}
+            message["finish_reason"] = field_of(choice, "finish_reason") or "stop"
             messages.append(message)
         return messages
     if isinstance(result, Mapping) and isinstance(result.get("messages"), list) and result["messages"]:
         result = result["messages"][-1]
     message = to_message(result, "assistant") or {"role": "assistant",
                                                   "parts": _text_parts(to_text(result)[0])}
-    metadata = _get(result, "response_metadata")
-    reason = _get(metadata, "finish_reason") if metadata is not None else None
+    metadata = field_of(result, "response_metadata")
+    reason = field_of(metadata, "finish_reason") if metadata is not None else None
     message["finish_reason"] = reason or "stop"
     return [message]
 

@@ -7,19 +7,14 @@ LangChain ``response_metadata["token_usage"]``. Anything else yields no usage (s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from orchestrace.messages import field_of
 
 
 class Usage(NamedTuple):
     input_tokens: int | None
     output_tokens: int | None
-
-
-def _get(value: Any, key: str) -> Any:
-    if isinstance(value, Mapping):
-        return value.get(key)
-    return getattr(value, key, None)
 
 
 def _int(value: Any) -> int | None:
@@ -29,12 +24,12 @@ def _int(value: Any) -> int | None:
 def _from_usage_block(block: Any) -> Usage | None:
     if block is None:
         return None
-    input_tokens = _int(_get(block, "input_tokens"))
+    input_tokens = _int(field_of(block, "input_tokens"))
     if input_tokens is None:
-        input_tokens = _int(_get(block, "prompt_tokens"))
-    output_tokens = _int(_get(block, "output_tokens"))
+        input_tokens = _int(field_of(block, "prompt_tokens"))
+    output_tokens = _int(field_of(block, "output_tokens"))
     if output_tokens is None:
-        output_tokens = _int(_get(block, "completion_tokens"))
+        output_tokens = _int(field_of(block, "completion_tokens"))
     if input_tokens is None and output_tokens is None:
         return None
     return Usage(input_tokens, output_tokens)
@@ -45,12 +40,13 @@ def extract_usage(result: Any) -> Usage | None:
     if result is None or isinstance(result, str | bytes | int | float):
         return None
     for key in ("usage_metadata", "usage"):
-        usage = _from_usage_block(_get(result, key))
+        usage = _from_usage_block(field_of(result, key))
         if usage is not None:
             return usage
-    metadata = _get(result, "response_metadata")
+    metadata = field_of(result, "response_metadata")
     if metadata is not None:
-        return _from_usage_block(_get(metadata, "token_usage")) or _from_usage_block(_get(metadata, "usage"))
+        return (_from_usage_block(field_of(metadata, "token_usage"))
+                or _from_usage_block(field_of(metadata, "usage")))
     return None
 
 
@@ -58,9 +54,9 @@ def response_model(result: Any) -> str | None:
     """The model that answered, when the result names it (``model`` or ``response_metadata.model_name``)."""
     if result is None or isinstance(result, str | bytes | int | float):
         return None
-    model = _get(result, "model")
+    model = field_of(result, "model")
     if isinstance(model, str):
         return model
-    metadata = _get(result, "response_metadata")
-    name = _get(metadata, "model_name") if metadata is not None else None
+    metadata = field_of(result, "response_metadata")
+    name = field_of(metadata, "model_name") if metadata is not None else None
     return name if isinstance(name, str) else None
