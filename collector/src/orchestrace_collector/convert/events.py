@@ -313,16 +313,17 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 spawn.role = inst.role
             spawn.child = inst
             inst.spawn = spawn
+        # The span that ended last closes the instance (a resumed run's last part, or a wrapper span).
         last = inst.last or node
-        ret = b.at_end("return", node, inst.end_ns, inst.start_ns, inst)
+        ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
         ret.frm = inst.label
         ret.to = parent.label if parent is not None else None
         ret.trusted = True
         ret.content_ref = b.store.ref(last.span.attributes, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
         inst.ret = ret
-        b.closing[node.span.span_id] = ret
+        b.closing[node.span.span_id] = b.closing[last.span.span_id] = ret
         if inst.explicit_spawn and parent is not None:
-            despawn = b.at_end("despawn", node, inst.end_ns, inst.start_ns, parent)
+            despawn = b.at_end("despawn", last, inst.end_ns, inst.start_ns, parent)
             despawn.to = inst.label
     for group in pending.values():
         for sp in group:
