@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import orchestrace as ot
 import pytest
 from conftest import Spans, configure_memory
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from opentelemetry.trace import SpanKind
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
@@ -201,3 +202,34 @@ def test_capture_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     config = CaptureConfig.from_env()
     assert config.capture_content is False and config.max_content_bytes == 16384
     assert CaptureConfig.from_env(capture_content=True).capture_content is True
+
+
+def test_streamed_reply_is_hashed_and_captured_as_one_text(captured: Spans) -> None:
+    @ot.llm("streamer")
+    def stream(prompt: str) -> Iterator[Any]:
+        yield "Hel"
+        yield {"choices": [{"delta": {"content": "lo "}}]}
+        yield AIMessageChunk(content="world")
+        yield {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}
+
+    assert len(list(stream("hi"))) == 4
+    span = captured.one("chat streamer")
+    assert span.attributes[sc.ORCH_OUTPUT_REF] == ot.content_ref("Hello world")
+    assert json.loads(str(span.attributes[sc.GEN_AI_OUTPUT_MESSAGES])) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "Hello world"}], "finish_reason": "stop"}]
+    assert span.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
+    assert sc.ORCH_CONTENT_TRUNCATED not in span.attributes
+
+
+def test_long_stream_keeps_only_the_limit(captured: Spans) -> None:
+    @ot.llm("streamer")
+    def stream() -> Iterator[str]:
+        for _ in range(100):
+            yield "abcdefghij"
+
+    list(stream())
+    span = captured.one("chat streamer")
+    assert span.attributes[sc.ORCH_OUTPUT_REF] == ot.content_ref("abcdefghij" * 100)
+    text = json.loads(str(span.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))[0]["parts"][0]["content"]
+    assert text == ("abcdefghij" * 7)[:64]
+    assert span.attributes[sc.ORCH_CONTENT_TRUNCATED] is True

@@ -6,6 +6,7 @@ Everything here is orchestrace's own code: it is guarded so that it can only fai
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.config import get_config
-from orchestrace.content import call_input, capture, content_ref
+from orchestrace.content import REF_PREFIX, call_input, capture, content_ref
 from orchestrace.context import (
     MODEL_CALL_KEY,
     AgentFrame,
@@ -28,7 +29,7 @@ from orchestrace.context import (
     with_task,
 )
 from orchestrace.failsafe import failsafe, log_once
-from orchestrace.messages import capture_messages, input_messages, output_messages
+from orchestrace.messages import capture_messages, chunk_text, input_messages, output_messages
 from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage, extract_usage, response_model
 
@@ -39,13 +40,15 @@ Attributes = dict[str, Any]
 class Invocation:
     """One call's span from start to end. Every method is fail-safe."""
 
-    __slots__ = ("context", "explicit_usage", "span", "spec")
+    __slots__ = ("context", "explicit_usage", "span", "spec", "stream")
 
     def __init__(self, spec: Spec, span: Span, ctx: Context) -> None:
         self.spec = spec
         self.span = span
         self.context = ctx
         self.explicit_usage = False
+        #: The text a streaming model call yielded so far.
+        self.stream: StreamedText | None = None
 
     @failsafe(default=None)
     def activate(self) -> object:
@@ -88,6 +91,35 @@ class Invocation:
         """A generator yielded ``item``."""
         if self.span.is_recording():
             self.spec.record_item(self, item)
+
+
+class StreamedText:
+    """The text of a streamed model reply: hashed as it arrives (its ref equals the ref of the whole text)
+    and, with content capture on, kept up to the size limit."""
+
+    __slots__ = ("digest", "kept", "limit", "size", "truncated")
+
+    def __init__(self, limit: int) -> None:
+        self.digest = hashlib.sha256()
+        self.kept: list[str] = []
+        self.limit = limit
+        self.size = 0
+        self.truncated = False
+
+    def add(self, text: str) -> None:
+        self.digest.update(text.encode("utf-8", "surrogatepass"))
+        room = self.limit - self.size
+        if room <= 0:
+            self.truncated = self.truncated or bool(text)
+            return
+        piece = text[:room]
+        self.kept.append(piece)
+        self.size += len(piece)
+        self.truncated = self.truncated or len(piece) < len(text)
+
+    @property
+    def ref(self) -> str:
+        return REF_PREFIX + self.digest.hexdigest()
 
 
 class Spec:
@@ -260,23 +292,43 @@ class LlmSpec(Spec):
         return otel_context.set_value(MODEL_CALL_KEY, invocation, invocation.context)
 
     def record_result(self, invocation: Invocation, result: Any) -> None:
-        self.record_item(invocation, result)
+        self._usage(invocation, result)
         model = response_model(result)
         if model is not None:
             invocation.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
-        if result is not None:
+        config = get_config()
+        stream = invocation.stream
+        if result is None and stream is not None:  # a stream: its reply is the text it yielded
+            invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, stream.ref)
+            reply = [{"role": "assistant", "parts": [{"type": "text", "content": "".join(stream.kept)}],
+                      "finish_reason": "stop"}]
+            captured = capture_messages(reply, config) if config.capture_content else None
+            if captured is not None and stream.truncated:
+                captured = captured._replace(truncated=True)
+        elif result is not None:
             invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
-            config = get_config()
             captured = capture_messages(output_messages(result), config) if config.capture_content else None
-            if captured is not None:
-                invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
-                if captured.truncated:
-                    invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+        else:
+            return
+        if captured is not None:
+            invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+            if captured.truncated:
+                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
-        """Usage found in a streamed chunk (usually the last) or the result, unless set explicitly."""
+        """A streamed chunk: its usage (usually in the last chunk) and its text."""
+        self._usage(invocation, item)
+        text = chunk_text(item)
+        if text:
+            if invocation.stream is None:
+                config = get_config()
+                invocation.stream = StreamedText(config.max_content_bytes if config.capture_content else 0)
+            invocation.stream.add(text)
+
+    def _usage(self, invocation: Invocation, value: Any) -> None:
+        """Usage found in a chunk or the result, unless set explicitly with ``ot.set_usage``."""
         if not invocation.explicit_usage:
-            usage = extract_usage(item)
+            usage = extract_usage(value)
             if usage is not None:
                 set_usage_on(invocation.span, usage)
 

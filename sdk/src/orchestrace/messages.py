@@ -87,6 +87,20 @@ def to_message(value: Any, default_role: str = "user") -> Message | None:
     return {"role": role, "parts": parts}
 
 
+def chunk_text(chunk: Any) -> str | None:
+    """The text of one streamed chunk: a string, an OpenAI ``choices[0].delta.content``, or a ``content``
+    string (LangChain ``AIMessageChunk``); ``None`` for chunks without text (usage, tool deltas)."""
+    if isinstance(chunk, str):
+        return chunk
+    choices = field_of(chunk, "choices")
+    if isinstance(choices, list | tuple):
+        delta = field_of(choices[0], "delta") if choices else None
+        content = field_of(delta, "content") if delta is not None else None
+    else:
+        content = field_of(chunk, "content")
+    return content if isinstance(content, str) else None
+
+
 def input_messages(value: Any) -> list[Message]:
     """Messages for a call's input (``value`` as given by ``content.call_input``)."""
     if isinstance(value, Mapping) and "messages" in value and "role" not in value:
