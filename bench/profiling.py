@@ -86,6 +86,13 @@ def summarize(
         {"function": k, "self_share": round(v / total, 4)}
         for k, v in sorted(self_time.items(), key=lambda kv: -kv[1])[:top]
     ]
+    by_package: dict[str, float] = {}
+    for label, seconds in self_time.items():
+        package = label.split("/", 1)[0] if "/" in label else label.split(":", 1)[0]
+        by_package[package] = by_package.get(package, 0.0) + seconds
+    summary["self_by_package"] = {
+        k: round(v / total, 4) for k, v in sorted(by_package.items(), key=lambda kv: -kv[1])[:top]
+    }
     summary["top_total"] = [
         {"function": k, "total_share": round(v / total, 4)}
         for k, v in sorted(total_time.items(), key=lambda kv: -kv[1])[: top + 5]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,8 +38,8 @@ QUICK = Sizes(traces=20, spans_per_trace=50, files=2)
 FULL = Sizes(traces=10_000, spans_per_trace=100, files=20)
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Run ``cmd``; return its wall seconds and the peak summed RSS (MiB) of its process tree."""
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Run ``cmd``; return its wall seconds, the peak summed RSS (MiB) of its process tree, and its stderr."""
     peak = [0.0]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -63,7 +64,23 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {stderr.decode()[-2000:]}")
-    return seconds, peak[0]
+    return seconds, peak[0], stderr.decode(errors="replace")
+
+
+_PLAN = re.compile(r"Execution plan of Dataset (\S+): (.*)")
+_FINISHED = re.compile(r"Dataset (\S+) execution finished in ([\d.]+) seconds")
+
+
+def ray_stages(log: str) -> list[dict[str, Any]]:
+    """Each Ray Data execution of the run (its operators and seconds), read from Ray's log lines."""
+    plans = {m.group(1): m.group(2) for m in _PLAN.finditer(log)}
+    return [
+        {
+            "plan": plans.get(m.group(1), "?").removeprefix("InputDataBuffer[Input] -> "),
+            "seconds": float(m.group(2)),
+        }
+        for m in _FINISHED.finditer(log)
+    ]
 
 
 def digest(out: Path, prefix: str) -> tuple[int, str]:
@@ -86,11 +103,11 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         write_dumps(tmp / "dumps", sizes.traces, sizes.spans_per_trace, sizes.files)
         generate_s = time.perf_counter() - start
         dump_mb = sum(p.stat().st_size for p in (tmp / "dumps").iterdir()) / 2**20
-        local_s, local_mb = run_measured([cli, "convert", str(tmp / "dumps"), "--out", str(tmp / "local")])
+        local_s, local_mb, _ = run_measured([cli, "convert", str(tmp / "dumps"), "--out", str(tmp / "local")])
         env = {
             k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"
         }  # the local cluster, whatever the shell
-        ray_s, ray_mb = run_measured(
+        ray_s, ray_mb, ray_log = run_measured(
             [cli, "convert", str(tmp / "dumps"), "--out", str(tmp / "ray"), "--engine", "ray"], env=env
         )
         local_traces, local_turns = digest(tmp / "local", "traces-"), digest(tmp / "local", "turns-")
@@ -116,6 +133,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "traces": ray_traces[0],
             "turns": ray_turns[0],
         },
+        "ray_stages": ray_stages(ray_log),
         "speedup": local_s / ray_s,
         "same_output": local_traces == ray_traces and local_turns == ray_turns,
         "traces_sha256": local_traces[1],

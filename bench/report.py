@@ -30,6 +30,11 @@ def _top(summary: dict[str, Any], n: int = 6) -> str:
     return ", ".join(f"`{i['function']}` {i['self_share']:.0%}" for i in items)
 
 
+def _packages(summary: dict[str, Any], n: int = 5) -> str:
+    items = list(summary.get("self_by_package", {}).items())[:n]
+    return ", ".join(f"{name} {share:.0%}" for name, share in items)
+
+
 def _machine(results: dict[str, Any]) -> list[str]:
     m = results["machine"]
     packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
@@ -43,22 +48,25 @@ def _machine(results: dict[str, Any]) -> list[str]:
 
 
 def _sdk(r: dict[str, Any]) -> list[str]:
-    us, ratio = r["us_per_call"], r["ratio_to_raw_span"]
+    us, ratio, added = r["us_per_call"], r["ratio_to_raw_span"], r["added_ratio_to_raw_span"]
     rows = [
-        ["undecorated function", _f(us["undecorated"], 2), ""],
-        ["raw `start_as_current_span` (agent's attributes)", _f(us["raw_span_agent"], 2), "1.00"],
-        ["`@ot.agent`", _f(us["ot_agent"], 2), _f(ratio["agent"], 2)],
-        ["raw `start_as_current_span` (tool's attributes)", _f(us["raw_span_tool"], 2), "1.00"],
-        ["`@ot.tool`", _f(us["ot_tool"], 2), _f(ratio["tool"], 2)],
+        ["undecorated function", _f(us["undecorated"], 2), "", ""],
+        ["raw `start_as_current_span` (agent's attributes)", _f(us["raw_span_agent"], 2), "1.00", "1.00"],
+        ["`@ot.agent`", _f(us["ot_agent"], 2), _f(ratio["agent"], 2), _f(added["agent"], 2)],
+        ["raw `start_as_current_span` (tool's attributes)", _f(us["raw_span_tool"], 2), "1.00", "1.00"],
+        ["`@ot.tool`", _f(us["ot_tool"], 2), _f(ratio["tool"], 2), _f(added["tool"], 2)],
     ]
     return [
         f"Exporter: {r['exporter']}. Median of {r['sizes']['rounds']} alternating batches of "
         f"{r['sizes']['calls']:,} calls.",
         "",
-        *_table(["call", "µs / call", "× raw span"], rows),
+        *_table(["call", "µs / call", "× raw span", "× raw span, net of the function"], rows),
         f"Target: decorator ≤ {r['target_ratio']}× the raw span: {_f(r['target_met'])}.",
         "",
         f"Profile of `@ot.agent` (self time): {_top(r['profile']['ot_agent'])}.",
+        "",
+        f"Self time of `@ot.agent` by package: {_packages(r['profile']['ot_agent'])}; of the raw span: "
+        f"{_packages(r['profile']['raw_span_agent'])}.",
         "",
     ]
 
@@ -222,6 +230,10 @@ def _ray(r: dict[str, Any]) -> list[str]:
         ),
         f"Same output (trace and turn counts, SHA-256 of the sorted canonical JSON): {_f(r['same_output'])}. "
         f"Speedup: {r['speedup']:.2f}×.",
+        "",
+        "Ray Data executions in the Ray run: "
+        + "; ".join(f"{s['plan']}: {s['seconds']:.1f} s" for s in r.get("ray_stages", []))
+        + ".",
         "",
     ]
 

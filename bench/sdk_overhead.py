@@ -120,6 +120,11 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "agent": us["ot_agent"] / us["raw_span_agent"],
             "tool": us["ot_tool"] / us["raw_span_tool"],
         },
+        # The same ratios net of the function itself: what each adds to a call.
+        "added_ratio_to_raw_span": {
+            "agent": (us["ot_agent"] - us["undecorated"]) / (us["raw_span_agent"] - us["undecorated"]),
+            "tool": (us["ot_tool"] - us["undecorated"]) / (us["raw_span_tool"] - us["undecorated"]),
+        },
         "target_ratio": TARGET_RATIO,
         "profile": {
             "ot_agent": profile("sdk_agent", many(variants["ot_agent"]), out),
