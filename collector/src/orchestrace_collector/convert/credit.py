@@ -16,7 +16,7 @@ id>``). Re-running (after a late reward) replaces earlier credit; recorded rewar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TypeVar
 
 from ..model import Trace, Turn
@@ -33,16 +33,33 @@ def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
     return copy
 
 
-def apply_credit(
-    trace: Trace,
-    strategy: str,
-    causal: set[str] | None = None,
-    owners: Mapping[str, str] | None = None,
-) -> None:
-    """Assign credit in place (``causal`` / ``owners``: the results of ``causal_events`` / ``event_owners``
-    when the caller has them already)."""
+def check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown credit strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def shares(strategy: str, pool: float, n_events: int, on_path: Collection[int]) -> list[float]:
+    """Each event's credit, by position (``on_path``: positions of the causal events, used by ``causal``)."""
+    check_strategy(strategy)
+    if strategy == "uniform":
+        return [pool / n_events] * n_events
+    share = pool / len(on_path)
+    return [share if i in on_path else 0.0 for i in range(n_events)]
+
+
+def agent_totals(credits: Sequence[float], owners: Sequence[str]) -> dict[str, float]:
+    """``credit:agent:<label>`` keys: the credit of each agent's events (``owners``: by position)."""
+    totals: dict[str, float] = {}
+    for value, owner in zip(credits, owners, strict=True):
+        if value:
+            key = CREDIT_PREFIX + owner
+            totals[key] = totals.get(key, 0.0) + value
+    return totals
+
+
+def apply_credit(trace: Trace, strategy: str) -> None:
+    """Assign credit in place, replacing earlier credit."""
+    check_strategy(strategy)
     for key in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
         del trace.rewards[key]
     pool = trace.rewards.get("team")
@@ -51,21 +68,12 @@ def apply_credit(
         for ev in events:
             ev.credit = None
         return
-    if strategy == "uniform":
-        share = pool / len(events)
-        for ev in events:
-            ev.credit = share
-    else:
-        chosen = causal if causal is not None else causal_events(trace)
-        share = pool / len(chosen)
-        for ev in events:
-            ev.credit = share if ev.id in chosen else 0.0
-    if owners is None:
-        owners = event_owners(trace)
-    for ev in events:
-        if ev.credit:
-            key = CREDIT_PREFIX + owners[ev.id]
-            trace.rewards[key] = trace.rewards.get(key, 0.0) + ev.credit
+    chosen = causal_events(trace) if strategy == "causal" else set()
+    credits = shares(strategy, pool, len(events), {i for i, ev in enumerate(events) if ev.id in chosen})
+    for ev, value in zip(events, credits, strict=True):
+        ev.credit = value
+    owners = event_owners(trace)
+    trace.rewards.update(agent_totals(credits, [owners[ev.id] for ev in events]))
 
 
 def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int:

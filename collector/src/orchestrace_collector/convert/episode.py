@@ -14,7 +14,7 @@ from .actors import assign_instances
 from .chat import ChatMessage
 from .construct import Constructor
 from .content import ContentStore
-from .credit import ancestors, apply_credit, final_position, turn_reward
+from .credit import agent_totals, ancestors, check_strategy, final_position, shares, turn_reward
 from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
@@ -55,6 +55,7 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
 
 
 def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode:
+    check_strategy(credit)
     if not spans:
         raise ValueError("no spans: a trace needs at least one event")
     forest = build_forest(spans)
@@ -78,19 +79,33 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
     edges = build_edges(events_set, actors)
     rewards = apply_rewards(events_set, actors, turn_recs)
 
-    t0 = forest.nodes[0].start_ns
-    t0 = min(n.start_ns for n in forest.roots) if forest.roots else t0
-    t0 = min(t0, min(n.start_ns for n in forest.nodes))
+    # Credit, from the internal records (cheaper than setting it on the models afterwards).
+    parents: dict[int, list[int]] = {}
+    for src, dst, _ in edges:
+        parents.setdefault(dst, []).append(src)
+    on_path = ancestors(parents, final_position([ev.type for ev in events], [ev.decision for ev in events]))
+    owners = [ev.owner.label if ev.type == "tool_result" else ev.agent for ev in events]
+    pool = rewards.get("team")
+    if pool is not None:
+        credits = shares(credit, pool, len(events), on_path)
+        for ev, value in zip(events, credits, strict=True):
+            ev.credit = value
+        rewards.update(agent_totals(credits, owners))
+
+    t0 = min(n.start_ns for n in forest.nodes)
     end = max(n.end_ns for n in forest.nodes)
     root_attrs = _episode_attributes(forest)
     trace_id = str(root_attrs.get(sc.ORCH_EPISODE_ID) or forest.roots[0].span.trace_id)
     task = task_id or root_attrs.get(sc.ORCH_TASK_ID) or trace_id
     system = root_attrs.get(sc.ORCH_SYSTEM) or _service_name(forest)
-
     metrics = structural_metrics(forest, events, edges, len(turn_recs))
     success = reward_value(root_attrs.get(sc.ORCH_TASK_SUCCESS))
     if success is not None:
         metrics["task_success"] = success
+    agents = {ev.agent for ev in events if ev.type == "return"}
+    if agents:
+        metrics["agent_utilization"] = len({owners[i] for i in on_path} & agents) / len(agents)
+
     trace = Trace.model_construct(
         trace_id=trace_id,
         task_id=str(task),
@@ -110,21 +125,7 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
         ),
         metrics=metrics,
     )
-    # The causal path and who each event counts for, from the internal records (cheaper than from the models).
-    parents: dict[int, list[int]] = {}
-    for src, dst, _ in edges:
-        parents.setdefault(dst, []).append(src)
-    final = final_position([ev.type for ev in events], [ev.decision for ev in events])
-    on_path = ancestors(parents, final)
-    owners = [ev.owner.label if ev.type == "tool_result" else ev.agent for ev in events]
-    apply_credit(
-        trace,
-        credit,
-        {events[i].id for i in on_path},
-        {ev.id: owner for ev, owner in zip(events, owners, strict=True)},
-    )
-    _agent_utilization(trace, events, owners, on_path)
-    credit_by_id = {ev.id: ev.credit for ev in trace.events}
+    credit_by_id = {ev.id: ev.credit for ev in events}
     turns = [_turn(t, trace, t0, credit_by_id) for t in turn_recs]
     return Episode(trace, turns, store.contents)
 
@@ -185,7 +186,7 @@ def _event(ev: Ev, t0: int) -> Event:
             "otel_trace_id": span.trace_id if span is not None else None,
             "tokens": ev.tokens,
             "reward": ev.reward,
-            "credit": None,
+            "credit": ev.credit,
             "incomplete": True if node is not None and node.incomplete else None,
         }
     )
@@ -220,10 +221,3 @@ def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
     if chat is None:
         return None
     return [_new_message({"role": m["role"], "content": m["content"]}) for m in chat]
-
-
-def _agent_utilization(trace: Trace, events: list[Ev], owners: list[str], on_path: set[int]) -> None:
-    agents = {ev.agent for ev in events if ev.type == "return"}
-    if agents:
-        useful = {owners[i] for i in on_path} & agents
-        trace.metrics["agent_utilization"] = len(useful) / len(agents)

@@ -57,6 +57,7 @@ class Ev:
     t_end_ns: int | None = None
     tokens: int | None = None
     reward: float | None = None
+    credit: float | None = None
     id: str = ""
     index: int = -1  # position in the sorted trace
     pos: int = -1  # position in the owner's timeline
