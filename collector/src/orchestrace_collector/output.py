@@ -14,7 +14,8 @@ user reward function or ``orchestrace annotate`` added a reward), the new versio
 ``metrics.revision`` (0 for the first). **Readers take the last revision of each ``trace_id``** (the line with
 the highest ``metrics.revision``), and the turns whose ``revision`` equals it: :func:`latest_traces` and
 :func:`latest_turns` do exactly that. Every written trace also carries ``metrics.spans``, the number of OTel
-spans it was built from.
+spans it was built from. After a crash between writing a trace and logging that it was written, the restarted
+collector writes it again with the same revision: an identical line, which "take the last" also absorbs.
 
 Order of writes: content first, then turns, then the trace line, so that whatever a trace line refers to is
 already on disk when a reader sees it.
