@@ -46,6 +46,23 @@ class _Call:
 class ChatModelCallbackHandler(BaseCallbackHandler):
     run_inline = True  # called in the model caller's context, so the current span is the right parent
 
+    # Every runnable of every graph reports to this handler; only model calls concern it.
+    @property
+    def ignore_chain(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
+
     def __init__(self, tracer: Tracer, namespaces: NamespaceIndex) -> None:
         super().__init__()
         self._tracer = tracer
