@@ -28,6 +28,8 @@ from orchestrace_langgraph.content import content_ref
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
 REASON_CONDITIONAL_EDGE = "conditional_edge"
 REASON_COMMAND = "command"
+#: ``orchestrace.reason`` of a handoff delegate.
+REASON_PARENT_COMMAND = "command_parent"
 HUMAN_INTERRUPT = "interrupt"
 HUMAN_RESUME = "resume"
 
@@ -110,7 +112,7 @@ def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Act
             sc.ORCH_HANDOFF: True,
             sc.ORCH_FROM: actor.name,
             sc.ORCH_TO: target,
-            sc.ORCH_REASON: "Command.PARENT",
+            sc.ORCH_REASON: REASON_PARENT_COMMAND,
         }
         if target:
             attrs[sc.ORCH_TARGET_AGENT] = target
