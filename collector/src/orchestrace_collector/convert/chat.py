@@ -35,6 +35,9 @@ _FLAT_FIRST_KEYS = tuple(
 
 
 def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
+    has_structured = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
+    if not has_structured and not any(key in attrs for key in _FLAT_FIRST_KEYS):
+        return None, None  # content was not captured (the common case)
     prompt = _structured(attrs.get(sc.GEN_AI_INPUT_MESSAGES))
     completion = _structured(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
     if prompt is not None:

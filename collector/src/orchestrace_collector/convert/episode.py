@@ -12,6 +12,7 @@ from ..model import Costs, Edge, Event, Message, Trace, Turn
 from ..spans import Span
 from .actors import assign_instances
 from .chat import ChatMessage
+from .classify import Kind
 from .construct import Constructor
 from .content import ContentStore
 from .credit import agent_totals, ancestors, check_strategy, final_position, shares, turn_reward
@@ -143,10 +144,10 @@ def _service_name(forest: Forest) -> str:
 
 
 def _episode_attributes(forest: Forest) -> dict[str, object]:
-    """Task-level attributes (task id, topology, success, ...): the roots' first, then any span's."""
+    """Task-level attributes (task id, topology, success, ...): the roots' first, then other actors'."""
     keys = (sc.ORCH_EPISODE_ID, sc.ORCH_TASK_ID, sc.ORCH_SYSTEM, sc.ORCH_TOPOLOGY, sc.ORCH_TASK_SUCCESS)
     found: dict[str, object] = {}
-    for node in [*forest.roots, *forest.nodes]:
+    for node in [*forest.roots, *(n for n in forest.nodes if n.kind is Kind.ACTOR)]:
         attrs = node.span.attributes
         for key in keys:
             if key not in found and attrs.get(key) is not None:

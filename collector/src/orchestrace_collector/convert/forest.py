@@ -57,6 +57,7 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     ordered.sort(key=lambda n: (n.start_ns, n.span.trace_id, n.span.span_id))
 
     orphans: list[Node] = []
+    maybe_cycles = False
     for node in ordered:
         pid = node.span.parent_span_id
         if not pid:
@@ -66,7 +67,10 @@ def build_forest(spans: Sequence[Span]) -> Forest:
             orphans.append(node)
         else:
             node.parent = parent
-    orphans.extend(_break_cycles(ordered))
+            # Around a loop of parent pointers some parent cannot start strictly before its child.
+            maybe_cycles |= parent.start_ns >= node.start_ns
+    if maybe_cycles:
+        orphans.extend(_break_cycles(ordered))
     incomplete = bool(orphans)
     for orphan in orphans:
         orphan.incomplete = True

@@ -55,8 +55,10 @@ def serial_work_ns(forest: Forest) -> int:
 
 
 def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:
+    """Longest path, counted in events; ``edges`` sorted by source (as ``build_edges`` returns them): every
+    edge into an event has a smaller source, so its length is final before the event's own edges are read."""
     longest = [1] * n_events
-    for src, dst, _ in sorted(edges, key=lambda e: e[1]):
+    for src, dst, _ in edges:
         if src < dst and longest[src] + 1 > longest[dst]:
             longest[dst] = longest[src] + 1
     return max(longest) if longest else 0
