@@ -16,7 +16,9 @@ from opentelemetry.trace import format_span_id
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
 from orchestrace.content import content_ref
-from orchestrace_langgraph.history import INPUT_MESSAGE_COUNT, PREFIX_LENGTH, PREFIX_SPAN_ID
+from orchestrace.semconv import ORCH_INPUT_MESSAGE_COUNT as INPUT_MESSAGE_COUNT
+from orchestrace.semconv import ORCH_PREFIX_LENGTH as PREFIX_LENGTH
+from orchestrace.semconv import ORCH_PREFIX_SPAN_ID as PREFIX_SPAN_ID
 from span_checks import Spans
 
 

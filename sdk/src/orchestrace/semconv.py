@@ -121,6 +121,14 @@ ORCH_CONTENT: Final = "orchestrace.content.text"
 #: True when captured content on this span (or event) was cut to the size limit.
 ORCH_CONTENT_TRUNCATED: Final = "orchestrace.content.truncated"
 ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
+#: Message history stored once: span id (16 hex) of an earlier model call whose prompt + completion starts
+#: this call's prompt; the call then carries only the remaining messages. The full prompt is
+#: ``(prompt(prefix) + completion(prefix))[:prefix_length] + input_messages``.
+ORCH_PREFIX_SPAN_ID: Final = "orchestrace.content.prefix_span_id"
+#: How many messages of that earlier prompt + completion start this prompt.
+ORCH_PREFIX_LENGTH: Final = "orchestrace.content.prefix_length"
+#: Number of messages in the whole prompt (the exported input messages are its last ones).
+ORCH_INPUT_MESSAGE_COUNT: Final = "orchestrace.content.input_message_count"
 
 #: Span-link attribute naming why a link exists.
 ORCH_LINK_TYPE: Final = "orchestrace.link.type"

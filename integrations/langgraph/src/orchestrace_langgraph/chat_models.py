@@ -100,7 +100,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
         attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
-        attrs[history.INPUT_MESSAGE_COUNT] = len(prompt)
+        attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(prompt)
         node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
         span = self._tracer.start_span(f"{operation} {label}", context=parent_context(node),
                                        kind=SpanKind.CLIENT, attributes=attrs)
@@ -112,8 +112,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             prefix = self._prompts.longest_prefix(trace_id, history.chain(refs))
             start = 0
             if prefix is not None:
-                span.set_attribute(history.PREFIX_SPAN_ID, prefix[0])
-                span.set_attribute(history.PREFIX_LENGTH, prefix[1])
+                span.set_attribute(sc.ORCH_PREFIX_SPAN_ID, prefix[0])
+                span.set_attribute(sc.ORCH_PREFIX_LENGTH, prefix[1])
                 start = prefix[1]
             captured = captured_messages(prompt[start:], config)
             if captured is not None:

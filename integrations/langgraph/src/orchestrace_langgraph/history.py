@@ -3,7 +3,7 @@
 A chat prompt in an agent loop is the previous prompt, the previous completion and a few new messages.
 Exporting the whole prompt at every call makes a run of n calls O(n^2) bytes. Instead, each chat span names
 an earlier chat span of the same trace whose prompt followed by its completion is the start of this prompt
-(:data:`PREFIX_SPAN_ID`, :data:`PREFIX_LENGTH`) and carries the content of the remaining messages only.
+(``orchestrace.semconv.ORCH_PREFIX_*``) and carries the content of the remaining messages only.
 The collector rebuilds the full prompt by following these references:
 ``prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input_messages(s)``.
 """
@@ -14,14 +14,6 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Final
-
-#: Span id (16 hex) of an earlier model call whose prompt + completion starts this call's prompt.
-PREFIX_SPAN_ID: Final = "orchestrace.content.prefix_span_id"
-#: How many messages of that earlier prompt + completion start this prompt.
-PREFIX_LENGTH: Final = "orchestrace.content.prefix_length"
-#: Number of messages in the whole prompt (the exported input messages are its last ones).
-INPUT_MESSAGE_COUNT: Final = "orchestrace.content.input_message_count"
 
 
 def chain(refs: Sequence[str]) -> list[str]:
