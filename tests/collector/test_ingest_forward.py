@@ -8,8 +8,10 @@ from pathlib import Path
 
 import httpx
 from collector_fixtures import (
+    RunningCollector,
     encode_otlp_json,
     encode_protobuf,
+    free_port,
     record_run,
     start_collector,
     validate_trace_dir,
@@ -63,3 +65,22 @@ def test_target_down_drops_oldest_and_never_blocks() -> None:
         forwarder.submit(f"batch-{index}".encode(), "application/x-protobuf")
     assert forwarder.dropped == 7 and forwarder.queued <= 3 and forwarder.sent == 0
     forwarder.close(timeout_s=0.2)
+
+
+def test_batches_wait_for_a_target_that_comes_up_later(tmp_path: Path) -> None:
+    port = free_port()
+    forwarder = Forwarder(f"http://127.0.0.1:{port}", backoff_s=0.05, max_backoff_s=0.5)
+    spans = record_run("fw-late-target")
+    forwarder.submit(encode_protobuf(spans), "application/x-protobuf")
+    target = RunningCollector(
+        out=tmp_path / "late", port=port, grpc_port=free_port(), log=tmp_path / "late.log"
+    )
+    (tmp_path / "late").mkdir()
+    target.start()
+    try:
+        forwarder.close(timeout_s=60)  # waits until the queue is sent (or 60 s)
+        assert forwarder.sent == 1 and forwarder.dropped == 0
+    finally:
+        assert target.stop() == 0
+    (trace,) = validate_trace_dir(target.out).values()
+    assert trace["task_id"] == "fw-late-target" and trace["metrics"]["spans"] == len(spans)
