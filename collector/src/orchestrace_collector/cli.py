@@ -30,6 +30,7 @@ console = Console()
 errors = Console(stderr=True)
 
 _MIB = 1 << 20
+_MAX_FAILURE_ROWS = 50
 
 
 def _fail(message: str) -> typer.Exit:
@@ -206,34 +207,41 @@ def validate(
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise _fail(f"no such file: {', '.join(missing)}")
-    table = Table(title="orchestrace validate")
-    for column in ("where", "trace_id", "result"):
-        table.add_column(column, overflow="fold")
+    per_file: dict[str, list[int]] = {}  # file -> [traces, invalid]
+    failures = Table(title="invalid traces")
+    for column in ("where", "trace_id", "errors"):
+        failures.add_column(column, overflow="fold")
     total = invalid = 0
     for where, obj in _traces_in(paths):
         total += 1
+        counts = per_file.setdefault(where.rsplit(":", 1)[0].split("[", 1)[0], [0, 0])
+        counts[0] += 1
         if isinstance(obj, Exception):
             problems = [f"not JSON: {obj}"]
         elif not isinstance(obj, dict):
             problems = ["not a JSON object"]
         else:
             problems = validate_trace(obj)
-        trace_id = str(obj.get("trace_id", "?")) if isinstance(obj, dict) else "?"
-        if problems:
-            invalid += 1
-            table.add_row(
-                where,
-                trace_id,
-                "[red]"
-                + "\n".join(problems[:5])
-                + (f"\n... {len(problems) - 5} more" if len(problems) > 5 else "")
-                + "[/]",
-            )
-        else:
-            table.add_row(where, trace_id, "[green]valid[/]")
+        if not problems:
+            continue
+        invalid += 1
+        counts[1] += 1
+        if invalid <= _MAX_FAILURE_ROWS:
+            trace_id = str(obj.get("trace_id", "?")) if isinstance(obj, dict) else "?"
+            more = f"\n... {len(problems) - 5} more" if len(problems) > 5 else ""
+            failures.add_row(where, trace_id, "\n".join(problems[:5]) + more)
     if total == 0:
         raise _fail("no traces found")
-    console.print(table)
+    summary = Table(title="orchestrace validate")
+    for column in ("file", "traces", "valid", "invalid"):
+        summary.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
+    for file, (count, bad) in per_file.items():
+        summary.add_row(file, str(count), str(count - bad), f"[red]{bad}[/]" if bad else "0")
+    console.print(summary)
+    if invalid:
+        console.print(failures)
+        if invalid > _MAX_FAILURE_ROWS:
+            console.print(f"... and {invalid - _MAX_FAILURE_ROWS} more invalid traces")
     console.print(f"{total - invalid}/{total} traces valid")
     if invalid:
         raise typer.Exit(1)

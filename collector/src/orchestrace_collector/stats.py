@@ -28,7 +28,9 @@ def compute_stats(traces: Iterable[Mapping[str, Any]], turns: int = 0) -> Datase
         stats.traces += 1
         events = trace.get("events") or []
         stats.events += len(events)
-        stats.event_types.update(str(e.get("type")) for e in events)
+        stats.event_types.update(
+            f"{e.get('type')} ({e['decision']})" if e.get("decision") else str(e.get("type")) for e in events
+        )
         if any(e.get("incomplete") for e in events):
             stats.incomplete_traces += 1
         stats.topologies[str(trace.get("topology") or "unknown")] += 1
