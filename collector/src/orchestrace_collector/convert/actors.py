@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from orchestrace import semconv as sc
 
-from .classify import Kind, actor_name, agent_id
+from .classify import AGENT, Kind, actor_name, agent_id
 from .forest import Forest, Node
 
 if TYPE_CHECKING:
@@ -37,14 +37,12 @@ class Instance:
     agent_id: str | None = None
     children: list[Instance] = field(default_factory=list)
     timeline: list[Ev] = field(default_factory=list)  # its own events, in trace order once sorted
-    spawn: Ev | None = None  # the spawn event that started it
     explicit_spawn: bool = False  # started by an explicit ``orchestrace.spawn`` (gets a despawn)
     ret: Ev | None = None
     last: Node | None = None  # the span that ended last (its output is the instance's result)
     turn_starts: list[int] = field(default_factory=list)  # its model calls' start times, in order
     turn_events: list[list[Ev]] = field(default_factory=list)  # the events each of those model calls links
     incomplete: bool = False
-    depth: int = 0  # actor nesting depth (top level = 0)
     agent_depth: int = 0  # how many ``invoke_agent`` actors enclose it
 
 
@@ -117,8 +115,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                 top_level[name] = inst
             else:
                 enclosing.children.append(inst)
-                inst.depth = enclosing.depth + 1
-                inst.agent_depth = enclosing.agent_depth + (enclosing.sub_kind == "agent")
+                inst.agent_depth = enclosing.agent_depth + (enclosing.sub_kind == AGENT)
         if node.end_ns >= inst.end_ns:
             inst.end_ns = node.end_ns
             inst.last = node

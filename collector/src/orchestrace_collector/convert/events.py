@@ -313,7 +313,6 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 spawn.to = inst.label
                 spawn.role = inst.role
             spawn.child = inst
-            inst.spawn = spawn
         # The span that ended last closes the instance (a resumed run's last part, or a wrapper span).
         last = inst.last or node
         ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
