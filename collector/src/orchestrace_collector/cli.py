@@ -92,7 +92,11 @@ def collect(
         int, typer.Option("--max-queued-batches", help="Above this backlog, answer 503 + Retry-After.")
     ] = 512,
     fsync: Annotated[
-        str, typer.Option(help=f"WAL durability: {' | '.join(FSYNC_POLICIES)} (see wal.py).")
+        str,
+        typer.Option(
+            help="Write-ahead log durability: batch (fsync before each acknowledgement; survives power loss), "
+            "interval (fsync every 50 ms; survives a collector crash), none (the OS decides)."
+        ),
     ] = "batch",
     wal_segment_mb: Annotated[float, typer.Option("--wal-segment-mb", help="WAL segment size.")] = 64,
     rotate_mb: Annotated[
@@ -200,8 +204,7 @@ def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
 ) -> None:
-    """Check every trace (every revision) against the schema and the referential rules. Exit 0 only if all
-    pass."""
+    """Check every trace (every revision) against the schema and referential rules; exit 0 if all pass."""
     from orchestrace_collector.validate import validate_trace
 
     missing = [str(p) for p in paths if not p.exists()]
