@@ -680,3 +680,36 @@ def test_a_single_routed_spawn_keeps_the_instance_label_on_its_decision() -> Non
     w = checked(convert_episode(s.spans))
     decisions = by_type(w, "orchestrator_decision")
     assert [(d["t"], d["to"]) for d in decisions] == [(1, "w#1"), (4, "w#2")]
+
+
+def test_create_agent_span_is_an_explicit_spawn_of_that_agent() -> None:
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    s.span(
+        "create_agent helper",
+        1,
+        1.2,
+        lead,
+        {sc.GEN_AI_OPERATION_NAME: sc.OP_CREATE_AGENT, sc.GEN_AI_AGENT_NAME: "helper"},
+    )
+    s.agent("helper", 2, 3, lead)
+    w = checked(convert_episode(s.spans))
+    decision, spawn = by_type(w, "orchestrator_decision")[0], by_type(w, "spawn")[0]
+    assert (decision["decision"], decision["t"], spawn["to"]) == ("spawn", 1, "helper")
+    assert [d["to"] for d in by_type(w, "despawn")] == ["helper"]
+
+
+def test_message_to_an_unknown_agent_keeps_its_name_and_has_no_edge() -> None:
+    s = Spans()
+    s.agent("lead", 0, 2, events=[event(sc.EVENT_MESSAGE, 1, **{sc.ORCH_TO: "outside"})])
+    w = checked(convert_episode(s.spans))
+    assert by_type(w, "message")[0]["to"] == "outside" and not edges_of(w, "message")
+
+
+def test_tools_without_any_actor_belong_to_the_service() -> None:
+    s = Spans(resource={"service.name": "billing-bot"})
+    s.tool("charge", 0, 1)
+    s.tool("refund", 2, 3)
+    w = checked(convert_episode(s.spans))
+    assert {e["agent"] for e in by_type(w, "tool_call")} == {"billing-bot"}
+    assert w["system"] == "billing-bot" and w["topology"] == "unknown"
