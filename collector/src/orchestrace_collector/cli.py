@@ -94,7 +94,7 @@ def collect(
     fsync: Annotated[
         str,
         typer.Option(
-            help="Write-ahead log durability: batch (fsync before each acknowledgement; survives power loss), "
+            help="WAL durability: batch (fsync before each acknowledgement; survives power loss), "
             "interval (fsync every 50 ms; survives a collector crash), none (the OS decides)."
         ),
     ] = "batch",
