@@ -129,8 +129,11 @@ def test_configure_is_idempotent_and_adds_new_exporters(tmp_path: Path) -> None:
 def test_trace_dir_writes_orchestration_traces(tmp_path: Path, trace_dir_validator: Any) -> None:
     handle = ot.configure(exporter="none", trace_dir=tmp_path / "traces", tracer_provider=new_provider())
     _team("dir-task")
-    handle.shutdown()
-    traces = trace_dir_validator(tmp_path / "traces")
+    try:
+        assert handle.force_flush()  # writes the finished episode now, not only at shutdown
+        traces = trace_dir_validator(tmp_path / "traces")
+    finally:
+        handle.shutdown()
     (trace,) = traces.values()
     assert trace["task_id"] == "dir-task"
     agents = {event["agent"].split("#")[0] for event in trace["events"]}  # "researcher#2": a 2nd instance

@@ -50,12 +50,14 @@ class _InstalledProcessors(SpanProcessor):
 
     def __init__(self) -> None:
         self._children: tuple[SpanProcessor, ...] = ()
+        self._exporters: tuple[SpanExporter, ...] = ()
         self._lock = threading.Lock()
         self._stopped = False
 
-    def add(self, processor: SpanProcessor) -> None:
+    def add(self, processor: SpanProcessor, exporter: SpanExporter) -> None:
         with self._lock:
             self._children += (processor,)
+            self._exporters += (exporter,)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._stopped:
@@ -91,6 +93,14 @@ class _InstalledProcessors(SpanProcessor):
         for child in self._children:
             try:
                 ok = child.force_flush(timeout_millis) and ok
+            except Exception as exc:
+                log_once("tracing.force_flush", exc)
+                ok = False
+        # The SDK's processors do not pass force_flush on to their exporter; exporters that hold work of
+        # their own (the trace_dir writer completes open traces) need it to honour "flush now".
+        for exporter in self._exporters:
+            try:
+                ok = exporter.force_flush(timeout_millis) and ok
             except Exception as exc:
                 log_once("tracing.force_flush", exc)
                 ok = False
@@ -134,7 +144,7 @@ class TracingHandle:
             processor = SimpleSpanProcessor(exporter)  # readable right after a span ends
         else:
             processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-        self._processors.add(processor)
+        self._processors.add(processor, exporter)
         if not self._attached:
             self.tracer_provider.add_span_processor(self._processors)
             self._attached = True
