@@ -39,6 +39,8 @@ class _Timelines:
 
 
 def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
+    """Every edge once, sorted by source then destination. The typed rules below never produce the same edge
+    twice; a temporal edge is left out where a typed edge already links the same two events."""
     edges: list[EdgeRec] = []
     add = edges.append
     timelines = _Timelines()
@@ -46,16 +48,12 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
     previous_work: dict[int, Ev] = {}
     for inst in actors.instances:
         last_non_call: Ev | None = None
-        prev: Ev | None = None
         for ev in inst.timeline:
-            if prev is not None:
-                add((prev.index, ev.index, "temporal"))
             if ev.type == "tool_call":
                 if last_non_call is not None:
                     previous_work[ev.index] = last_non_call
             else:
                 last_non_call = ev
-            prev = ev
 
     for ev in events_set.events:
         kind = ev.type
@@ -88,9 +86,15 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
             if origin is not None and origin.index < ev.index:
                 add((origin.index, ev.index, "safety_flow"))
     _aggregate_edges(events_set, add)
-    # A temporal edge says nothing more where a typed edge already links the same two events.
-    typed = {(src, dst) for src, dst, kind in edges if kind != "temporal"}
-    return sorted({e for e in edges if e[2] != "temporal" or (e[0], e[1]) not in typed})
+    typed = {(src, dst) for src, dst, _ in edges}
+    for inst in actors.instances:
+        timeline = inst.timeline
+        for k in range(1, len(timeline)):
+            pair = (timeline[k - 1].index, timeline[k].index)
+            if pair not in typed:
+                add((*pair, "temporal"))
+    edges.sort()
+    return edges
 
 
 def _safety_flow(result: Ev, add: _Add) -> None:
@@ -102,9 +106,10 @@ def _safety_flow(result: Ev, add: _Add) -> None:
         consumers = owner.turn_events[i][:SAFETY_FLOW_FANOUT]
     else:
         consumers = owner.timeline[result.pos + 1 : result.pos + 2]
-    for ev in consumers:
-        add((result.index, ev.index, "safety_flow"))
     ret = owner.ret
+    for ev in consumers:
+        if ev.index > result.index and ev is not ret:
+            add((result.index, ev.index, "safety_flow"))
     if ret is not None and ret.index > result.index:
         add((result.index, ret.index, "safety_flow"))
 
@@ -115,10 +120,9 @@ def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
     pending_returns: dict[int, tuple[list[Ev], list[int]]] = {}
     for agg in sorted(events_set.aggregates, key=lambda e: e.index):
         if agg.inputs:
-            for span_id in agg.inputs:
-                src = events_set.closing.get(span_id)
-                if src is not None and src is not agg:
-                    add((src.index, agg.index, "aggregate"))
+            sources = {events_set.closing.get(span_id) for span_id in agg.inputs}  # a span linked twice
+            for src in sorted((e for e in sources if e is not None and e is not agg), key=lambda e: e.index):
+                add((src.index, agg.index, "aggregate"))
             continue
         owner = agg.owner
         state = pending_returns.get(id(owner))

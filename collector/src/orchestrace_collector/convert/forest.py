@@ -55,6 +55,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         by_id[key] = node
         ordered.append(node)
     ordered.sort(key=lambda n: (n.start_ns, n.span.trace_id, n.span.span_id))
+    for i, node in enumerate(ordered):
+        node.pre = i  # for now its place in that order (the depth-first position is set below)
 
     orphans: list[Node] = []
     maybe_cycles = False
@@ -67,8 +69,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
             orphans.append(node)
         else:
             node.parent = parent
-            # Around a loop of parent pointers some parent cannot start strictly before its child.
-            maybe_cycles |= parent.start_ns >= node.start_ns
+            # Around a loop of parent pointers some parent must come after its child in that order.
+            maybe_cycles |= parent.pre > node.pre
     if maybe_cycles:
         orphans.extend(_break_cycles(ordered))
     incomplete = bool(orphans)
