@@ -182,7 +182,7 @@ def test_deep_nesting_does_not_recurse() -> None:
 
 
 def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
-    from orchestrace_collector.convert.classify import OI_SPAN_KIND, TL_SPAN_KIND
+    from orchestrace_collector.convert.vocabularies import OI_SPAN_KIND, TL_SPAN_KIND
 
     odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes", float("nan")]
     keys = [

@@ -17,13 +17,20 @@ import json
 from orchestrace import semconv as sc
 
 from ..spans import Attributes
+from .vocabularies import (
+    GEN_AI_COMPLETION_PREFIX,
+    GEN_AI_PROMPT_PREFIX,
+    OI_CONTENT,
+    OI_INPUT_MESSAGES,
+    OI_OUTPUT_MESSAGES,
+    OI_ROLE,
+)
 
 ChatMessage = dict[str, str]
 
-GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 _FLAT_SHAPES = (
-    ("llm.input_messages.", ".message.role", ".message.content", "llm.output_messages."),
-    ("gen_ai.prompt.", ".role", ".content", "gen_ai.completion."),
+    (OI_INPUT_MESSAGES, OI_ROLE, OI_CONTENT, OI_OUTPUT_MESSAGES),
+    (GEN_AI_PROMPT_PREFIX, ".role", ".content", GEN_AI_COMPLETION_PREFIX),
 )
 #: Whether a span has any flattened message at all (checked first: most spans have none).
 _FLAT_FIRST_KEYS = tuple(
@@ -41,7 +48,7 @@ def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, 
     prompt = _structured(attrs.get(sc.GEN_AI_INPUT_MESSAGES))
     completion = _structured(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
     if prompt is not None:
-        system = _structured_parts(attrs.get(GEN_AI_SYSTEM_INSTRUCTIONS))
+        system = _structured_parts(attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS))
         if system:
             prompt.insert(0, {"role": "system", "content": system})
     if (prompt is None or completion is None) and any(key in attrs for key in _FLAT_FIRST_KEYS):

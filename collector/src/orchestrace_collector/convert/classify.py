@@ -23,19 +23,18 @@ from enum import IntEnum
 from orchestrace import semconv as sc
 
 from ..spans import Span
-
-#: OpenInference and OpenLLMetry attribute names (foreign vocabularies, read only).
-OI_SPAN_KIND = "openinference.span.kind"
-OI_METADATA = "metadata"
-OI_TOOL_NAME = "tool.name"
-OI_MODEL_NAME = "llm.model_name"
-OI_PROVIDER = "llm.provider"
-OI_SYSTEM = "llm.system"
-TL_SPAN_KIND = "traceloop.span.kind"
-TL_ENTITY_NAME = "traceloop.entity.name"
-TL_WORKFLOW_NAME = "traceloop.workflow.name"
-TL_LANGGRAPH_NODE = "traceloop.association.properties.langgraph_node"
-TL_REQUEST_TYPE = "llm.request.type"
+from .vocabularies import (
+    OI_METADATA,
+    OI_MODEL_NAME,
+    OI_PROVIDER,
+    OI_SPAN_KIND,
+    OI_SYSTEM,
+    OI_TOOL_NAME,
+    TL_ENTITY_NAME,
+    TL_LANGGRAPH_NODE,
+    TL_REQUEST_TYPE,
+    TL_SPAN_KIND,
+)
 
 
 class Kind(IntEnum):

@@ -14,11 +14,7 @@ import json
 from orchestrace import semconv as sc
 
 from ..spans import Attributes
-
-OI_INPUT = "input.value"
-OI_OUTPUT = "output.value"
-TL_INPUT = "traceloop.entity.input"
-TL_OUTPUT = "traceloop.entity.output"
+from .vocabularies import OI_INPUT, OI_OUTPUT, TL_INPUT, TL_OUTPUT
 
 #: Where captured content may be, by direction, first match wins.
 INPUT_CONTENT = (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_INPUT_MESSAGES, OI_INPUT, TL_INPUT)

@@ -17,14 +17,16 @@ from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev
 from .forest import Node
+from .vocabularies import (
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    OI_COMPLETION_TOKENS,
+    OI_PROMPT_TOKENS,
+)
 
 #: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
-_INPUT_TOKENS = (sc.GEN_AI_USAGE_INPUT_TOKENS, "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-_OUTPUT_TOKENS = (
-    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
-    "gen_ai.usage.completion_tokens",
-    "llm.token_count.completion",
-)
+_INPUT_TOKENS = (sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
+_OUTPUT_TOKENS = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
 
 
 @dataclass(slots=True, eq=False)

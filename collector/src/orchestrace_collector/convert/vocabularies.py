@@ -1,0 +1,44 @@
+"""Attribute names of other instrumentations, read (never written) so that their spans convert too.
+
+OTel GenAI names come from ``orchestrace.semconv``; these belong to vocabularies the collector does not depend
+on: OpenInference (``openinference.*``, ``llm.*``, ``input.value``) and OpenLLMetry / Traceloop
+(``traceloop.*``), plus GenAI names the conventions deprecated that older instrumentations still write.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
+
+# --- OpenInference
+OI_SPAN_KIND: Final = "openinference.span.kind"
+OI_METADATA: Final = "metadata"  # JSON; LangGraph runs put ``langgraph_node`` in it
+OI_TOOL_NAME: Final = "tool.name"
+OI_MODEL_NAME: Final = "llm.model_name"
+OI_PROVIDER: Final = "llm.provider"
+OI_SYSTEM: Final = "llm.system"
+OI_INPUT: Final = "input.value"
+OI_OUTPUT: Final = "output.value"
+OI_PROMPT_TOKENS: Final = "llm.token_count.prompt"
+OI_COMPLETION_TOKENS: Final = "llm.token_count.completion"
+#: Flattened messages: ``<prefix><i>.message.role`` / ``.message.content``.
+OI_INPUT_MESSAGES: Final = "llm.input_messages."
+OI_OUTPUT_MESSAGES: Final = "llm.output_messages."
+OI_ROLE: Final = ".message.role"
+OI_CONTENT: Final = ".message.content"
+
+# --- OpenLLMetry / Traceloop
+TL_SPAN_KIND: Final = "traceloop.span.kind"
+TL_ENTITY_NAME: Final = "traceloop.entity.name"
+TL_INPUT: Final = "traceloop.entity.input"
+TL_OUTPUT: Final = "traceloop.entity.output"
+TL_LANGGRAPH_NODE: Final = "traceloop.association.properties.langgraph_node"
+TL_REQUEST_TYPE: Final = "llm.request.type"
+
+# --- deprecated GenAI names (older OpenLLMetry releases)
+GEN_AI_USAGE_PROMPT_TOKENS: Final = _g.GEN_AI_USAGE_PROMPT_TOKENS
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = _g.GEN_AI_USAGE_COMPLETION_TOKENS
+#: Flattened messages: ``<prefix>.<i>.role`` / ``.content``.
+GEN_AI_PROMPT_PREFIX: Final = _g.GEN_AI_PROMPT + "."
+GEN_AI_COMPLETION_PREFIX: Final = _g.GEN_AI_COMPLETION + "."
