@@ -713,3 +713,35 @@ def test_tools_without_any_actor_belong_to_the_service() -> None:
     w = checked(convert_episode(s.spans))
     assert {e["agent"] for e in by_type(w, "tool_call")} == {"billing-bot"}
     assert w["system"] == "billing-bot" and w["topology"] == "unknown"
+
+
+def test_system_instructions_and_older_flattened_prompts_become_chat_lists() -> None:
+    s = Spans()
+    agent = s.agent("a", 0, 5)
+    s.chat(
+        1,
+        2,
+        agent,
+        **{
+            sc.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps([{"type": "text", "content": "Be terse."}]),
+            sc.GEN_AI_INPUT_MESSAGES: json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+            ),
+        },
+    )
+    s.chat(
+        3,
+        4,
+        agent,
+        **{
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "old",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "style",
+        },
+    )
+    first, second = convert_episode(s.spans).turns
+    assert [(m.role, m.content) for m in first.prompt or []] == [("system", "Be terse."), ("user", "hi")]
+    assert first.completion is None
+    assert [(m.role, m.content) for m in second.prompt or []] == [("user", "old")]
+    assert [(m.role, m.content) for m in second.completion or []] == [("assistant", "style")]
