@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from convert_support import GOLDEN, by_type, checked, edges_of
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -26,7 +27,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.inprocess import span_from_readable
-from test_convert_support import GOLDEN, by_type, checked, edges_of
 
 _PLACEHOLDERS = {
     "span_id": "span",

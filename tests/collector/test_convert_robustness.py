@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from convert_support import Spans, by_type, checked, event, ns
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import Span
-from test_convert_support import Spans, by_type, checked, event, ns
 
 
 def test_empty_input_is_a_clear_error() -> None:

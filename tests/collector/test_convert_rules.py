@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from convert_support import Spans, by_type, checked, edges_of, event
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import SpanLink
-from test_convert_support import Spans, by_type, checked, edges_of, event
 
 
 def ids(written: dict[str, Any], type_: str, **match: Any) -> list[str]:

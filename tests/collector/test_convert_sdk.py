@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import orchestrace as ot
 import pytest
+from convert_support import by_type, checked, edges_of
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.config import set_config
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
-from test_convert_support import by_type, checked, edges_of
 
 
 @pytest.fixture

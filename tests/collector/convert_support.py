@@ -1,6 +1,6 @@
 """Builders for conversion tests: spans written the way instrumentations write them, times in seconds.
 
-(Helpers only; the tests are in the other ``test_convert*`` modules.)
+(Helpers only; the tests are in the ``test_convert*`` modules.)
 """
 
 from __future__ import annotations
