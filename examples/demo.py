@@ -60,7 +60,9 @@ def start_collector(out: Path, log: IO[bytes]) -> tuple[subprocess.Popen[bytes],
 
 def run_example(endpoint: str) -> str:
     """The supervisor example in its own process, exporting OTLP/HTTP to ``endpoint``; returns its answer."""
-    command = [sys.executable, "-m", EXAMPLE, "--exporter", "otlp", "--endpoint", endpoint]
+    # Content capture on, so the turns are complete training samples (prompt and completion).
+    command = [sys.executable, "-m", EXAMPLE, "--exporter", "otlp", "--endpoint", endpoint,
+               "--capture-content"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{EXAMPLE} failed:\n{done.stderr}")
@@ -84,6 +86,18 @@ def summarize(console: Console, out: Path, traces: dict[str, dict[str, Any]]) ->
         console.print(f"  rewards: {_numbers(families)} (and {unit_keys} unit-scoped keys)")
         console.print(f"  metrics: {_numbers(trace.get('metrics', {}))}")
         console.print(_turns_table(turns[trace["trace_id"]]))
+        _print_sample(console, turns[trace["trace_id"]])
+
+
+def _print_sample(console: Console, turns: list[dict[str, Any]]) -> None:
+    """The last turn as a trainer reads it: chat messages in, chat messages out, credited reward."""
+    sample = next((turn for turn in reversed(turns) if turn.get("prompt")), None)
+    if sample is None:
+        return
+    reward = sample.get("reward") or 0.0
+    console.print(f"a training sample (turn of [cyan]{sample['agent']}[/], credited reward {reward:.3g}):")
+    for message in [*sample["prompt"][-3:], *(sample.get("completion") or [])]:
+        console.print(f"  {message['role']:>9}: {str(message.get('content', ''))[:90]!r}")
 
 
 def _turns_table(turns: list[dict[str, Any]]) -> Table:
