@@ -1,0 +1,1 @@
+"""The orchestrace benchmarks: ``python -m bench`` (``make bench``); see ``bench/__main__.py``."""

@@ -95,6 +95,6 @@ def summarize(
     }
     summary["top_total"] = [
         {"function": k, "total_share": round(v / total, 4)}
-        for k, v in sorted(total_time.items(), key=lambda kv: -kv[1])[: top + 5]
+        for k, v in sorted(total_time.items(), key=lambda kv: -kv[1])[: 3 * top]
     ]
     return summary

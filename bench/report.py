@@ -30,6 +30,12 @@ def _top(summary: dict[str, Any], n: int = 6) -> str:
     return ", ".join(f"`{i['function']}` {i['self_share']:.0%}" for i in items)
 
 
+def _inclusive(summary: dict[str, Any], prefix: str, n: int = 8) -> str:
+    """Inclusive shares of the functions of one package (what each costs with what it calls)."""
+    items = [i for i in summary.get("top_total", []) if i["function"].startswith(prefix)][:n]
+    return ", ".join(f"`{i['function']}` {i['total_share']:.0%}" for i in items)
+
+
 def _packages(summary: dict[str, Any], n: int = 5) -> str:
     items = list(summary.get("self_by_package", {}).items())[:n]
     return ", ".join(f"{name} {share:.0%}" for name, share in items)
@@ -64,6 +70,9 @@ def _sdk(r: dict[str, Any]) -> list[str]:
         f"Target: decorator ≤ {r['target_ratio']}× the raw span: {_f(r['target_met'])}.",
         "",
         f"Profile of `@ot.agent` (self time): {_top(r['profile']['ot_agent'])}.",
+        "",
+        f"Inclusive time of orchestrace's functions in `@ot.agent`: "
+        f"{_inclusive(r['profile']['ot_agent'], 'orchestrace/')}.",
         "",
         f"Self time of `@ot.agent` by package: {_packages(r['profile']['ot_agent'])}; of the raw span: "
         f"{_packages(r['profile']['raw_span_agent'])}.",
@@ -168,6 +177,9 @@ def _collector(r: dict[str, Any]) -> list[str]:
         f"the main thread; self time): {_top(i['profile'])}.",
         "",
         f"Profile, local engine (self time): {_top(c['profile_local_engine'])}.",
+        "",
+        "Profile, local engine (inclusive): "
+        f"{_inclusive(c['profile_local_engine'], 'orchestrace_collector/', 12)}.",
         "",
         f"Profile, decode (self time): {_top(c['profile_decode'])}.",
         "",
