@@ -58,9 +58,15 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
     lg = quick_results[1]["langgraph"]
     assert not lg["errors"]
     for graph, row in lg["graphs"].items():
-        assert set(row) == {"uninstrumented", "orchestrace", "openinference", "openllmetry"}, graph
+        assert set(row) == {
+            "uninstrumented",
+            "orchestrace",
+            "orchestrace_content",
+            "openinference",
+            "openllmetry",
+        }
         assert row["uninstrumented"]["spans"] == 0
-        for mode in ("orchestrace", "openinference", "openllmetry"):
+        for mode in ("orchestrace", "orchestrace_content", "openinference", "openllmetry"):
             assert row[mode]["spans"] > 0 and row[mode]["bytes"] > 0, (graph, mode)
     assert set(lg["target"]) == set(lg["graphs"])
 
