@@ -745,3 +745,119 @@ def test_system_instructions_and_older_flattened_prompts_become_chat_lists() -> 
     assert first.completion is None
     assert [(m.role, m.content) for m in second.prompt or []] == [("user", "old")]
     assert [(m.role, m.content) for m in second.completion or []] == [("assistant", "style")]
+
+
+def _react_agent(s: Spans, name: str, start: float, parent: Any, *, tools: int = 2) -> Any:
+    """A prebuilt ReAct agent as the LangGraph integration records it: ``invoke_agent`` around its graph run,
+    a ``model`` node that routes its tool calls to ``tools`` nodes (Send), and a last ``model`` node whose
+    conditional edge ends the inner graph."""
+    agent = s.agent(name, start, start + 10, parent)
+    graph = s.workflow(name, start + 0.1, start + 9.9, agent)
+    sends = [event(sc.EVENT_SPAWN, start + 1.5, **{sc.ORCH_TARGET_AGENT: "tools"}) for _ in range(tools)]
+    first = s.node(
+        "model", start + 1, start + 2, graph,
+        events=[
+            event(sc.EVENT_DECISION, start + 1.5, **{
+                sc.ORCH_DECISION_KIND: sc.DECISION_SPAWN, sc.ORCH_TARGET_AGENT: "tools",
+                sc.ORCH_DECISION_OPTIONS: ("tools",),
+            }),
+            *sends,
+        ],
+    )
+    s.chat(start + 1.1, start + 1.4, first)
+    for k in range(tools):
+        node = s.node(
+            "tools", start + 3, start + 4 + k, graph,
+            events=[event(sc.EVENT_DECISION, start + 4 + k, **{
+                sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: "model",
+            })],
+        )
+        s.tool("lookup", start + 3.1, start + 3.5 + k, node)
+    last = s.node(
+        "model", start + 7, start + 9, graph,
+        events=[event(sc.EVENT_STOP, start + 8.5, **{sc.ORCH_REASON: "edge", sc.ORCH_FROM: "model"})],
+    )
+    s.chat(start + 7.1, start + 8, last)
+    return last
+
+
+def test_graph_nodes_inside_an_agent_are_its_inner_working_not_actors() -> None:
+    s = Spans()
+    team = s.workflow("team", 0, 40)
+    boss = s.agent("boss", 1, 12, team, events=[
+        event(sc.EVENT_DELEGATE, 11, **{sc.ORCH_TARGET_AGENT: "worker", sc.ORCH_HANDOFF: True}),
+    ])
+    s.chat(2, 3, boss)
+    last = _react_agent(s, "worker", 12, team)
+    # Explicit calls from inside an inner node are kept, and attributed to the agent.
+    last.events += [
+        event(sc.EVENT_STOP, 20.6, **{sc.ORCH_REASON: "done"}),
+        event(sc.EVENT_MESSAGE, 20.7, **{sc.ORCH_TO: "boss"}),
+        event(sc.EVENT_SAFETY, 20.8, **{sc.ORCH_SAFETY_CATEGORY: "pii"}),
+        event(sc.EVENT_DECISION, 20.9, **{sc.ORCH_DECISION_KIND: "escalate", sc.ORCH_TARGET_AGENT: "boss"}),
+    ]
+    w = checked(convert_episode(s.spans))
+    episode = convert_episode(s.spans)
+
+    assert {e["agent"] for e in w["events"]} == {"team", "boss", "worker", "lookup"}
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("team", "boss"), ("boss", "worker")]
+    assert [e["agent"] for e in by_type(w, "tool_call")] == ["worker", "worker"]
+    assert [e["agent"] for e in by_type(w, "return")] == ["boss", "worker", "team"]
+    decisions = [(e["agent"], e.get("decision") or e.get("label"), e.get("to"), e.get("reason"))
+                 for e in by_type(w, "orchestrator_decision")]
+    assert decisions == [
+        ("team", "delegate", "boss", None),
+        ("boss", "delegate", "worker", None),
+        ("worker", "stop", None, "done"),  # the user's stop; the inner graph's END is not one
+        ("worker", "escalate", "boss", None),
+    ]
+    assert [(e["agent"], e["to"]) for e in by_type(w, "message")] == [("worker", "boss")]
+    assert [e["agent"] for e in by_type(w, "safety_event")] == ["worker"]
+    assert not by_type(w, "despawn") and not by_type(w, "aggregate")
+    assert [t.agent for t in episode.turns] == ["boss", "worker", "worker"]
+
+
+def test_nodes_of_a_graph_that_is_not_an_agent_stay_actors() -> None:
+    s = Spans()
+    graph = s.workflow("map_reduce", 0, 10)
+    plan = s.node("plan", 1, 2, graph, events=[
+        event(sc.EVENT_DECISION, 1.9, **{
+            sc.ORCH_DECISION_KIND: sc.DECISION_SPAWN, sc.ORCH_TARGET_AGENT: "work",
+        }),
+        *[event(sc.EVENT_SPAWN, 1.9, **{sc.ORCH_TARGET_AGENT: "work"}) for _ in range(2)],
+    ])
+    s.chat(1.1, 1.5, plan)
+    for k in range(2):
+        s.chat(3.1, 3.5, s.node("work", 3, 4 + k, graph))
+    w = checked(convert_episode(s.spans))
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
+        ("map_reduce", "plan"), ("plan", "work#1"), ("plan", "work#2"),
+    ]
+    assert [e["agent"] for e in by_type(w, "return")] == ["plan", "work#1", "work#2", "map_reduce"]
+
+
+def test_a_team_subgraph_inside_an_agent_belongs_to_it_and_its_agents_stay_agents() -> None:
+    s = Spans()
+    top = s.workflow("top", 0, 50)
+    s.chat(0.2, 0.8, s.node("top_supervisor", 0.1, 0.9, top))
+    team = s.agent("team", 1, 40, top)
+    graph = s.workflow("team_graph", 1.1, 39, team)
+    sup = s.node("team_supervisor", 2, 3, graph, events=[
+        event(sc.EVENT_DECISION, 2.9, **{
+            sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: "searcher",
+        }),
+    ])
+    s.chat(2.1, 2.5, sup)
+    _react_agent(s, "searcher", 4, graph, tools=1)
+    s.node("team_supervisor", 20, 21, graph, events=[
+        event(sc.EVENT_STOP, 20.9, **{sc.ORCH_REASON: "conditional_edge", sc.ORCH_FROM: "team_supervisor"}),
+    ])
+    w = checked(convert_episode(s.spans))
+    assert {e["agent"] for e in w["events"]} == {"top", "top_supervisor", "team", "searcher", "lookup"}
+    decisions = [(e["agent"], e["to"]) for e in by_type(w, "orchestrator_decision")]
+    # The subgraph's routing is the team's (its decision, then the delegation it led to).
+    assert decisions == [
+        ("top", "top_supervisor"), ("top", "team"), ("team", "searcher"), ("team", "searcher"),
+    ]
+    assert [e["agent"] for e in by_type(w, "return")] == ["top_supervisor", "searcher", "team", "top"]
+    assert w["topology"] == "hierarchical"

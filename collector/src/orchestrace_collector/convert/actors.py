@@ -5,6 +5,11 @@ wrapper span that holds nothing but an actor span of the same name is one instan
 ``invoke_agent X`` around ``X.workflow``), and top-level actors of the same name in different OTel traces of
 one episode are one instance (a LangGraph run and its resume after an interrupt).
 
+An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
+nearest enclosing actor is an agent (directly or through such inner spans) belongs to that agent, like any
+non-actor span (the ``agent`` and ``tools`` nodes of a prebuilt ReAct agent, the supervisor node of a team
+subgraph). Node spans directly under a workflow actor (a plain graph's nodes) stay actors.
+
 Labels: the agent name when the episode has one instance of that name, else ``name#k`` with k = 1, 2, ... in
 start order. ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id) behind a label.
 """
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from orchestrace import semconv as sc
 
-from .classify import AGENT, Kind, actor_name, agent_id
+from .classify import AGENT, NODE, Kind, actor_name, agent_id
 from .forest import Forest, Node
 
 if TYPE_CHECKING:
@@ -43,7 +48,9 @@ class Instance:
     turn_starts: list[int] = field(default_factory=list)  # its model calls' start times, in order
     turn_events: list[list[Ev]] = field(default_factory=list)  # the events each of those model calls links
     incomplete: bool = False
-    agent_depth: int = 0  # how many ``invoke_agent`` actors enclose it
+    #: Names of the graph nodes that ran inside this agent as its inner working (routing between them is
+    #: the agent's own control flow, not orchestration).
+    inner_nodes: set[str] = field(default_factory=set)
 
 
 #: How many earlier-started instances of a name ``resolve`` checks for one still running (bounds the cost).
@@ -108,6 +115,13 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             inst = enclosing  # a wrapper span around the same actor
         elif enclosing is None:
             inst = top_level.get(name)  # the same run continued in another OTel trace
+        elif enclosing.sub_kind == AGENT and node.sub_kind != AGENT:
+            # Inner working of that agent: from here on it is an ordinary span of the agent's.
+            node.kind = Kind.OTHER
+            node.instance = enclosing
+            if node.sub_kind == NODE:
+                enclosing.inner_nodes.add(name)
+            continue
         if inst is None:
             inst = Instance(name, node.sub_kind, node, node.start_ns, node.end_ns, parent=enclosing)
             instances.append(inst)
@@ -115,7 +129,6 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                 top_level[name] = inst
             else:
                 enclosing.children.append(inst)
-                inst.agent_depth = enclosing.agent_depth + (enclosing.sub_kind == AGENT)
         if node.end_ns >= inst.end_ns:
             inst.end_ns = node.end_ns
             inst.last = node

@@ -15,7 +15,7 @@ from orchestrace import semconv as sc
 
 from ..spans import Attributes, SpanEvent
 from .actors import Actors, Instance
-from .classify import Kind, created_agent_name, tool_name
+from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, tool_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
 
@@ -225,6 +225,8 @@ def _span_event(
     attrs = event.attributes
     if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
+        if _inner_route(owner, attrs, (target,)):
+            return
         decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
         sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
         routing = b.routing
@@ -244,13 +246,15 @@ def _span_event(
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         ev.trusted = True
     elif name == sc.EVENT_DECISION:
+        target = attrs.get(sc.ORCH_TARGET_AGENT)
+        if _inner_route(owner, attrs, (target,) if target else attrs.get(sc.ORCH_DECISION_OPTIONS) or ()):
+            return
         ev = b.point("orchestrator_decision", event, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
         if isinstance(kind, str) and kind in _DECISIONS:
             ev.decision = str(kind)
         elif kind:
             ev.label = str(kind)
-        target = attrs.get(sc.ORCH_TARGET_AGENT)
         if target:
             ev.to = b.actors.label_of(str(target), event.time_ns)
             if ev.decision in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE):
@@ -259,6 +263,8 @@ def _span_event(
         if attrs.get(sc.ORCH_HANDOFF) is True:
             ev.handoff = True
     elif name == sc.EVENT_STOP:
+        if _inner_end(owner, node, attrs):
+            return
         ev = b.point("orchestrator_decision", event, node, owner)
         ev.decision = sc.DECISION_STOP
         _reason(ev, attrs)
@@ -281,6 +287,25 @@ def _span_event(
         ev.source = str(source) if source else None
     elif name == sc.EVENT_EVALUATION_RESULT:
         evaluations.append((node, event))
+
+
+def _inner_route(owner: Instance, attrs: Attributes, targets: object) -> bool:
+    """A route between an agent's inner nodes (its own control flow, e.g. a ReAct loop's ``tools`` calls)."""
+    if not owner.inner_nodes or attrs.get(sc.ORCH_HANDOFF) is True or not isinstance(targets, tuple | list):
+        return False
+    return bool(targets) and all(str(t) in owner.inner_nodes for t in targets)
+
+
+def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
+    """The agent's inner graph reaching its end, recorded by the graph's node or run that took the route
+    (``orchestrace.from`` names it): the agent's ``return`` already says it finished. A stop from the user
+    (no ``orchestrace.from``) is kept."""
+    return (
+        owner.sub_kind == AGENT
+        and node.sub_kind in (NODE, WORKFLOW)
+        and node.instance is owner
+        and attrs.get(sc.ORCH_FROM) == actor_name(node.span, node.sub_kind)
+    )
 
 
 def _reason(ev: Ev, attrs: Attributes) -> None:

@@ -8,7 +8,9 @@ Inference, from these signals:
   more than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
   ``moderat`` role or name).
 - ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) between peers.
-- ``hierarchical``: an actor enclosed by two or more ``invoke_agent`` actors (nested delegation depth >= 2).
+- ``hierarchical``: an actor under two or more delegating levels: enclosing instances that are agents, or
+  workflows that delegate to two or more actors (a graph's orchestrator; a workflow around a single actor,
+  such as an ``ot.task`` around the lead agent, is a wrapper and does not count).
 
 One signal gives that topology, several give ``mixed``; none, with at least one delegation (an actor inside
 another), gives ``centralized``; otherwise ``unknown``.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from orchestrace import semconv as sc
 
 from .actors import Actors, Instance
+from .classify import AGENT
 from .events import Ev
 
 TOPOLOGIES = frozenset(sc.TOPOLOGIES)
@@ -42,7 +45,7 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
         signals.append("debate")
     if any(ev.handoff for ev in events):
         signals.append("swarm")
-    if any(i.agent_depth >= 2 for i in instances):
+    if _hierarchical(instances):
         signals.append("hierarchical")
     if len(signals) > 1:
         return "mixed"
@@ -51,6 +54,18 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
     if any(i.parent is not None for i in instances):
         return "centralized"
     return "unknown"
+
+
+def _hierarchical(instances: list[Instance]) -> bool:
+    levels: dict[int, int] = {}  # id(instance) -> delegating levels above it and including it
+    for inst in instances:  # in start order: a parent before its children
+        parent = inst.parent
+        above = levels.get(id(parent), 0) if parent is not None else 0
+        delegates = inst.sub_kind == AGENT or len(inst.children) >= 2
+        levels[id(inst)] = above + (1 if delegates and inst.children else 0)
+        if above >= 2:
+            return True
+    return False
 
 
 def _debate(instances: list[Instance], events: list[Ev], words: list[str]) -> bool:
