@@ -1,0 +1,83 @@
+"""Spans of a small LangGraph agent run under another project's LangChain instrumentor, written as OTLP-JSON.
+
+Run as a script (``python foreign_spans.py openinference|openllmetry OUT``), in its own process: these
+instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's ``uninstrument``
+leaves its ``Pregel.stream`` patch), which would leak into every later test of the session.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from orchestrace.exporters import OtlpJsonFileExporter
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class _ToolCallingFake(GenericFakeChatModel):
+    def bind_tools(self, tools: Any, **kwargs: Any) -> _ToolCallingFake:
+        return self
+
+
+def run_graph() -> None:
+    """agent -> tools -> agent: one tool call, then the answer."""
+    model = _ToolCallingFake(
+        messages=iter(
+            [
+                AIMessage(
+                    content="",
+                    tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "call_add"}],
+                    usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18},
+                ),
+                AIMessage(
+                    content="2 + 3 = 5",
+                    usage_metadata={"input_tokens": 25, "output_tokens": 6, "total_tokens": 31},
+                ),
+            ]
+        )
+    )
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([add]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "agent")
+    result = graph.compile(name="calculator").invoke({"messages": [("user", "What is 2 + 3?")]})
+    assert result["messages"][-1].content == "2 + 3 = 5"
+
+
+def main(which: str, out: str) -> None:
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(out)))
+    if which == "openinference":
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+
+        LangChainInstrumentor().instrument(tracer_provider=tp)
+    elif which == "openllmetry":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+        LangchainInstrumentor().instrument(tracer_provider=tp)
+    else:
+        raise SystemExit(f"unknown instrumentation {which!r}")
+    run_graph()
+    tp.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
