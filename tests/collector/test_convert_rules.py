@@ -580,6 +580,7 @@ def test_critical_steps_counts_the_longest_chain() -> None:
         ("flat", "centralized"),
         ("nested", "hierarchical"),
         ("handoff", "swarm"),
+        ("hub_handoffs", "centralized"),
         ("pec", "planner_executor_critic"),
         ("debate", "debate"),
         ("nested_handoff", "mixed"),
@@ -595,16 +596,18 @@ def test_topology(build: str, expected: str) -> None:
     elif build in ("nested", "nested_handoff"):
         mid = s.agent("manager", 1, 10, root)
         s.agent("w", 2, 3, mid)
-    if build in ("handoff", "nested_handoff"):
-        a = s.agent(
-            "a",
-            20,
-            30,
-            root,
-            events=[event(sc.EVENT_DELEGATE, 29, **{sc.ORCH_TARGET_AGENT: "b", sc.ORCH_HANDOFF: True})],
-        )
-        assert a
-        s.agent("b", 30, 40, root)
+    if build in ("handoff", "nested_handoff", "hub_handoffs"):
+        # Peers hand control to each other (swarm); or one hub hands work out and gets it back (centralized).
+        second, back = ("b", "a") if build != "hub_handoffs" else ("a", "c")
+        for k, (me, to) in enumerate((("a", "b"), (second, back))):
+            s.agent(
+                me,
+                20 + 10 * k,
+                30 + 10 * k,
+                root,
+                events=[event(sc.EVENT_DELEGATE, 29 + 10 * k, **{sc.ORCH_TARGET_AGENT: to, sc.ORCH_HANDOFF: True})],
+            )
+        s.agent(back, 40, 50, root)
     elif build == "pec":
         for k, role in enumerate(("planner", "executor", "critic")):
             s.agent(f"agent{k}", 1 + k, 2 + k, root, role=role)
@@ -815,6 +818,7 @@ def test_graph_nodes_inside_an_agent_are_its_inner_working_not_actors() -> None:
     assert [e["agent"] for e in by_type(w, "safety_event")] == ["worker"]
     assert not by_type(w, "despawn") and not by_type(w, "aggregate")
     assert [t.agent for t in episode.turns] == ["boss", "worker", "worker"]
+    assert w["topology"] == "centralized"  # handoffs from one agent only: a hub, not a swarm
 
 
 def test_nodes_of_a_graph_that_is_not_an_agent_stay_actors() -> None:

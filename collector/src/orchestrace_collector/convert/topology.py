@@ -7,7 +7,9 @@ Inference, from these signals:
 - ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them
   more than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
   ``moderat`` role or name).
-- ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) between peers.
+- ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) from two or more distinct agents
+  to peers: control moves peer to peer. When every handoff comes from one hub agent (a supervisor whose
+  ``transfer_to_*`` tools hand work out, the workers coming back to it), it is not a swarm.
 - ``hierarchical``: an actor under two or more delegating levels: enclosing instances that are agents, or
   workflows that delegate to two or more actors (a graph's orchestrator; a workflow around a single actor,
   such as an ``ot.task`` around the lead agent, is a wrapper and does not count).
@@ -43,7 +45,7 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
         signals.append("planner_executor_critic")
     if _debate(instances, events, words):
         signals.append("debate")
-    if any(ev.handoff for ev in events):
+    if _swarm(events):
         signals.append("swarm")
     if _hierarchical(instances):
         signals.append("hierarchical")
@@ -54,6 +56,11 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
     if any(i.parent is not None for i in instances):
         return "centralized"
     return "unknown"
+
+
+def _swarm(events: list[Ev]) -> bool:
+    senders = {ev.owner.name for ev in events if ev.handoff and ev.to and ev.to != ev.owner.label}
+    return len(senders) >= 2
 
 
 def _hierarchical(instances: list[Instance]) -> bool:
