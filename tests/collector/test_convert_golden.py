@@ -232,4 +232,14 @@ def _check_agent_graph(w: dict[str, Any], episode: Episode) -> None:
     assert [(t.input_tokens, t.output_tokens) for t in episode.turns] == [(11, 7), (25, 6)]
     assert w["costs"]["tokens"] == 49 and w["costs"]["tool_calls"] == 1
     assert episode.turns[0].prompt is not None and episode.turns[0].prompt[0].content == "What is 2 + 3?"
+    # The tool-call request and the tool's answer survive into the next turn's prompt.
+    request = {"id": "call_add", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}}
+    assert [m.model_dump(exclude_none=True) for m in episode.turns[0].completion or []] == [
+        {"role": "assistant", "content": "", "tool_calls": [request]}
+    ]
+    second = [m.model_dump(exclude_none=True) for m in episode.turns[1].prompt or []]
+    assert second[1:] == [
+        {"role": "assistant", "content": "", "tool_calls": [request]},
+        {**second[2], "role": "tool", "content": "5", "tool_call_id": "call_add"},
+    ]
     assert episode.turns[1].completion is not None and episode.turns[1].completion[0].content == "2 + 3 = 5"

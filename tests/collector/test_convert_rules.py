@@ -10,7 +10,7 @@ import pytest
 from convert_support import Spans, by_type, checked, edges_of, event
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
-from orchestrace_collector.spans import SpanLink
+from orchestrace_collector.spans import STATUS_ERROR, SpanLink
 
 
 def ids(written: dict[str, Any], type_: str, **match: Any) -> list[str]:
@@ -390,15 +390,22 @@ def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> No
     assert t2.event_ids == ids(w, "return")
     assert by_type(w, "tool_call")[0]["tokens"] == 37 and by_type(w, "return")[0]["tokens"] == 53
     assert w["costs"]["tokens"] == 90
-    assert [m.model_dump() for m in t1.prompt or []] == [
+    # Written with exclude_none: plain messages stay {role, content}; tool calls and their ids are kept.
+    assert [m.model_dump(exclude_none=True) for m in t1.prompt or []] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "2+2?"},
-        {"role": "tool", "content": "4"},
+        {"role": "tool", "content": "4", "tool_call_id": "c"},
     ]
-    assert [m.model_dump() for m in t1.completion or []] == [
-        {"role": "assistant", "content": "Let me check."}
+    assert [m.model_dump(exclude_none=True) for m in t1.completion or []] == [
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [{"type": "function", "function": {"name": "calc", "arguments": {}}}],
+        }
     ]
-    assert [m.model_dump() for m in t2.prompt or []] == [{"role": "user", "content": "plain"}]
+    assert [m.model_dump(exclude_none=True) for m in t2.prompt or []] == [
+        {"role": "user", "content": "plain"}
+    ]
     assert t1.input_ref == "sha256:in" and episode.contents["sha256:in"] == messages_in
 
 
@@ -605,7 +612,9 @@ def test_topology(build: str, expected: str) -> None:
                 20 + 10 * k,
                 30 + 10 * k,
                 root,
-                events=[event(sc.EVENT_DELEGATE, 29 + 10 * k, **{sc.ORCH_TARGET_AGENT: to, sc.ORCH_HANDOFF: True})],
+                events=[event(
+                    sc.EVENT_DELEGATE, 29 + 10 * k, **{sc.ORCH_TARGET_AGENT: to, sc.ORCH_HANDOFF: True},
+                )],
             )
         s.agent(back, 40, 50, root)
     elif build == "pec":
@@ -865,3 +874,93 @@ def test_a_team_subgraph_inside_an_agent_belongs_to_it_and_its_agents_stay_agent
     ]
     assert [e["agent"] for e in by_type(w, "return")] == ["top_supervisor", "searcher", "team", "top"]
     assert w["topology"] == "hierarchical"
+
+
+def test_flattened_tool_calls_and_tool_messages_are_kept() -> None:
+    s = Spans()
+    root = s.agent("solver", 0, 5)
+    oi = "llm.input_messages."
+    gp = "gen_ai.prompt."
+    s.chat(1, 2, root, **{
+        f"{oi}0.message.role": "assistant",
+        f"{oi}0.message.tool_calls.0.tool_call.id": "call_1",
+        f"{oi}0.message.tool_calls.0.tool_call.function.name": "add",
+        f"{oi}0.message.tool_calls.0.tool_call.function.arguments": '{"a": 2}',
+        f"{oi}0.message.tool_calls.1.tool_call.function.name": "echo",
+        f"{oi}0.message.tool_calls.1.tool_call.function.arguments": "not json",
+        f"{oi}1.message.role": "tool",
+        f"{oi}1.message.content": "4",
+        f"{oi}1.message.tool_call_id": "call_1",
+        f"{oi}1.message.name": "add",
+    })
+    s.chat(3, 4, root, **{
+        f"{gp}0.role": "assistant",
+        f"{gp}0.tool_calls.0.id": "call_2",
+        f"{gp}0.tool_calls.0.name": "mul",
+        f"{gp}0.tool_calls.0.arguments": '{"b": 3}',
+        f"{gp}1.role": "tool",
+        f"{gp}1.content": "9",
+        f"{gp}1.tool_call_id": "call_2",
+    })
+    t1, t2 = convert_episode(s.spans).turns
+    assert [m.model_dump(exclude_none=True) for m in t1.prompt or []] == [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": {"a": 2}}},
+                {"type": "function", "function": {"name": "echo", "arguments": "not json"}},
+            ],
+        },
+        {"role": "tool", "content": "4", "tool_call_id": "call_1", "name": "add"},
+    ]
+    assert [m.model_dump(exclude_none=True) for m in t2.prompt or []] == [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_2", "type": "function", "function": {"name": "mul", "arguments": {"b": 3}}},
+            ],
+        },
+        {"role": "tool", "content": "9", "tool_call_id": "call_2"},
+    ]
+
+
+def test_plain_openai_and_langchain_tool_calls_are_kept() -> None:
+    s = Spans()
+    root = s.agent("solver", 0, 5)
+    messages = [
+        {"role": "assistant", "content": None,
+         "tool_calls": [
+             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+         ]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c2", "name": "g", "args": {"y": 2}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "f"},
+    ]
+    s.chat(1, 2, root, **{sc.GEN_AI_INPUT_MESSAGES: json.dumps(messages)})
+    (turn,) = convert_episode(s.spans).turns
+    assert [m.model_dump(exclude_none=True) for m in turn.prompt or []] == [
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "g", "arguments": {"y": 2}}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "f"},
+    ]
+
+
+def test_spans_that_ended_in_error_mark_their_closing_event() -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 10)
+    worker = s.agent("worker", 1, 5, root, **{sc.ERROR_TYPE: "TimeoutError"})
+    worker.status_code = STATUS_ERROR
+    failed = s.tool("fetch", 2, 3, worker)
+    failed.status_code = STATUS_ERROR
+    failed.events.append(event(sc.EVENT_EXCEPTION, 2.9, **{sc.EXCEPTION_TYPE: "ValueError"}))
+    s.tool("fetch", 6, 7, root)  # fine: no error fields
+    w = checked(convert_episode(s.spans))
+    results = by_type(w, "tool_result")
+    assert (results[0].get("error"), results[0].get("error_type")) == (True, "ValueError")
+    assert "error" not in results[1] and "error_type" not in results[1]
+    returns = {e["agent"]: e for e in by_type(w, "return")}
+    assert (returns["worker"].get("error"), returns["worker"].get("error_type")) == (True, "TimeoutError")
+    assert "error" not in returns["lead"]

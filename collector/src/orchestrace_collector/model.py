@@ -1,4 +1,4 @@
-"""The written orchestration trace (the upstream seed schema) and the per-turn training sample, as pydantic models.
+"""The written orchestration trace (the upstream seed schema) and the per-turn training sample (pydantic).
 
 These are the collector's output boundary. ``Trace.model_dump(exclude_none=True)`` must validate against the
 packaged ``schema/trace_schema.json`` unchanged. Extra event fields that orchestrace adds are all declared on
@@ -7,7 +7,7 @@ packaged ``schema/trace_schema.json`` unchanged. Extra event fields that orchest
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,9 +15,12 @@ EventType = Literal[
     "orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return", "aggregate",
     "human_intervention", "safety_event",
 ]
-EdgeType = Literal["temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow"]
+EdgeType = Literal[
+    "temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow",
+]
 Topology = Literal[
-    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed", "unknown",
+    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed",
+    "unknown",
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
 
@@ -41,7 +44,7 @@ class Event(BaseModel):
 
     # --- orchestrace extras (allowed by the schema's open events)
     decision: Decision | None = None  # orchestrator_decision only: the orchestration sub-decision
-    label: str | None = None  # free decision label when the kind is not one of the five, or a human/safety kind
+    label: str | None = None  # a decision kind that is not one of the five, or a human / safety kind
     reason: str | None = None
     handoff: bool | None = None  # a delegate that transfers control without a return
     agent_id: str | None = None  # raw ``gen_ai.agent.id`` (or node instance id) behind ``agent``
@@ -52,6 +55,11 @@ class Event(BaseModel):
     reward: float | None = None  # reward recorded on, or credited to, this event
     credit: float | None = None  # share of the team reward assigned by the credit strategy
     incomplete: bool | None = None  # the span behind it never arrived complete (orphan, missing parent)
+    #: The span it closes ended with status ERROR (``tool_result`` of a failed tool, ``return`` of a failed
+    #: actor, ``aggregate``); control flow that LangGraph signals with exceptions (``Command.PARENT``
+    #: handoffs, interrupts) is not an error and never sets it.
+    error: bool | None = None
+    error_type: str | None = None  # ``error.type``, else the recorded exception's ``exception.type``
 
 
 class Edge(BaseModel):
@@ -89,9 +97,35 @@ class Trace(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+class ToolCallFunction(BaseModel):
+    name: str
+    #: The arguments as a JSON object when they parse as one (what chat templates iterate over), else the
+    #: raw text.
+    arguments: dict[str, Any] | str
+
+
+class ToolCall(BaseModel):
+    """A tool-call request of an assistant message, shaped as Hugging Face chat templates and TRL read it."""
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
 class Message(BaseModel):
+    """One chat message of a turn's ``prompt`` / ``completion``, in the conversational format of Hugging Face
+    ``datasets`` / TRL. Written with ``exclude_none``, so a plain message stays ``{role, content}``.
+
+    ``tool_calls``: the tool calls an assistant message requested (its ``content`` is the text beside them,
+    often empty). ``tool_call_id`` / ``name``: on a ``tool`` message, the call it answers and the tool's name,
+    when the instrumentation recorded them.
+    """
+
     role: str
     content: str
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
 
 
 class Turn(BaseModel):

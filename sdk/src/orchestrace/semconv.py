@@ -46,6 +46,8 @@ from __future__ import annotations
 from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import exception_attributes as _exception
 
 # --- GenAI semantic conventions (re-exported, never re-spelled) -------------------------------------------
 GEN_AI_OPERATION_NAME: Final = _g.GEN_AI_OPERATION_NAME
@@ -87,6 +89,12 @@ MODEL_CALL_OPERATIONS: Final = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERA
 
 #: Span event name of the GenAI evaluation result, used for rewards.
 EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+
+# --- OTel general conventions: errors (read by the collector for failed spans) ------------------------------
+ERROR_TYPE: Final = _error.ERROR_TYPE
+EXCEPTION_TYPE: Final = _exception.EXCEPTION_TYPE
+#: Span event name that ``Span.record_exception`` writes.
+EVENT_EXCEPTION: Final = "exception"
 
 # --- orchestrace span attributes ---------------------------------------------------------------------------
 #: What a span is when GenAI has no operation for it: ``node`` or ``aggregate``.

@@ -1,18 +1,25 @@
-"""Chat-message lists (``[{"role", "content"}]``) from the shapes instrumentations record model calls in.
+"""Chat-message lists (``[{"role", "content", ...}]``) from the shapes instrumentations record model calls in.
 
 - GenAI semantic conventions: ``gen_ai.input.messages`` / ``gen_ai.output.messages`` as JSON, each message
-  ``{"role", "parts": [{"type": "text", "content"}, ...]}``, plus ``gen_ai.system_instructions``.
-- Plain ``{"role", "content"}`` lists (content a string or a list of ``{"type": "text", "text"}`` parts).
-- OpenInference flattened ``llm.input_messages.<i>.message.role`` / ``.content``.
-- OpenLLMetry (older) flattened ``gen_ai.prompt.<i>.role`` / ``.content`` and ``gen_ai.completion.<i>.*``.
+  ``{"role", "parts": [{"type": "text", "content"}, {"type": "tool_call", ...}, ...]}``, plus
+  ``gen_ai.system_instructions``.
+- Plain ``{"role", "content", "tool_calls", "tool_call_id", "name"}`` lists (content a string or a list of
+  ``{"type": "text", "text"}`` parts; OpenAI or LangChain tool calls).
+- OpenInference flattened ``llm.input_messages.<i>.message.role`` / ``.content`` / ``.tool_calls.<j>...``.
+- OpenLLMetry (older) flattened ``gen_ai.prompt.<i>.role`` / ``.content`` / ``.tool_calls.<j>...`` and
+  ``gen_ai.completion.<i>.*``.
 
-Only text is kept (the training format has string contents); tool results count as text, tool-call requests do
-not.
+A message is ``{"role", "content"}`` (text parts joined; a tool result's output is its text), plus
+``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``, the shape Hugging Face
+chat templates read) on an assistant message that requested tools, and ``tool_call_id`` / ``name`` on a tool
+message when recorded.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 from orchestrace import semconv as sc
 
@@ -20,24 +27,55 @@ from ..spans import Attributes
 from .vocabularies import (
     GEN_AI_COMPLETION_PREFIX,
     GEN_AI_PROMPT_PREFIX,
+    GEN_AI_TOOL_CALL_ID_SUFFIX,
+    GEN_AI_TOOL_CALLS_SUFFIX,
+    OI_CALL_ARGS,
+    OI_CALL_ID,
+    OI_CALL_NAME,
     OI_CONTENT,
     OI_INPUT_MESSAGES,
+    OI_NAME,
     OI_OUTPUT_MESSAGES,
     OI_ROLE,
+    OI_TOOL_CALL_ID,
+    OI_TOOL_CALLS,
 )
 
-ChatMessage = dict[str, str]
+ChatMessage = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Flat:
+    """Attribute names of one flattened vocabulary: message ``i`` is ``<prefix><i><suffix>``."""
+
+    input_prefix: str
+    output_prefix: str
+    role: str
+    content: str
+    tool_call_id: str
+    name: str | None
+    tool_calls: str  # then ``<j>`` and one of the three below
+    call_id: str
+    call_name: str
+    call_args: str
+
 
 _FLAT_SHAPES = (
-    (OI_INPUT_MESSAGES, OI_ROLE, OI_CONTENT, OI_OUTPUT_MESSAGES),
-    (GEN_AI_PROMPT_PREFIX, ".role", ".content", GEN_AI_COMPLETION_PREFIX),
+    _Flat(
+        OI_INPUT_MESSAGES, OI_OUTPUT_MESSAGES, OI_ROLE, OI_CONTENT, OI_TOOL_CALL_ID, OI_NAME, OI_TOOL_CALLS,
+        OI_CALL_ID, OI_CALL_NAME, OI_CALL_ARGS,
+    ),
+    _Flat(
+        GEN_AI_PROMPT_PREFIX, GEN_AI_COMPLETION_PREFIX, ".role", ".content", GEN_AI_TOOL_CALL_ID_SUFFIX, None,
+        GEN_AI_TOOL_CALLS_SUFFIX, ".id", ".name", ".arguments",
+    ),
 )
 #: Whether a span has any flattened message at all (checked first: most spans have none).
 _FLAT_FIRST_KEYS = tuple(
     prefix + "0" + suffix
-    for in_prefix, role, content, out_prefix in _FLAT_SHAPES
-    for prefix in (in_prefix, out_prefix)
-    for suffix in (role, content)
+    for shape in _FLAT_SHAPES
+    for prefix in (shape.input_prefix, shape.output_prefix)
+    for suffix in (shape.role, shape.content)
 )
 
 
@@ -48,15 +86,15 @@ def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, 
     prompt = _structured(attrs.get(sc.GEN_AI_INPUT_MESSAGES))
     completion = _structured(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
     if prompt is not None:
-        system = _structured_parts(attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS))
+        system = _structured_parts(attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS))[0]
         if system:
             prompt.insert(0, {"role": "system", "content": system})
     if (prompt is None or completion is None) and any(key in attrs for key in _FLAT_FIRST_KEYS):
-        for in_prefix, role_suffix, content_suffix, out_prefix in _FLAT_SHAPES:
+        for shape in _FLAT_SHAPES:
             if prompt is None:
-                prompt = _flattened(attrs, in_prefix, role_suffix, content_suffix)
+                prompt = _flattened(attrs, shape, shape.input_prefix)
             if completion is None:
-                completion = _flattened(attrs, out_prefix, role_suffix, content_suffix)
+                completion = _flattened(attrs, shape, shape.output_prefix)
     return prompt, completion
 
 
@@ -80,19 +118,30 @@ def _structured(raw: object) -> list[ChatMessage] | None:
         item = _loads(item)
         if not isinstance(item, dict):
             continue
-        role = item.get("role")
-        content = _structured_parts(item["parts"]) if "parts" in item else _text_of(item.get("content"))
-        messages.append({"role": str(role or "user"), "content": content})
+        message: ChatMessage = {"role": str(item.get("role") or "user")}
+        if "parts" in item:
+            message["content"], calls, call_id = _structured_parts(item["parts"])
+        else:
+            message["content"] = _text_of(item.get("content"))
+            calls = [c for c in map(_plain_tool_call, item.get("tool_calls") or ()) if c is not None]
+            call_id = item.get("tool_call_id")
+            if item.get("name") and message["role"] == "tool":
+                message["name"] = str(item["name"])
+        _add_calls(message, calls, call_id)
+        messages.append(message)
     return messages or None
 
 
-def _structured_parts(raw: object) -> str:
+def _structured_parts(raw: object) -> tuple[str, list[ChatMessage], object]:
+    """(text, tool calls, id of the tool call answered) of GenAI message parts."""
     parts = _loads(raw)
     if isinstance(parts, str):
-        return parts
+        return parts, [], None
     if not isinstance(parts, list | tuple):
-        return ""
+        return "", [], None
     texts = []
+    calls = []
+    call_id = None
     for part in parts:
         if not isinstance(part, dict):
             continue
@@ -101,7 +150,46 @@ def _structured_parts(raw: object) -> str:
             texts.append(_text_of(part.get("content", part.get("text"))))
         elif kind == "tool_call_response":
             texts.append(_text_of(part.get("response", part.get("result"))))
-    return "".join(texts)
+            call_id = call_id or part.get("id")
+        elif kind == "tool_call" and part.get("name"):
+            calls.append(_tool_call(part.get("id"), part["name"], part.get("arguments")))
+    return "".join(texts), calls, call_id
+
+
+def _tool_call(call_id: object, name: object, arguments: object) -> ChatMessage:
+    function = {"name": str(name), "arguments": _arguments(arguments)}
+    call: ChatMessage = {"type": "function", "function": function}
+    if call_id:
+        call["id"] = str(call_id)
+    return call
+
+
+def _plain_tool_call(raw: object) -> ChatMessage | None:
+    """An OpenAI (``{"id", "function": {"name", "arguments"}}``) or LangChain (``{"id", "name", "args"}``)
+    tool call."""
+    if not isinstance(raw, dict):
+        return None
+    function = raw.get("function")
+    if isinstance(function, dict) and function.get("name"):
+        return _tool_call(raw.get("id"), function["name"], function.get("arguments"))
+    if raw.get("name"):
+        return _tool_call(raw.get("id"), raw["name"], raw.get("args", raw.get("arguments")))
+    return None
+
+
+def _arguments(raw: object) -> dict[str, Any] | str:
+    """A JSON object when the arguments are (or parse as) one, else their text."""
+    parsed = _loads(raw)
+    if isinstance(parsed, dict):
+        return parsed
+    return "" if raw is None else raw if isinstance(raw, str) else json.dumps(raw, default=str)
+
+
+def _add_calls(message: ChatMessage, calls: list[ChatMessage], call_id: object) -> None:
+    if calls:
+        message["tool_calls"] = calls
+    if call_id:
+        message["tool_call_id"] = str(call_id)
 
 
 def _text_of(content: object) -> str:
@@ -120,18 +208,35 @@ def _text_of(content: object) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _flattened(
-    attrs: Attributes, prefix: str, role_suffix: str, content_suffix: str
-) -> list[ChatMessage] | None:
-    if prefix + "0" + role_suffix not in attrs and prefix + "0" + content_suffix not in attrs:
+def _flattened(attrs: Attributes, shape: _Flat, prefix: str) -> list[ChatMessage] | None:
+    if prefix + "0" + shape.role not in attrs and prefix + "0" + shape.content not in attrs:
         return None
     messages = []
     i = 0
     while True:
-        role = attrs.get(f"{prefix}{i}{role_suffix}")
-        content = attrs.get(f"{prefix}{i}{content_suffix}")
-        if role is None and content is None:
+        base = f"{prefix}{i}"
+        role = attrs.get(base + shape.role)
+        content = attrs.get(base + shape.content)
+        calls = _flat_calls(attrs, shape, base)
+        if role is None and content is None and not calls:
             break
-        messages.append({"role": str(role or "user"), "content": _text_of(content)})
+        message: ChatMessage = {"role": str(role or "user"), "content": _text_of(content)}
+        name = attrs.get(base + shape.name) if shape.name else None
+        if name and message["role"] == "tool":
+            message["name"] = str(name)
+        _add_calls(message, calls, attrs.get(base + shape.tool_call_id))
+        messages.append(message)
         i += 1
     return messages
+
+
+def _flat_calls(attrs: Attributes, shape: _Flat, message: str) -> list[ChatMessage]:
+    calls: list[ChatMessage] = []
+    j = 0
+    while True:
+        base = f"{message}{shape.tool_calls}{j}"
+        name = attrs.get(base + shape.call_name)
+        if not name:
+            return calls
+        calls.append(_tool_call(attrs.get(base + shape.call_id), name, attrs.get(base + shape.call_args)))
+        j += 1

@@ -189,6 +189,8 @@ def _event(ev: Ev, t0: int) -> Event:
             "reward": ev.reward,
             "credit": ev.credit,
             "incomplete": True if node is not None and node.incomplete else None,
+            "error": ev.error,
+            "error_type": ev.error_type,
         }
     )
 
@@ -221,4 +223,5 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) 
 def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
     if chat is None:
         return None
-    return [_new_message({"role": m["role"], "content": m["content"]}) for m in chat]
+    # Plain messages skip validation (the hot path); tool calls are nested models, built by validating.
+    return [_new_message(m) if len(m) == 2 else Message.model_validate(m) for m in chat]

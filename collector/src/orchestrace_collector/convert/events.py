@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from orchestrace import semconv as sc
 
-from ..spans import Attributes, SpanEvent
+from ..spans import STATUS_ERROR, Attributes, SpanEvent
 from .actors import Actors, Instance
 from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, tool_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
@@ -58,6 +58,8 @@ class Ev:
     tokens: int | None = None
     reward: float | None = None
     credit: float | None = None
+    error: bool | None = None
+    error_type: str | None = None
     id: str = ""
     index: int = -1  # position in the sorted trace
     pos: int = -1  # position in the owner's timeline
@@ -175,6 +177,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             b.aggregates.append(ev)
             if kind is Kind.AGGREGATE:
                 b.closing[node.span.span_id] = ev
+            _error(ev, node)
         elif kind is Kind.CREATE_AGENT:
             spawns.append(
                 _Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN)
@@ -208,6 +211,7 @@ def _tool(b: _Builder, node: Node, owner: Instance) -> None:
     result.content_ref = b.store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
     result.decision_ev = call
     b.closing[node.span.span_id] = result
+    _error(result, node)
     call_id = attrs.get(sc.GEN_AI_TOOL_CALL_ID)
     if call_id:
         b.tool_calls[str(call_id)] = result
@@ -308,6 +312,22 @@ def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
     )
 
 
+def _error(ev: Ev, node: Node) -> None:
+    """Mark the event closing a span that ended with status ERROR, with the error's type when recorded."""
+    span = node.span
+    if span.status_code != STATUS_ERROR:
+        return
+    ev.error = True
+    kind = span.attributes.get(sc.ERROR_TYPE)
+    if not kind:
+        for event in span.events:
+            if event.name == sc.EVENT_EXCEPTION:
+                kind = event.attributes.get(sc.EXCEPTION_TYPE)
+                break
+    if kind:
+        ev.error_type = str(kind)
+
+
 def _reason(ev: Ev, attrs: Attributes) -> None:
     reason = attrs.get(sc.ORCH_REASON)
     if reason:
@@ -347,6 +367,9 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
         ret.content_ref = b.store.ref(last.span.attributes, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
         inst.ret = ret
         b.closing[node.span.span_id] = b.closing[last.span.span_id] = ret
+        _error(ret, node)
+        if last is not node:
+            _error(ret, last)
         if inst.explicit_spawn and parent is not None:
             despawn = b.at_end("despawn", last, inst.end_ns, inst.start_ns, parent)
             despawn.to = inst.label

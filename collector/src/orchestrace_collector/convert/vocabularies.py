@@ -27,6 +27,13 @@ OI_INPUT_MESSAGES: Final = "llm.input_messages."
 OI_OUTPUT_MESSAGES: Final = "llm.output_messages."
 OI_ROLE: Final = ".message.role"
 OI_CONTENT: Final = ".message.content"
+OI_NAME: Final = ".message.name"
+OI_TOOL_CALL_ID: Final = ".message.tool_call_id"
+#: Tool calls of a flattened message: ``<message><OI_TOOL_CALLS><j>`` then the id, name or arguments suffix.
+OI_TOOL_CALLS: Final = ".message.tool_calls."
+OI_CALL_ID: Final = ".tool_call.id"
+OI_CALL_NAME: Final = ".tool_call.function.name"
+OI_CALL_ARGS: Final = ".tool_call.function.arguments"
 
 # --- OpenLLMetry / Traceloop
 TL_SPAN_KIND: Final = "traceloop.span.kind"
@@ -42,3 +49,6 @@ GEN_AI_USAGE_COMPLETION_TOKENS: Final = _g.GEN_AI_USAGE_COMPLETION_TOKENS
 #: Flattened messages: ``<prefix>.<i>.role`` / ``.content``.
 GEN_AI_PROMPT_PREFIX: Final = _g.GEN_AI_PROMPT + "."
 GEN_AI_COMPLETION_PREFIX: Final = _g.GEN_AI_COMPLETION + "."
+#: ``<message>.tool_call_id``; tool calls ``<message>.tool_calls.<j>.id`` / ``.name`` / ``.arguments``.
+GEN_AI_TOOL_CALL_ID_SUFFIX: Final = ".tool_call_id"
+GEN_AI_TOOL_CALLS_SUFFIX: Final = ".tool_calls."
