@@ -233,7 +233,9 @@ def _check_agent_graph(w: dict[str, Any], episode: Episode) -> None:
     assert w["costs"]["tokens"] == 49 and w["costs"]["tool_calls"] == 1
     assert episode.turns[0].prompt is not None and episode.turns[0].prompt[0].content == "What is 2 + 3?"
     # The tool-call request and the tool's answer survive into the next turn's prompt.
-    request = {"id": "call_add", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}}
+    request = {
+        "id": "call_add", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}},
+    }
     assert [m.model_dump(exclude_none=True) for m in episode.turns[0].completion or []] == [
         {"role": "assistant", "content": "", "tool_calls": [request]}
     ]

@@ -147,3 +147,7 @@ class Turn(BaseModel):
     reward: float | None = None  # reward credited to this turn
     prompt: list[Message] | None = None  # when content was captured
     completion: list[Message] | None = None
+    #: The prompt is known only in part: it was stored as a reference to an earlier model call's history
+    #: (``orchestrace.content.prefix_span_id``) that could not be followed whole (that call missing or
+    #: without content, a reference loop, fewer messages than the call received); ``prompt`` keeps the rest.
+    prompt_incomplete: bool | None = None

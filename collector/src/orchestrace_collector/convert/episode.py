@@ -216,6 +216,7 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) 
             "reward": turn_reward(trace.rewards, credit, span.span_id, event_ids),
             "prompt": _messages(rec.prompt),
             "completion": _messages(rec.completion),
+            "prompt_incomplete": True if rec.prompt_incomplete else None,
         }
     )
 

@@ -2,6 +2,12 @@
 
 A turn links the events of its instance's timeline from the turn's start up to the start of the instance's
 next turn; its tokens are added to the first event it links (the event's ``tokens`` field).
+
+Prompts stored once: a model call that names an earlier call of its trace (``orchestrace.content.prefix_*``)
+exported only the messages that call did not; its full prompt is rebuilt as
+``(prompt(prefix) + completion(prefix))[:prefix_length] + own messages``, following chains of such references.
+A prompt that cannot be rebuilt whole (a referenced call missing or without content, a reference loop, fewer
+messages than ``orchestrace.content.input_message_count`` says) keeps what exists and is marked incomplete.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class TurnRec:
     completion: list[ChatMessage] | None
     events: list[Ev]
     reward: float | None = None  # reward recorded on the model call itself
+    prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
 
     @property
     def tokens(self) -> int:
@@ -80,9 +87,56 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         )
         turns.append(turn)
         by_owner.setdefault(id(owner), []).append(turn)
+    if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
+        _rebuild_prompts(turns)
     for group in by_owner.values():
         _link(group)
     return turns
+
+
+def _prefix(turn: TurnRec) -> tuple[str, int] | None:
+    attrs = turn.node.span.attributes
+    span_id = attrs.get(sc.ORCH_PREFIX_SPAN_ID)
+    length = attrs.get(sc.ORCH_PREFIX_LENGTH)
+    if not span_id or not isinstance(length, int) or isinstance(length, bool) or length < 0:
+        return None
+    return str(span_id), length
+
+
+def _rebuild_prompts(turns: list[TurnRec]) -> None:
+    """Full prompts from prefix references, iteratively (chains are as long as the run), each built once."""
+    by_span = {(t.node.span.trace_id, t.node.span.span_id): t for t in turns}
+    done: dict[int, tuple[list[ChatMessage], bool]] = {}  # id(turn) -> (full prompt, rebuilt whole)
+    for turn in turns:
+        stack = [turn] if id(turn) not in done else []
+        on_stack = {id(turn)}
+        while stack:
+            cur = stack[-1]
+            own = cur.prompt or []
+            ref = _prefix(cur)
+            earlier = by_span.get((cur.node.span.trace_id, ref[0])) if ref is not None else None
+            if ref is None:
+                # A call that starts its history (without captured content nothing can be built on it), or
+                # one whose reference is unreadable.
+                whole = cur.prompt is not None and sc.ORCH_PREFIX_SPAN_ID not in cur.node.span.attributes
+                done[id(cur)] = (own, whole)
+            elif earlier is not None and id(earlier) not in done and id(earlier) not in on_stack:
+                stack.append(earlier)  # build the earlier call's prompt first
+                on_stack.add(id(earlier))
+                continue
+            elif earlier is None or id(earlier) not in done:
+                done[id(cur)] = (own, False)  # the referenced call is missing, or references loop
+            else:
+                history, whole = done[id(earlier)]
+                history = history + (earlier.completion or [])
+                whole = whole and earlier.completion is not None and len(history) >= ref[1]
+                done[id(cur)] = (history[: ref[1]] + own, whole)
+            stack.pop()
+            on_stack.discard(id(cur))
+        if sc.ORCH_PREFIX_SPAN_ID in turn.node.span.attributes:
+            turn.prompt, whole = done[id(turn)]
+            count = turn.node.span.attributes.get(sc.ORCH_INPUT_MESSAGE_COUNT)
+            turn.prompt_incomplete = not whole or (isinstance(count, int) and len(turn.prompt) != count)
 
 
 def _link(turns: list[TurnRec]) -> None:
