@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from .credit import agent_totals, ancestors, check_strategy, final_position, sha
 from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
+from .gcpause import gc_paused
 from .metrics import structural_metrics
 from .rewards import apply_rewards, reward_value
 from .topology import infer_topology
@@ -43,16 +43,8 @@ def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit
 
     Raises ``ValueError`` when the spans yield no event (a trace needs at least one).
     """
-    # The conversion allocates many small linked objects and frees them together at the end; the cyclic
-    # collector's passes over them during the build cost more than the conversion itself on large episodes.
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    with gc_paused():  # see gcpause.py: why, and why it is safe with other threads
         return _convert(spans, task_id, credit)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode:
