@@ -71,7 +71,7 @@ _FLAT_SHAPES = (
     ),
 )
 #: Whether a span has any flattened message at all (checked first: most spans have none).
-_FLAT_FIRST_KEYS = tuple(
+_FLAT_FIRST_KEYS = frozenset(
     prefix + "0" + suffix
     for shape in _FLAT_SHAPES
     for prefix in (shape.input_prefix, shape.output_prefix)
@@ -81,7 +81,7 @@ _FLAT_FIRST_KEYS = tuple(
 
 def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
     has_structured = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
-    if not has_structured and not any(key in attrs for key in _FLAT_FIRST_KEYS):
+    if not has_structured and _FLAT_FIRST_KEYS.isdisjoint(attrs):
         return None, None  # content was not captured (the common case)
     prompt = _structured(attrs.get(sc.GEN_AI_INPUT_MESSAGES))
     completion = _structured(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
@@ -89,7 +89,7 @@ def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, 
         system = _structured_parts(attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS))[0]
         if system:
             prompt.insert(0, {"role": "system", "content": system})
-    if (prompt is None or completion is None) and any(key in attrs for key in _FLAT_FIRST_KEYS):
+    if (prompt is None or completion is None) and not _FLAT_FIRST_KEYS.isdisjoint(attrs):
         for shape in _FLAT_SHAPES:
             if prompt is None:
                 prompt = _flattened(attrs, shape, shape.input_prefix)

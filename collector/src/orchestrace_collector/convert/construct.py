@@ -41,9 +41,13 @@ class Constructor(Generic[M]):
         return obj
 
     def complete(self, fields: dict[str, Any]) -> M:
-        """Like calling it, for a dict that already holds every field in declaration order (no copy)."""
+        """Like calling it, for a dict that already holds every field in declaration order (no copy).
+
+        Every such model has every field set, so they share one fields-set: one set per event or edge less to
+        allocate (and for the cyclic collector to track). Assigning a field adds a name already in it.
+        """
         obj = self.cls.__new__(self.cls)
-        _set(obj, "__pydantic_fields_set__", self.names.copy())
+        _set(obj, "__pydantic_fields_set__", self.names)
         _set(obj, "__dict__", fields)
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)

@@ -9,7 +9,7 @@ from orchestrace import semconv as sc
 
 from ..model import Costs, Edge, Event, Message, Trace, Turn
 from ..spans import Span
-from .actors import assign_instances
+from .actors import Actors, assign_instances
 from .chat import ChatMessage
 from .classify import Kind
 from .construct import Constructor
@@ -53,6 +53,25 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
         raise ValueError("no spans: a trace needs at least one event")
     forest = build_forest(spans)
     actors = assign_instances(forest, _service_name(forest))
+    try:
+        return _convert_tree(forest, actors, task_id, credit)
+    finally:
+        _release(forest, actors)
+
+
+def _release(forest: Forest, actors: Actors) -> None:
+    """Break the working records' reference cycles (parent <-> children, instance <-> its events), so that
+    reference counting frees them when the conversion returns instead of a pass of the cyclic collector
+    over all of them."""
+    for node in forest.nodes:
+        node.parent = node.instance = None
+        node.children = []
+    for inst in actors.instances:
+        inst.parent = inst.ret = None
+        inst.children, inst.timeline, inst.turn_events = [], [], []
+
+
+def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: str) -> Episode:
     store = ContentStore()
     events_set = build_events(forest, actors, store)
     events = events_set.events
