@@ -964,3 +964,19 @@ def test_spans_that_ended_in_error_mark_their_closing_event() -> None:
     returns = {e["agent"]: e for e in by_type(w, "return")}
     assert (returns["worker"].get("error"), returns["worker"].get("error_type")) == (True, "TimeoutError")
     assert "error" not in returns["lead"]
+
+
+def test_the_outer_graphs_routing_on_an_agents_own_span_is_kept() -> None:
+    s = Spans()
+    team = s.workflow("team", 0, 40)
+    _react_agent(s, "worker", 1, team)
+    worker = next(span for span in s.spans if span.name == "invoke_agent worker")
+    # The team graph routes from its worker node to its own node named like one of the worker's inner nodes.
+    worker.events.append(event(sc.EVENT_DECISION, 10.5, **{
+        sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: "model",
+    }))
+    worker.events.append(event(sc.EVENT_STOP, 10.6, **{sc.ORCH_FROM: "worker"}))
+    s.node("model", 12, 13, team)
+    w = checked(convert_episode(s.spans))
+    decisions = [(e["agent"], e.get("decision"), e.get("to")) for e in by_type(w, "orchestrator_decision")]
+    assert ("worker", "delegate", "model") in decisions and ("worker", "stop", None) in decisions

@@ -229,7 +229,7 @@ def _span_event(
     attrs = event.attributes
     if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
-        if _inner_route(owner, attrs, (target,)):
+        if _inner_route(owner, node, attrs, (target,)):
             return
         decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
         sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
@@ -251,7 +251,8 @@ def _span_event(
         ev.trusted = True
     elif name == sc.EVENT_DECISION:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
-        if _inner_route(owner, attrs, (target,) if target else attrs.get(sc.ORCH_DECISION_OPTIONS) or ()):
+        options = (target,) if target else attrs.get(sc.ORCH_DECISION_OPTIONS) or ()
+        if _inner_route(owner, node, attrs, options):
             return
         ev = b.point("orchestrator_decision", event, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
@@ -293,23 +294,24 @@ def _span_event(
         evaluations.append((node, event))
 
 
-def _inner_route(owner: Instance, attrs: Attributes, targets: object) -> bool:
+def _inner(owner: Instance, node: Node) -> bool:
+    """Whether ``node`` is part of an agent's inner working (its graph run or one of its graph's nodes), as
+    opposed to the agent's own span, whose events are those of the graph around the agent."""
+    return owner.sub_kind == AGENT and node.sub_kind in (NODE, WORKFLOW) and node.instance is owner
+
+
+def _inner_route(owner: Instance, node: Node, attrs: Attributes, targets: object) -> bool:
     """A route between an agent's inner nodes (its own control flow, e.g. a ReAct loop's ``tools`` calls)."""
     if not owner.inner_nodes or attrs.get(sc.ORCH_HANDOFF) is True or not isinstance(targets, tuple | list):
         return False
-    return bool(targets) and all(str(t) in owner.inner_nodes for t in targets)
+    return bool(targets) and _inner(owner, node) and all(str(t) in owner.inner_nodes for t in targets)
 
 
 def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
     """The agent's inner graph reaching its end, recorded by the graph's node or run that took the route
     (``orchestrace.from`` names it): the agent's ``return`` already says it finished. A stop from the user
     (no ``orchestrace.from``) is kept."""
-    return (
-        owner.sub_kind == AGENT
-        and node.sub_kind in (NODE, WORKFLOW)
-        and node.instance is owner
-        and attrs.get(sc.ORCH_FROM) == actor_name(node.span, node.sub_kind)
-    )
+    return _inner(owner, node) and attrs.get(sc.ORCH_FROM) == actor_name(node.span, node.sub_kind)
 
 
 def _error(ev: Ev, node: Node) -> None:
