@@ -65,10 +65,12 @@ def _release(forest: Forest, actors: Actors) -> None:
     over all of them."""
     for node in forest.nodes:
         node.parent = node.instance = None
-        node.children = []
+        node.children.clear()
     for inst in actors.instances:
         inst.parent = inst.ret = None
-        inst.children, inst.timeline, inst.turn_events = [], [], []
+        inst.children.clear()
+        inst.timeline.clear()
+        inst.turn_events.clear()
 
 
 def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: str) -> Episode:
