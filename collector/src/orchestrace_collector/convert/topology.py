@@ -7,8 +7,8 @@ Inference, from these signals:
 - ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them
   more than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
   ``moderat`` role or name).
-- ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) from two or more distinct agents
-  to peers: control moves peer to peer. When every handoff comes from one hub agent (a supervisor whose
+- ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) from two or more distinct
+  agents to peers: control moves peer to peer. When every handoff comes from one hub agent (a supervisor whose
   ``transfer_to_*`` tools hand work out, the workers coming back to it), it is not a swarm.
 - ``hierarchical``: an actor under two or more delegating levels: enclosing instances that are agents, or
   workflows that delegate to two or more actors (a graph's orchestrator; a workflow around a single actor,
