@@ -29,6 +29,8 @@ _CHUNK = 1 << 20
 _SMALL_NODES = 2000
 #: Redaction sees a little more than the kept prefix, so a secret cut by the size limit is still matched.
 _REDACT_MARGIN = 1024
+#: Exact types whose canonical JSON is one short token.
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _json_default(value: Any) -> Any:
@@ -99,9 +101,29 @@ def _digest(value: Any, encoder: json.JSONEncoder) -> str:
     return digest.hexdigest()
 
 
+def _ref(data: bytes) -> str:
+    return REF_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def quick_ref(value: Any) -> str | None:
+    """The content ref of a ``str`` (up to 1 MB) or ``bytes`` value: one hash, no serialization, never
+    raises. ``None`` for any other value (use :func:`content_ref`)."""
+    kind = type(value)  # exact types: no ABC checks on the hot path
+    if kind is str and len(value) <= _CHUNK:
+        return _ref(value.encode("utf-8", "surrogatepass"))
+    if kind is bytes:
+        return _ref(value)
+    return None
+
+
 def content_ref(value: Any) -> str:
     """``sha256:<hex>`` of ``value``'s canonical serialization (see the module docstring). Never raises."""
+    ref = quick_ref(value)
+    if ref is not None:
+        return ref
     try:
+        if type(value) in _SCALARS:  # small JSON: one encode, one hash
+            return _ref(_encoder.encode(value).encode())
         return REF_PREFIX + _digest(value, _encoder)
     except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
         try:
@@ -111,10 +133,10 @@ def content_ref(value: Any) -> str:
     except Exception:  # circular structures and the like: hash the repr instead
         pass
     try:
-        return REF_PREFIX + hashlib.sha256(repr(value).encode("utf-8", "surrogatepass")).hexdigest()
+        return _ref(repr(value).encode("utf-8", "surrogatepass"))
     except Exception as exc:
         log_once("content.content_ref", exc)
-        return REF_PREFIX + hashlib.sha256(type(value).__qualname__.encode()).hexdigest()
+        return _ref(type(value).__qualname__.encode())
 
 
 class Captured(NamedTuple):

@@ -38,11 +38,9 @@ def _call(spec: Spec) -> Wrapper:
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            invocation.deactivate(token)
-            invocation.fail(exc)
+            invocation.fail(exc, token)
             raise
-        invocation.deactivate(token)
-        invocation.finish(result)
+        invocation.finish(result, token)
         return result
 
     return wrapper
@@ -58,11 +56,9 @@ def _coroutine(spec: Spec) -> Wrapper:
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            invocation.deactivate(token)
-            invocation.fail(exc)
+            invocation.fail(exc, token)
             raise
-        invocation.deactivate(token)
-        invocation.finish(result)
+        invocation.finish(result, token)
         return result
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -85,12 +81,10 @@ def _traced_generator(spec: Spec, generator: Generator[Any, Any, Any], args: Seq
         try:
             item = generator.throw(to_throw) if to_throw is not None else generator.send(to_send)
         except StopIteration as stop:
-            invocation.deactivate(token)
-            invocation.finish(stop.value)
+            invocation.finish(stop.value, token)
             return stop.value
         except BaseException as exc:
-            invocation.deactivate(token)
-            invocation.fail(exc)
+            invocation.fail(exc, token)
             raise
         invocation.deactivate(token)
         invocation.on_item(item)
@@ -102,11 +96,9 @@ def _traced_generator(spec: Spec, generator: Generator[Any, Any, Any], args: Seq
             try:
                 generator.close()
             except BaseException as exc:
-                invocation.deactivate(token)
-                invocation.fail(exc)
+                invocation.fail(exc, token)
                 raise
-            invocation.deactivate(token)
-            invocation.close()
+            invocation.close(token)
             raise
         except BaseException as exc:
             to_throw = exc
@@ -135,13 +127,11 @@ async def _traced_async_generator(spec: Spec, generator: AsyncGenerator[Any, Any
                 item = await generator.asend(to_send)
         except StopAsyncIteration:
             if invocation is not None:
-                invocation.deactivate(token)
-                invocation.finish(None)
+                invocation.finish(None, token)
             return
         except BaseException as exc:
             if invocation is not None:
-                invocation.deactivate(token)
-                invocation.fail(exc)
+                invocation.fail(exc, token)
             raise
         if invocation is not None:
             invocation.deactivate(token)
@@ -155,12 +145,10 @@ async def _traced_async_generator(spec: Spec, generator: AsyncGenerator[Any, Any
                 await generator.aclose()
             except BaseException as exc:
                 if invocation is not None:
-                    invocation.deactivate(token)
-                    invocation.fail(exc)
+                    invocation.fail(exc, token)
                 raise
             if invocation is not None:
-                invocation.deactivate(token)
-                invocation.close()
+                invocation.close(token)
             raise
         except BaseException as exc:
             to_throw = exc

@@ -7,6 +7,8 @@ Everything here is orchestrace's own code: it is guarded so that it can only fai
 from __future__ import annotations
 
 import hashlib
+import os
+import random
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.config import get_config
-from orchestrace.content import REF_PREFIX, call_input, capture, content_ref
+from orchestrace.content import REF_PREFIX, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
     MODEL_CALL_KEY,
     AgentFrame,
@@ -35,6 +37,16 @@ from orchestrace.usage import Usage, extract_usage, response_model
 
 _ERROR_TYPE = "error.type"
 Attributes = dict[str, Any]
+
+#: Random agent instance and tool call ids (unique, not secret). A generator of our own: an app that seeds
+#: ``random`` for reproducibility must not get the same ids on every run; reseeded in forked children.
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def _detach(token: object) -> None:
+    if token is not None:  # None: activate failed
+        otel_context.detach(token)  # type: ignore[arg-type]
 
 
 class Invocation:
@@ -57,22 +69,24 @@ class Invocation:
 
     @failsafe(default=None)
     def deactivate(self, token: object) -> None:
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
+        _detach(token)
 
+    # The three ways a call ends take the token of :meth:`activate` too: one guarded call, not two.
     @failsafe(default=None)
-    def finish(self, result: Any) -> None:
+    def finish(self, result: Any, token: object = None) -> None:
         """The call returned ``result``."""
         try:
+            _detach(token)
             if self.span.is_recording():
                 self.spec.record_result(self, result)
         finally:
             self.span.end()  # a span with incomplete attributes beats a span never exported
 
     @failsafe(default=None)
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException, token: object = None) -> None:
         """The call raised ``exc`` (it is re-raised by the caller, unchanged)."""
         try:
+            _detach(token)
             if self.span.is_recording():
                 self.span.set_attribute(_ERROR_TYPE, type(exc).__qualname__)
                 self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
@@ -82,9 +96,12 @@ class Invocation:
             self.span.end()  # even when the exception's __str__ is broken
 
     @failsafe(default=None)
-    def close(self) -> None:
+    def close(self, token: object = None) -> None:
         """A generator was closed (or abandoned and collected) before it finished."""
-        self.span.end()
+        try:
+            _detach(token)
+        finally:
+            self.span.end()
 
     @failsafe(default=None)
     def on_item(self, item: Any) -> None:
@@ -134,12 +151,19 @@ class Spec:
         """Start the span of one call (``None`` if orchestrace failed: the call then runs untraced)."""
         parent = otel_context.get_current() if parent is None else parent
         name, kind, attributes = self.describe(args, kwargs, parent)
+        has_input = bool(args or kwargs)
+        value = call_input(args, kwargs) if has_input else None
+        # A ref that costs one hash goes on the span from its start (one attribute write fewer); other
+        # inputs are serialized only if the span records.
+        input_ref = quick_ref(value) if has_input else None
+        if input_ref is not None:
+            attributes[sc.ORCH_INPUT_REF] = input_ref
         span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
         invocation = Invocation(self, span, trace.set_span_in_context(span, parent))
         invocation.context = self.enter(invocation, attributes)
-        if span.is_recording() and (args or kwargs):
+        if has_input and span.is_recording():
             try:
-                self.record_input(span, call_input(args, kwargs))
+                self.record_input(span, value, input_ref)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
                 log_once(f"{type(self).__name__}.record_input", exc)
         return invocation
@@ -152,8 +176,10 @@ class Spec:
         """The context the call runs in (kinds add their agent, task or model call)."""
         return invocation.context
 
-    def record_input(self, span: Span, value: Any) -> None:
-        span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
+    def record_input(self, span: Span, value: Any, ref: str | None) -> None:
+        """The call's input ``value`` (``ref``: its content ref when already on the span)."""
+        if ref is None:
+            span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
         config = get_config()
         if not config.capture_content:
             return
@@ -195,21 +221,21 @@ class AgentSpec(Spec):
         super().__init__(name)
         self.role = role
         self.agent_id = agent_id
+        self.span_name = f"{sc.OP_INVOKE_AGENT} {name}"
+        self.fixed_attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+                                             sc.GEN_AI_AGENT_NAME: name}
+        if role is not None:
+            self.fixed_attributes[sc.ORCH_AGENT_ROLE] = role
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        attributes: Attributes = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-            sc.GEN_AI_AGENT_NAME: self.name,
-            sc.GEN_AI_AGENT_ID: self.agent_id or f"{self.name}-{uuid.uuid4().hex[:12]}",
-        }
-        if self.role is not None:
-            attributes[sc.ORCH_AGENT_ROLE] = self.role
+        attributes = dict(self.fixed_attributes)
+        attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.randbytes(6).hex()}"
         caller = current_agent(parent)
         if caller is not None:
             attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
         _conversation(attributes, parent)
-        return f"{sc.OP_INVOKE_AGENT} {self.name}", SpanKind.INTERNAL, attributes
+        return self.span_name, SpanKind.INTERNAL, attributes
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
         frame = AgentFrame(self.name, attributes[sc.GEN_AI_AGENT_ID], self.role)
@@ -223,24 +249,26 @@ class ToolSpec(Spec):
         super().__init__(name)
         self.description = description
         self.trusted = trusted
+        self.span_name = f"{sc.OP_EXECUTE_TOOL} {name}"
+        self.fixed_attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                                             sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_TYPE: "function"}
+        if description:
+            self.fixed_attributes[sc.GEN_AI_TOOL_DESCRIPTION] = description
+        if trusted:
+            self.fixed_attributes[sc.ORCH_TOOL_TRUSTED] = True
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
         call_id = kwargs.get("tool_call_id")
-        attributes: Attributes = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.GEN_AI_TOOL_NAME: self.name,
-            sc.GEN_AI_TOOL_TYPE: "function",
-            sc.GEN_AI_TOOL_CALL_ID: call_id if isinstance(call_id, str) else f"call_{uuid.uuid4().hex[:24]}",
-        }
-        if self.description:
-            attributes[sc.GEN_AI_TOOL_DESCRIPTION] = self.description
-        if self.trusted:
-            attributes[sc.ORCH_TOOL_TRUSTED] = True
-        return f"{sc.OP_EXECUTE_TOOL} {self.name}", SpanKind.INTERNAL, attributes
+        if not isinstance(call_id, str):
+            call_id = f"call_{_ids.randbytes(12).hex()}"
+        attributes = dict(self.fixed_attributes)
+        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        return self.span_name, SpanKind.INTERNAL, attributes
 
-    def record_input(self, span: Span, value: Any) -> None:
-        span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
+    def record_input(self, span: Span, value: Any, ref: str | None) -> None:
+        if ref is None:
+            span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
         captured = capture(value)
         if captured is not None:
             span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, captured.text)

@@ -79,11 +79,10 @@ class TaskScope:
         invocation, token = active[-1]
         if invocation is None:
             return
-        invocation.deactivate(token)
         if exc is not None:
-            invocation.fail(exc)
+            invocation.fail(exc, token)
         else:
-            invocation.finish(None)
+            invocation.finish(None, token)
 
     async def __aenter__(self) -> TaskRun:
         return self.__enter__()

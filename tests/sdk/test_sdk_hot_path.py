@@ -1,0 +1,123 @@
+"""What every decorated call does, kept cheap without changing what it records: content-ref fast paths,
+random ids, the result index, and no serialization for spans that do not record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from enum import IntEnum
+from typing import Any
+
+import orchestrace as ot
+import pytest
+from conftest import Spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanContext, TraceFlags
+from orchestrace import invocation, results
+from orchestrace import semconv as sc
+from orchestrace.config import set_config
+
+
+def _canonical(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Level(IntEnum):
+    HIGH = 3
+
+
+@pytest.mark.parametrize("value", [3, -1.5, 10**30, True, False, None, float("nan"), Level.HIGH])
+def test_scalars_have_their_canonical_json_digest(value: Any) -> None:
+    assert ot.content_ref(value) == _canonical(value)
+
+
+def test_strings_and_bytes_hash_their_utf8_bytes_whatever_their_size() -> None:
+    for text in ["", "paris", "é\ud800", "x" * (1 << 20), "y" * ((1 << 20) + 5)]:
+        expected = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        assert ot.content_ref(text) == "sha256:" + expected
+    assert ot.content_ref(b"\xff\x00") == "sha256:" + hashlib.sha256(b"\xff\x00").hexdigest()
+    assert ot.content_ref(bytearray(b"ab")) == ot.content_ref(b"ab") == ot.content_ref(memoryview(b"ab"))
+
+
+def test_an_int_too_long_for_json_still_gets_a_ref() -> None:
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", ot.content_ref(10**5000))
+
+
+def test_ids_have_their_documented_shape_and_ignore_the_apps_seed(spans: Spans) -> None:
+    @ot.agent(name="planner")
+    def plan() -> None:
+        return None
+
+    @ot.tool
+    def search() -> None:
+        return None
+
+    for _ in range(2):
+        random.seed(7)  # an app seeding ``random`` for reproducibility
+        plan()
+        search()
+    agent_ids = [str(s.attributes[sc.GEN_AI_AGENT_ID]) for s in spans.named("invoke_agent planner")]
+    call_ids = [str(s.attributes[sc.GEN_AI_TOOL_CALL_ID]) for s in spans.named("execute_tool search")]
+    assert all(re.fullmatch(r"planner-[0-9a-f]{12}", agent_id) for agent_id in agent_ids)
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", call_id) for call_id in call_ids)
+    assert len(set(agent_ids)) == 2 and len(set(call_ids)) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_does_not_repeat_the_parents_ids() -> None:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, then exit without running any cleanup of the test process
+        os.write(write_end, invocation._ids.randbytes(6))
+        os._exit(0)
+    os.close(write_end)
+    child_id = os.read(read_end, 6)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert len(child_id) == 6
+    assert child_id != invocation._ids.randbytes(6)
+
+
+def _span_context(n: int) -> SpanContext:
+    return SpanContext(trace_id=1, span_id=n, is_remote=False, trace_flags=TraceFlags(1))
+
+
+def test_result_index_keeps_the_newest_producers_of_recent_refs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(results, "MAX_ENTRIES", 50)
+    for n in range(800):  # 40 refs, 20 results each: more records than wait before reaching the index
+        results.record(f"ref-{n % 40}", _span_context(n + 1))
+    # Each ref keeps its newest 16 producers, oldest first; the lookup makes ref-0 the most recently used.
+    assert [c.span_id - 1 for c in results.producers("ref-0")] == list(range(160, 800, 40))
+    for k in range(11):  # 51 refs: the least recently used one is forgotten
+        results.record(f"new-{k}", _span_context(1))
+    assert results.producers("ref-1") == []
+    assert len(results.producers("ref-0")) == 16
+    assert [c.span_id - 1 for c in results.producers("ref-2")] == list(range(162, 800, 40))
+
+
+def test_inputs_are_not_serialized_for_spans_that_do_not_record() -> None:
+    dumps: list[str] = []
+
+    class Query:
+        def model_dump(self, mode: str) -> dict[str, str]:
+            dumps.append(mode)
+            return {"q": "x"}
+
+    @ot.agent
+    def answer(query: Query) -> str:
+        return "ok"
+
+    provider = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+    handle = ot.configure(exporter="memory", tracer_provider=provider, batch=False, capture_content=False)
+    try:
+        assert answer(Query()) == "ok"
+        assert dumps == []
+        assert list(handle.get_finished_spans()) == []
+    finally:
+        handle.shutdown()
+        set_config(None)
