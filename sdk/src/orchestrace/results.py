@@ -38,15 +38,16 @@ def _fold() -> None:
     """Apply the pending records to the index (with ``_lock`` held)."""
     while _pending:
         ref, producer = _pending.popleft()
-        spans = _producers.pop(ref, None)
+        spans = _producers.get(ref)
         if spans is None:
-            spans = []
-        elif len(spans) >= _MAX_PRODUCERS:
-            del spans[0]
-        spans.append(producer)
-        _producers[ref] = spans  # now the most recently used
-        while len(_producers) > MAX_ENTRIES:
-            _producers.popitem(last=False)
+            _producers[ref] = [producer]
+            while len(_producers) > MAX_ENTRIES:
+                _producers.popitem(last=False)
+        else:
+            _producers.move_to_end(ref)
+            spans.append(producer)
+            if len(spans) > _MAX_PRODUCERS:
+                del spans[0]
 
 
 def producers(ref: str) -> list[SpanContext]:
