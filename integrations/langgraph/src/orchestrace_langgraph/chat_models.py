@@ -26,13 +26,7 @@ from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
-from orchestrace_langgraph.content import (
-    captured_messages,
-    content_ref,
-    genai_message,
-    get_config,
-    message_ref,
-)
+from orchestrace_langgraph.content import Captured, capture_messages, content_ref, genai_message, get_config
 
 
 class _Call:
@@ -99,7 +93,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        attrs[sc.ORCH_INPUT_REF] = content_ref([genai_message(m) for m in prompt])
+        messages = [genai_message(m) for m in prompt]
+        attrs[sc.ORCH_INPUT_REF] = content_ref(messages)
         attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(prompt)
         node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
         span = self._tracer.start_span(f"{operation} {label}", context=parent_context(node),
@@ -107,19 +102,16 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         config = get_config()
         refs: list[str] = []  # of each message: only needed to export the history once, with content
         if config.capture_content:
-            refs = [message_ref(m) for m in prompt]
+            refs = [content_ref(m) for m in messages]
             trace_id = format_trace_id(span.get_span_context().trace_id)
             prefix = self._prompts.longest_prefix(trace_id, history.chain(refs))
             start = 0
             if prefix is not None:
-                span.set_attribute(sc.ORCH_PREFIX_SPAN_ID, prefix[0])
-                span.set_attribute(sc.ORCH_PREFIX_LENGTH, prefix[1])
+                span.set_attributes({sc.ORCH_PREFIX_SPAN_ID: prefix[0], sc.ORCH_PREFIX_LENGTH: prefix[1]})
                 start = prefix[1]
-            captured = captured_messages(prompt[start:], config)
+            captured = capture_messages(messages[start:], config)
             if captured is not None:
-                span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, captured.text)
-                if captured.truncated:
-                    span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+                span.set_attributes(_captured_attributes(sc.GEN_AI_INPUT_MESSAGES, captured))
         with self._lock:
             self._calls[run_id] = _Call(span, refs)
 
@@ -140,17 +132,19 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             elif generation is not None:
                 message = AIMessage(generation.text)
             if message is not None:
-                _set_usage(span, message, response)
-                out_ref = message_ref(message)
-                span.set_attribute(sc.ORCH_OUTPUT_REF, out_ref)
-                captured = captured_messages([message], get_config())
+                # One set_attributes call: each call takes the span's lock and cleans what it is given.
+                output = genai_message(message)
+                out_ref = content_ref(output)
+                attrs = _usage_attributes(message, response)
+                attrs[sc.ORCH_OUTPUT_REF] = out_ref
+                config = get_config()
+                captured = capture_messages([output], config) if config.capture_content else None
                 if captured is not None:
-                    span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
-                    if captured.truncated:
-                        span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+                    attrs.update(_captured_attributes(sc.GEN_AI_OUTPUT_MESSAGES, captured))
                     ids = span.get_span_context()
                     self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                            history.chain([*call.refs, out_ref]))
+                span.set_attributes(attrs)
         finally:
             span.end()
 
@@ -172,24 +166,33 @@ def _class_name(serialized: dict[str, Any] | None) -> str:
     return str(ids[-1]) if isinstance(ids, list) and ids else "model"
 
 
-def _set_usage(span: Span, message: BaseMessage, response: LLMResult) -> None:
+def _captured_attributes(key: str, captured: Captured) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {key: captured.text}
+    if captured.truncated:
+        attrs[sc.ORCH_CONTENT_TRUNCATED] = True
+    return attrs
+
+
+def _usage_attributes(message: BaseMessage, response: LLMResult) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {}
     usage = getattr(message, "usage_metadata", None)
     if usage:
-        span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, int(usage.get("input_tokens", 0)))
-        span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.get("output_tokens", 0)))
+        attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
+        attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
     else:
         token_usage = (response.llm_output or {}).get("token_usage") or {}
         if "prompt_tokens" in token_usage:
-            span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, int(token_usage["prompt_tokens"]))
+            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(token_usage["prompt_tokens"])
         if "completion_tokens" in token_usage:
-            span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, int(token_usage["completion_tokens"]))
+            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(token_usage["completion_tokens"])
     metadata = message.response_metadata or {}
     finish = metadata.get("finish_reason") or metadata.get("stop_reason")
     if finish:
-        span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, [str(finish)])
+        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = [str(finish)]
     response_model = metadata.get("model_name") or metadata.get("model")
     if response_model:
-        span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, str(response_model))
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = str(response_model)
+    return attrs
 
 
 def callback_manager_init(handler: ChatModelCallbackHandler) -> Callable[..., None]:

@@ -6,7 +6,6 @@ only when capture is on (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from orchestrace.config import CaptureConfig, get_config
@@ -17,23 +16,18 @@ __all__ = [
     "CaptureConfig",
     "Captured",
     "capture",
-    "captured_messages",
+    "capture_messages",
     "content_ref",
     "genai_message",
     "get_config",
-    "message_ref",
 ]
 
 
 def genai_message(message: Any) -> Message:
-    """A LangChain message in the GenAI shape (role + parts), ids and provider metadata left out."""
+    """A LangChain message in the GenAI shape (role + parts), ids and provider metadata left out.
+
+    A message's ref is the ref of this shape, so the collector can recompute it from captured messages;
+    convert each message once and take refs before ``capture_messages``, which clips the texts in place."""
     return to_message(message) or {"role": "user", "parts": []}
 
 
-def message_ref(message: Any) -> str:
-    """Ref of one message: of its GenAI shape, so the collector can recompute it from captured messages."""
-    return content_ref(genai_message(message))
-
-
-def captured_messages(messages: Sequence[Any], config: CaptureConfig) -> Captured | None:
-    return capture_messages([genai_message(m) for m in messages], config)

@@ -116,13 +116,14 @@ class NodeTracer:
         if task.name == START:
             return _Started(task, None, run, otel_context.get_current(), thread_id)
         namespace = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
+        triggers = [str(t) for t in task.triggers]
         attrs: dict[str, AttributeValue] = {
             sc.ORCH_NODE_NAME: task.name,
             sc.ORCH_NODE_ID: task.id,
             sc.LANGGRAPH_NODE: task.name,
             sc.LANGGRAPH_TASK_ID: task.id,
             sc.LANGGRAPH_CHECKPOINT_NS: namespace,
-            sc.LANGGRAPH_TRIGGERS: [str(t) for t in task.triggers][:_MAX_TRIGGERS],
+            sc.LANGGRAPH_TRIGGERS: triggers[:_MAX_TRIGGERS],
         }
         step = metadata.get("langgraph_step")
         if isinstance(step, int):
@@ -145,7 +146,7 @@ class NodeTracer:
             attrs[sc.ORCH_OPERATION] = sc.OPERATION_NODE
         links: list[Link] = []
         if run is not None and not _pushed(task):
-            inputs = run.take_aggregate_inputs(frozenset(str(t) for t in task.triggers))
+            inputs = run.take_aggregate_inputs(frozenset(triggers))
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}) for done in inputs]
         span = self._tracer.start_span(name, context=parent_context(), attributes=attrs, links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
