@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -83,15 +85,20 @@ def with_node(node: Node) -> otel_context.Context:
     return with_own_span(node.span, otel_context.set_value(_NODE_KEY, node))
 
 
-def parent_context(node: Node | None = None) -> otel_context.Context | None:
+def parent_context(namespaces: NamespaceIndex | None = None,
+                   metadata: Mapping[str, Any] | None = None) -> otel_context.Context | None:
     """Parent of a span we start inside a graph (a node, a model call, a tool): the current context, unless
-    its span was attached by a LangChain callback tracer; then ``node`` (the node the call belongs to, from
-    LangGraph's run metadata) or our innermost span, so that our spans keep their tree (nodes under runs,
-    model calls and tools under nodes) whatever else is installed."""
+    its span was attached by a LangChain callback tracer; then the node the call belongs to (found in
+    ``namespaces`` by the checkpoint namespace in LangGraph's run ``metadata``) or our innermost span, so
+    that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever else is
+    installed. The common case (no such tracer) costs one look at the current span."""
     current = trace.get_current_span()
     scope = getattr(current, "instrumentation_scope", None)
     if scope is None or getattr(scope, "name", None) not in _CALLBACK_TRACER_SCOPES:
         return None
+    node = None
+    if namespaces is not None and metadata is not None:
+        node = namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
     own = node.span if node is not None else otel_context.get_value(_OWN_SPAN_KEY)
     return trace.set_span_in_context(own) if isinstance(own, Span) else None
 

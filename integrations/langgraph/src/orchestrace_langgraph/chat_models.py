@@ -96,8 +96,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         messages = [genai_message(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref(messages)
         attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(prompt)
-        node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
-        span = self._tracer.start_span(f"{operation} {label}", context=parent_context(node),
+        span = self._tracer.start_span(f"{operation} {label}",
+                                       context=parent_context(self._namespaces, metadata),
                                        kind=SpanKind.CLIENT, attributes=attrs)
         config = get_config()
         refs: list[str] = []  # of each message: only needed to export the history once, with content

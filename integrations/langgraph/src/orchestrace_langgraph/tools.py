@@ -87,9 +87,8 @@ class ToolTracer:
             if captured.truncated:
                 attrs[sc.ORCH_CONTENT_TRUNCATED] = True
         metadata = (kwargs.get("config") or {}).get("metadata") or {}
-        node = self._namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
-        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", context=parent_context(node),
-                                       attributes=attrs)
+        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}",
+                                       context=parent_context(self._namespaces, metadata), attributes=attrs)
 
 
 def _result_content(result: Any) -> Any:
