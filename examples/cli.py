@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+import orchestrace as ot
+
 
 def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the tracing options of an example whose module docstring is ``doc``."""
@@ -21,3 +23,10 @@ def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.N
         "--capture-content", action="store_true", default=None, help="record prompts and completions"
     )
     return parser.parse_args(argv)
+
+
+def configure_tracing(service_name: str, doc: str | None, argv: Sequence[str] | None) -> ot.TracingHandle:
+    """``ot.configure`` as an app would call it, with the example's command-line options."""
+    args = parse_args(doc, argv)
+    return ot.configure(service_name, exporter=args.exporter, endpoint=args.endpoint,
+                        trace_dir=args.trace_dir, capture_content=args.capture_content)

@@ -26,7 +26,7 @@ from typing import Any
 
 import orchestrace as ot
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 
 QUESTION = "What made the transistor possible, and what did it change?"
 TOPICS = ("physics", "engineering", "economics")
@@ -101,14 +101,7 @@ async def run_team(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "custom-agents-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("custom-agents-example", __doc__, argv)
     answer = asyncio.run(run_team())
     tracing.force_flush()
     print(answer)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orchestrace as ot
 from langchain.agents import create_agent
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -32,7 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from orchestrace_langgraph import LangGraphInstrumentor
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 from examples.fakes import Reply, ScriptedChatModel, call
 
 QUESTION = "Write a one-line note on the tallest mountain on Earth."
@@ -125,14 +124,7 @@ def run(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "hierarchical-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("hierarchical-example", __doc__, argv)
     LangGraphInstrumentor().instrument()
     answer = run()
     tracing.force_flush()

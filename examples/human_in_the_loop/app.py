@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-import orchestrace as ot
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -34,7 +33,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from orchestrace_langgraph import LangGraphInstrumentor
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 from examples.fakes import ScriptedChatModel
 
 QUESTION = "Can I return the headphones I bought last week?"
@@ -91,14 +90,7 @@ def run(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "human-in-the-loop-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("human-in-the-loop-example", __doc__, argv)
     LangGraphInstrumentor().instrument()
     answer = run()
     tracing.force_flush()

@@ -27,14 +27,13 @@ import operator
 from collections.abc import Sequence
 from typing import Annotated, TypedDict
 
-import orchestrace as ot
 from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from orchestrace_langgraph import LangGraphInstrumentor
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 from examples.fakes import ScriptedChatModel
 
 QUESTION = "Which of the four giant planets is the largest?"
@@ -98,14 +97,7 @@ async def run(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "map-reduce-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("map-reduce-example", __doc__, argv)
     LangGraphInstrumentor().instrument()
     answer = asyncio.run(run())
     tracing.force_flush()

@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph_supervisor import create_supervisor
 from orchestrace_langgraph import LangGraphInstrumentor
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 from examples.fakes import ScriptedChatModel, call, parallel
 
 QUESTION = "How many moons do Mars and Jupiter have together?"
@@ -109,14 +109,7 @@ def run(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "supervisor-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("supervisor-example", __doc__, argv)
     LangGraphInstrumentor().instrument()
     answer = run()
     tracing.force_flush()

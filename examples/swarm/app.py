@@ -23,7 +23,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-import orchestrace as ot
 from langchain.agents import create_agent
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
@@ -32,7 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph_swarm import create_handoff_tool, create_swarm
 from orchestrace_langgraph import LangGraphInstrumentor
 
-from examples.cli import parse_args
+from examples.cli import configure_tracing
 from examples.fakes import ScriptedChatModel, call
 
 QUESTION = "Find me a hotel in Lisbon for two nights and book the cheapest."
@@ -97,14 +96,7 @@ def run(question: str = QUESTION) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(__doc__, argv)
-    tracing = ot.configure(
-        "swarm-example",
-        exporter=args.exporter,
-        endpoint=args.endpoint,
-        trace_dir=args.trace_dir,
-        capture_content=args.capture_content,
-    )
+    tracing = configure_tracing("swarm-example", __doc__, argv)
     LangGraphInstrumentor().instrument()
     answer = run()
     tracing.force_flush()
