@@ -140,6 +140,22 @@ def test_conditional_edge_routes_and_stops(spans: Spans) -> None:
     stop = {sc.ORCH_REASON: "conditional_edge", sc.ORCH_FROM: "decide"}
     assert spans.events(runs[2], sc.EVENT_STOP) == [stop]
     assert spans.events(runs[2], sc.EVENT_DECISION) == []
+    assert spans.events(spans.one("invoke_workflow LangGraph"), sc.EVENT_STOP) == []  # the route said it
+
+
+def test_a_run_ending_without_a_next_node_is_a_stop_by_its_last_node(spans: Spans) -> None:
+    def step(name: str) -> Any:
+        return lambda state: {"steps": [name]}
+
+    g = StateGraph(RouteState)
+    g.add_node("draft", step("draft"))
+    g.add_node("review", step("review"))
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "review")  # review has no outgoing edge: the run ends after it
+    g.compile(name="pipeline").invoke({"steps": []})
+    stop = {sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "review"}
+    assert spans.events(spans.one("invoke_workflow pipeline"), sc.EVENT_STOP) == [stop]
+    assert all(spans.events(s, sc.EVENT_STOP) == [] for s in spans.named("draft") + spans.named("review"))
 
 
 def inner_graph() -> Any:
@@ -227,6 +243,7 @@ def test_interrupt_and_resume_are_one_episode(spans: Spans, subgraph: bool) -> N
     assert asked[sc.ORCH_HUMAN_KIND] == "interrupt" and asked[sc.ORCH_HUMAN_ACTOR] == "ask"
     interrupts = [e for s in spans.all for e in spans.events(s, sc.EVENT_HUMAN_INTERVENTION)]
     assert len(interrupts) == 1  # recorded once, not again by every graph it bubbles through
+    assert all(spans.events(s, sc.EVENT_STOP) == [] for s in spans.all)  # paused, not stopped
     assert_no_errors(spans)
 
     spans.clear()
@@ -235,6 +252,8 @@ def test_interrupt_and_resume_are_one_episode(spans: Spans, subgraph: bool) -> N
     resumed = spans.one("invoke_workflow approval")
     (resume,) = spans.events(resumed, sc.EVENT_HUMAN_INTERVENTION)
     assert resume[sc.ORCH_HUMAN_KIND] == "resume"
+    stops = [e for s in spans.all for e in spans.events(s, sc.EVENT_STOP)]
+    assert len(stops) == 1  # the resumed run finishes: one stop, whichever way its graph ends
     assert resumed.attributes[sc.ORCH_EPISODE_ID] == runs[0].attributes[sc.ORCH_EPISODE_ID] == "thread-7"
     assert resumed.context.trace_id != runs[0].context.trace_id
     (link,) = resumed.links
@@ -265,6 +284,8 @@ async def test_supervisor_handoff_is_a_delegate_not_an_error(spans: Spans, mode:
     else:
         out = [c async for c in app.astream(inputs, stream_mode="values")][-1]
     assert out["messages"][-1].content == "all done"
+    stop = {sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "supervisor"}  # its final answer ends the run
+    assert spans.events(spans.one("invoke_workflow team"), sc.EVENT_STOP) == [stop]
     supervisor_runs = spans.named("invoke_agent supervisor")
     handoffs = [(s, e) for s in supervisor_runs for e in spans.events(s, sc.EVENT_DELEGATE)]
     assert len(handoffs) == 1

@@ -47,8 +47,22 @@ class Run(Actor):
     """One graph run (``invoke_workflow``)."""
 
     thread_id: str | None = None
+    #: The run this one is nested in (a subgraph's parent run), ``None`` for a top-level run.
+    parent: Run | None = None
+    #: Last node of this run's own graph that completed: the one whose completion ended the run.
+    last_node: str | None = None
+    #: A node routed to END explicitly (that route is the stop decision already).
+    routed_to_end: bool = False
+    #: A node asked a human (``interrupt()``): the run pauses, it does not stop.
+    interrupted: bool = False
     _sends: list[SendResult] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def top(self) -> Run:
+        run = self
+        while run.parent is not None:
+            run = run.parent
+        return run
 
     def add_send_result(self, result: SendResult) -> None:
         with self._lock:

@@ -163,12 +163,17 @@ class NodeTracer:
                 routing.record_commands(actor, result)
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
-            elif isinstance(exc, GraphInterrupt) and actor is not None:
-                routing.record_interrupt(actor, exc, self._interrupts, started.thread_id)
+            elif isinstance(exc, GraphInterrupt):
+                if started.run is not None:
+                    started.run.top().interrupted = True
+                if actor is not None:
+                    routing.record_interrupt(actor, exc, self._interrupts, started.thread_id)
             if node is None:
                 return
             if exc is None:
                 node.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+                if started.run is not None:
+                    started.run.last_node = task.name
                 if _pushed(task) and started.run is not None:
                     started.run.add_send_result(
                         SendResult(node.span.get_span_context(), frozenset(str(c) for c, _ in task.writes))

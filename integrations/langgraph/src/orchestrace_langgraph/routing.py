@@ -4,6 +4,8 @@
   spawn per packet, naming the target node.
 * ``Command(goto=node)`` returned by a node, or a conditional edge choosing a node: a delegate decision.
 * A conditional edge or ``Command`` choosing ``END``: a stop.
+* A top-level run that ends because its last node has no next node (no explicit ``END`` route, no
+  interrupt): a stop on the run, naming that node (langgraph-supervisor's final answer ends a run this way).
 * ``Command(graph=Command.PARENT)`` (the ``ParentCommand`` exception; ``transfer_to_*`` tools of
   langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
   recorded on that node of the parent graph.
@@ -22,12 +24,14 @@ from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
-from orchestrace_langgraph.actors import Actor, InterruptLog, NamespaceIndex, current_actor
+from orchestrace_langgraph.actors import Actor, InterruptLog, NamespaceIndex, Run, current_actor, current_run
 from orchestrace_langgraph.content import content_ref
 
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
 REASON_CONDITIONAL_EDGE = "conditional_edge"
 REASON_COMMAND = "command"
+#: ``orchestrace.reason`` of the stop of a run whose last node had no next node.
+REASON_NO_NEXT_NODE = "no_next_node"
 #: ``orchestrace.reason`` of a handoff delegate.
 REASON_PARENT_COMMAND = "command_parent"
 HUMAN_INTERRUPT = "interrupt"
@@ -74,6 +78,9 @@ def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
             continue
         if dest == END:
             actor.span.add_event(sc.EVENT_STOP, {sc.ORCH_REASON: reason, sc.ORCH_FROM: actor.name})
+            run = current_run()
+            if run is not None:
+                run.routed_to_end = True
         else:
             attrs: dict[str, AttributeValue] = {
                 sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
@@ -83,6 +90,13 @@ def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
             if options:
                 attrs[sc.ORCH_DECISION_OPTIONS] = list(options)[:_MAX_OPTIONS]
             actor.span.add_event(sc.EVENT_DECISION, attrs)
+
+
+@failsafe(None)
+def record_run_end(run: Run) -> None:
+    """A top-level run that finished: its stop, unless a route to END said it or a human was asked."""
+    if run.parent is None and not run.routed_to_end and not run.interrupted and run.last_node is not None:
+        run.span.add_event(sc.EVENT_STOP, {sc.ORCH_REASON: REASON_NO_NEXT_NODE, sc.ORCH_FROM: run.last_node})
 
 
 def record_commands(actor: Actor, value: Any) -> None:

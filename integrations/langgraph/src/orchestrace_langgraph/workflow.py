@@ -24,7 +24,7 @@ from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import routing
-from orchestrace_langgraph.actors import InterruptLog, Run, with_run
+from orchestrace_langgraph.actors import InterruptLog, Run, current_run, with_run
 from orchestrace_langgraph.content import content_ref
 
 #: Given a run's config, the episode id that stitches its traces (default: the thread id).
@@ -63,6 +63,7 @@ class WorkflowTracer:
                 try:
                     item = next(inner)
                 except StopIteration:
+                    routing.record_run_end(run)
                     return
                 finally:
                     otel_context.detach(token)
@@ -94,6 +95,7 @@ class WorkflowTracer:
                 try:
                     item = await inner.__anext__()
                 except StopAsyncIteration:
+                    routing.record_run_end(run)
                     return
                 finally:
                     otel_context.detach(token)
@@ -137,7 +139,8 @@ class WorkflowTracer:
                                                {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
                  if resume and not nested else [])
         span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
-        run = Run(span, name, str(thread_id) if thread_id is not None else None)
+        run = Run(span, name, str(thread_id) if thread_id is not None else None,
+                  parent=current_run() if nested else None)
         if resume and not nested and isinstance(graph_input, Command):
             routing.record_resume(run, graph_input)
         return run
