@@ -231,6 +231,17 @@ def test_stop_is_a_stop_decision_and_the_final_event_for_credit() -> None:
     assert (stop["decision"], stop["reason"]) == ("stop", "done")
 
 
+def test_stop_recorded_for_the_node_that_decided_names_it() -> None:
+    s = Spans()
+    graph = s.workflow("pipeline", 0, 10)
+    s.node("draft", 1, 3, graph)
+    s.node("review", 4, 8, graph)
+    graph.events.append(event(sc.EVENT_STOP, 9, **{sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "review"}))
+    w = checked(convert_episode(s.spans))
+    (stop,) = [e for e in by_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert (stop["agent"], stop["from"], stop["reason"]) == ("pipeline", "review", "no_next_node")
+
+
 def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() -> None:
     s = Spans()
     lead = s.agent("lead", 0, 10)

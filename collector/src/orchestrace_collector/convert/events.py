@@ -272,6 +272,9 @@ def _span_event(
             return
         ev = b.point("orchestrator_decision", event, node, owner)
         ev.decision = sc.DECISION_STOP
+        decider = attrs.get(sc.ORCH_FROM)
+        if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
+            ev.frm = b.actors.label_of(str(decider), event.time_ns)
         _reason(ev, attrs)
     elif name == sc.EVENT_HUMAN_INTERVENTION:
         actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
