@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.json
 import pytest
 from example_runs import ExampleRun, run_example
 from orchestrace_collector.validate import validate_trace
@@ -98,3 +99,7 @@ def test_captured_content_becomes_chat_samples(tmp_path: Path) -> None:
     run = run_example("supervisor", tmp_path, "--capture-content")
     assert all(turn["prompt"] and turn["completion"] for turn in run.turns)
     assert any("97 moons" in m["content"] for turn in run.turns for m in turn["completion"])
+    # The reader Hugging Face's load_dataset("json") uses: one typed table, prompt and completion columns.
+    (turns_file,) = (tmp_path / "traces").glob("turns-*.jsonl")
+    table = pyarrow.json.read_json(turns_file)
+    assert table.num_rows == len(run.turns) and {"prompt", "completion", "reward"} <= set(table.column_names)
