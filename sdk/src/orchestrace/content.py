@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, get_config
 from orchestrace.failsafe import log_once
 
@@ -144,6 +145,12 @@ class Captured(NamedTuple):
 
     text: str
     truncated: bool
+
+    def attributes(self, key: str) -> dict[str, str | bool]:
+        """Span (or event) attributes: the text under ``key``, and the truncation flag when it was cut."""
+        if self.truncated:
+            return {key: self.text, sc.ORCH_CONTENT_TRUNCATED: True}
+        return {key: self.text}
 
 
 def _prefix(value: Any, limit: int | None, encoder: json.JSONEncoder) -> tuple[str, bool]:

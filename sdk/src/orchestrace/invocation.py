@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.config import get_config
-from orchestrace.content import REF_PREFIX, call_input, capture, content_ref, quick_ref
+from orchestrace.content import REF_PREFIX, Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
     MODEL_CALL_KEY,
     AgentFrame,
@@ -176,18 +176,25 @@ class Spec:
         """The context the call runs in (kinds add their agent, task or model call)."""
         return invocation.context
 
+    #: Where captured input and output content go (GenAI chat messages by default).
+    input_key = sc.GEN_AI_INPUT_MESSAGES
+    output_key = sc.GEN_AI_OUTPUT_MESSAGES
+
+    def capture_input(self, value: Any) -> Captured | None:
+        config = get_config()
+        return capture_messages(input_messages(value), config) if config.capture_content else None
+
+    def capture_output(self, result: Any) -> Captured | None:
+        config = get_config()
+        return capture_messages(output_messages(result), config) if config.capture_content else None
+
     def record_input(self, span: Span, value: Any, ref: str | None) -> None:
         """The call's input ``value`` (``ref``: its content ref when already on the span)."""
         if ref is None:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        config = get_config()
-        if not config.capture_content:
-            return
-        captured = capture_messages(input_messages(value), config)
+        captured = self.capture_input(value)
         if captured is not None:
-            span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, captured.text)
-            if captured.truncated:
-                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+            span.set_attributes(captured.attributes(self.input_key))
 
     def record_result(self, invocation: Invocation, result: Any) -> None:
         if result is None:
@@ -195,14 +202,9 @@ class Spec:
         ref = content_ref(result)
         invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, invocation.span.get_span_context())
-        config = get_config()
-        if not config.capture_content:
-            return
-        captured = capture_messages(output_messages(result), config)
+        captured = self.capture_output(result)
         if captured is not None:
-            invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
-            if captured.truncated:
-                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+            invocation.span.set_attributes(captured.attributes(self.output_key))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """Streams: nothing by default (a stream's output ref is that of its return value)."""
@@ -266,26 +268,14 @@ class ToolSpec(Spec):
         attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
         return self.span_name, SpanKind.INTERNAL, attributes
 
-    def record_input(self, span: Span, value: Any, ref: str | None) -> None:
-        if ref is None:
-            span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        captured = capture(value)
-        if captured is not None:
-            span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, captured.text)
-            if captured.truncated:
-                span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+    input_key = sc.GEN_AI_TOOL_CALL_ARGUMENTS
+    output_key = sc.GEN_AI_TOOL_CALL_RESULT
 
-    def record_result(self, invocation: Invocation, result: Any) -> None:
-        if result is None:
-            return
-        ref = content_ref(result)
-        invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
-        results.record(ref, invocation.span.get_span_context())
-        captured = capture(result)
-        if captured is not None:
-            invocation.span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, captured.text)
-            if captured.truncated:
-                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+    def capture_input(self, value: Any) -> Captured | None:
+        return capture(value)
+
+    def capture_output(self, result: Any) -> Captured | None:
+        return capture(result)
 
 
 def set_usage_on(span: Span, usage: Usage) -> None:
@@ -339,9 +329,7 @@ class LlmSpec(Spec):
         else:
             return
         if captured is not None:
-            invocation.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
-            if captured.truncated:
-                invocation.span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+            invocation.span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A streamed chunk: its usage (usually in the last chunk) and its text."""

@@ -57,9 +57,7 @@ def _content(attributes: Attributes, content: Any) -> None:
     attributes[sc.ORCH_CONTENT_REF] = content_ref(content)
     captured = capture(content)
     if captured is not None:
-        attributes[sc.ORCH_CONTENT] = captured.text
-        if captured.truncated:
-            attributes[sc.ORCH_CONTENT_TRUNCATED] = True
+        attributes.update(captured.attributes(sc.ORCH_CONTENT))
 
 
 def _emit(name: str, attributes: Attributes) -> None:

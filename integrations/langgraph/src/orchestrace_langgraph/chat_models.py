@@ -26,7 +26,7 @@ from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
-from orchestrace_langgraph.content import Captured, capture_messages, content_ref, genai_message, get_config
+from orchestrace_langgraph.content import capture_messages, content_ref, genai_message, get_config
 
 
 class _Call:
@@ -111,7 +111,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                 start = prefix[1]
             captured = capture_messages(messages[start:], config)
             if captured is not None:
-                span.set_attributes(_captured_attributes(sc.GEN_AI_INPUT_MESSAGES, captured))
+                span.set_attributes(captured.attributes(sc.GEN_AI_INPUT_MESSAGES))
         with self._lock:
             self._calls[run_id] = _Call(span, refs)
 
@@ -140,7 +140,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                 config = get_config()
                 captured = capture_messages([output], config) if config.capture_content else None
                 if captured is not None:
-                    attrs.update(_captured_attributes(sc.GEN_AI_OUTPUT_MESSAGES, captured))
+                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
                     ids = span.get_span_context()
                     self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                            history.chain([*call.refs, out_ref]))
@@ -164,13 +164,6 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
 def _class_name(serialized: dict[str, Any] | None) -> str:
     ids = (serialized or {}).get("id")
     return str(ids[-1]) if isinstance(ids, list) and ids else "model"
-
-
-def _captured_attributes(key: str, captured: Captured) -> dict[str, AttributeValue]:
-    attrs: dict[str, AttributeValue] = {key: captured.text}
-    if captured.truncated:
-        attrs[sc.ORCH_CONTENT_TRUNCATED] = True
-    return attrs
 
 
 def _usage_attributes(message: BaseMessage, response: LLMResult) -> dict[str, AttributeValue]:

@@ -83,9 +83,7 @@ class ToolTracer:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         captured = capture(tool_input)
         if captured is not None:
-            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = captured.text
-            if captured.truncated:
-                attrs[sc.ORCH_CONTENT_TRUNCATED] = True
+            attrs.update(captured.attributes(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
         metadata = (kwargs.get("config") or {}).get("metadata") or {}
         return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}",
                                        context=parent_context(self._namespaces, metadata), attributes=attrs)
@@ -107,9 +105,7 @@ def _finish(span: Span, result: Any, exc: BaseException | None) -> None:
             span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(content))
             captured = capture(content)
             if captured is not None:
-                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, captured.text)
-                if captured.truncated:
-                    span.set_attribute(sc.ORCH_CONTENT_TRUNCATED, True)
+                span.set_attributes(captured.attributes(sc.GEN_AI_TOOL_CALL_RESULT))
         elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
