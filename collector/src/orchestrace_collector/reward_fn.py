@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -54,7 +55,12 @@ def reward_hook(function: RewardFunction) -> EpisodeHook:
         if isinstance(result, Trace):
             episode.trace = result
         elif isinstance(result, Mapping):
-            merge_rewards(episode, {str(k): float(v) for k, v in result.items()})
+            rewards = {str(k): float(v) for k, v in result.items()}
+            if not all(map(math.isfinite, rewards.values())):
+                # NaN or infinity has no JSON form: the schema's numbers could not hold it.
+                log.error("orchestrace: reward function %r returned a non-finite reward: %s", function, rewards)
+                rewards = {k: v for k, v in rewards.items() if math.isfinite(v)}
+            merge_rewards(episode, rewards)
         elif result is not None:
             log.error(
                 "orchestrace: reward function %r returned %s; expected a dict of rewards or a Trace",
