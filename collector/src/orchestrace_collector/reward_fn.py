@@ -58,7 +58,7 @@ def reward_hook(function: RewardFunction) -> EpisodeHook:
             rewards = {str(k): float(v) for k, v in result.items()}
             if not all(map(math.isfinite, rewards.values())):
                 # NaN or infinity has no JSON form: the schema's numbers could not hold it.
-                log.error("orchestrace: reward function %r returned a non-finite reward: %s", function, rewards)
+                log.error("orchestrace: reward function %r gave non-finite rewards: %s", function, rewards)
                 rewards = {k: v for k, v in rewards.items() if math.isfinite(v)}
             merge_rewards(episode, rewards)
         elif result is not None:
