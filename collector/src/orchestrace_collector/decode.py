@@ -171,13 +171,13 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                         _attributes(pb.attributes),
                         [SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in events]
                         if events
-                        else [],
+                        else (),
                         [
                             SpanLink(lk.trace_id.hex(), lk.span_id.hex(), _attributes(lk.attributes))
                             for lk in links
                         ]
                         if links
-                        else [],
+                        else (),
                         status.code,
                         status.message,
                         resource,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrace_collector.assemble import Assembler, EpisodeHook
+from orchestrace_collector.convert.gcpause import gc_paused
 from orchestrace_collector.decode import PayloadError, decode_file
 from orchestrace_collector.output import TraceDirWriter
 from orchestrace_collector.spans import Span
@@ -79,14 +80,17 @@ def convert_local(
     bad: list[str] = []
     spans: list[Span] = []
     files = input_files(inputs)
-    for path in files:
-        try:
-            spans.extend(decode_file(path))
-        except PayloadError as exc:
-            bad.append(f"{path}: {exc}")
     before = writer.written
     assembler = Assembler(writer, hook=hook)
-    assembler.add(spans)
+    # Decoding a dump allocates a few objects per span that all live until the end: without a pause the
+    # cyclic collector's full passes over them cost a third of the run (see convert/gcpause.py).
+    with gc_paused():
+        for path in files:
+            try:
+                spans.extend(decode_file(path))
+            except PayloadError as exc:
+                bad.append(f"{path}: {exc}")
+        assembler.add(spans)
     assembler.flush()
     return LocalConvertResult(
         files=len(files),

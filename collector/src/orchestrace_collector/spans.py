@@ -7,6 +7,7 @@ its fields are trusted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +44,10 @@ class Span:
     end_ns: int
     kind: int = 1  # OTLP SpanKind, 1 = INTERNAL
     attributes: Attributes = field(default_factory=dict)
-    events: list[SpanEvent] = field(default_factory=list)
-    links: list[SpanLink] = field(default_factory=list)
+    # Most spans have no events or links: they share the empty tuple, which the cyclic GC does not track
+    # (two tracked objects per span less for its full passes over every held span).
+    events: Sequence[SpanEvent] = ()
+    links: Sequence[SpanLink] = ()
     status_code: int = STATUS_UNSET
     status_message: str = ""
     resource: Attributes = field(default_factory=dict)
