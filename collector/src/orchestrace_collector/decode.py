@@ -169,13 +169,17 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                         pb.end_time_unix_nano,
                         pb.kind,
                         _attributes(pb.attributes),
-                        [SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in events]
+                        tuple(
+                            [SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in events]
+                        )
                         if events
                         else (),
-                        [
-                            SpanLink(lk.trace_id.hex(), lk.span_id.hex(), _attributes(lk.attributes))
-                            for lk in links
-                        ]
+                        tuple(
+                            [
+                                SpanLink(lk.trace_id.hex(), lk.span_id.hex(), _attributes(lk.attributes))
+                                for lk in links
+                            ]
+                        )
                         if links
                         else (),
                         status.code,
@@ -271,8 +275,8 @@ def _jaeger_trace(trace: dict[str, Any]) -> Iterator[Span]:
             end_ns=start_ns + int(js.get("duration", 0)) * 1000,
             kind=_JAEGER_KIND.get(str(tags.get("span.kind", "internal")).lower(), 1),
             attributes={k: v for k, v in tags.items() if k not in _JAEGER_RESERVED},
-            events=[_jaeger_log(log) for log in js.get("logs") or []],
-            links=links,
+            events=tuple(_jaeger_log(log) for log in js.get("logs") or ()),
+            links=tuple(links),
             status_code=STATUS_ERROR
             if tags.get("error") is True
             else _JAEGER_STATUS.get(status, STATUS_UNSET),

@@ -37,18 +37,18 @@ def span_from_readable(span: ReadableSpan) -> Span:
         end_ns=span.end_time or 0,
         kind=span.kind.value + 1,  # the Python API counts from INTERNAL=0, OTLP from INTERNAL=1
         attributes=dict(span.attributes or {}),
-        events=[
+        events=tuple(
             SpanEvent(name=e.name, time_ns=e.timestamp or 0, attributes=dict(e.attributes or {}))
             for e in span.events
-        ],
-        links=[
+        ),
+        links=tuple(
             SpanLink(
                 trace_id=format(lk.context.trace_id, "032x"),
                 span_id=format(lk.context.span_id, "016x"),
                 attributes=dict(lk.attributes or {}),
             )
             for lk in span.links
-        ],
+        ),
         status_code=span.status.status_code.value,
         status_message=span.status.description or "",
         resource=dict(span.resource.attributes) if span.resource else {},
