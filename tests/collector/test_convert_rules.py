@@ -977,6 +977,19 @@ def test_spans_that_ended_in_error_mark_their_closing_event() -> None:
     assert "error" not in returns["lead"]
 
 
+def test_a_failed_model_call_marks_its_turn() -> None:
+    s = Spans()
+    root = s.agent("solver", 0, 10)
+    failed = s.chat(1, 2, root, **{sc.ERROR_TYPE: "RateLimitError"})
+    failed.status_code = STATUS_ERROR
+    s.chat(3, 4, root)
+    episode = convert_episode(s.spans)
+    checked(episode)
+    first, second = (t.model_dump(exclude_none=True) for t in episode.turns)
+    assert (first.get("error"), first.get("error_type")) == (True, "RateLimitError")
+    assert "error" not in second and "error_type" not in second
+
+
 def test_the_outer_graphs_routing_on_an_agents_own_span_is_kept() -> None:
     s = Spans()
     team = s.workflow("team", 0, 40)

@@ -151,3 +151,7 @@ class Turn(BaseModel):
     #: (``orchestrace.content.prefix_span_id``) that could not be followed whole (that call missing or
     #: without content, a reference loop, fewer messages than the call received); ``prompt`` keeps the rest.
     prompt_incomplete: bool | None = None
+    #: The model call failed (its span ended with status ERROR): ``completion`` is what it produced before
+    #: failing, if anything. Trainers usually filter these samples out, or learn from them on purpose.
+    error: bool | None = None
+    error_type: str | None = None  # ``error.type``, else the recorded exception's ``exception.type``

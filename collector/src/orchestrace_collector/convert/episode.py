@@ -230,6 +230,8 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) 
             "prompt": _messages(rec.prompt),
             "completion": _messages(rec.completion),
             "prompt_incomplete": True if rec.prompt_incomplete else None,
+            "error": rec.error,
+            "error_type": rec.error_type,
         }
     )
 

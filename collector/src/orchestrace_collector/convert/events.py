@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from orchestrace import semconv as sc
 
-from ..spans import STATUS_ERROR, Attributes, SpanEvent
+from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
 from .actors import Actors, Instance
 from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, tool_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
@@ -319,18 +319,20 @@ def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
 
 def _error(ev: Ev, node: Node) -> None:
     """Mark the event closing a span that ended with status ERROR, with the error's type when recorded."""
-    span = node.span
+    ev.error, ev.error_type = span_error(node.span)
+
+
+def span_error(span: Span) -> tuple[bool | None, str | None]:
+    """``(True, error type or None)`` for a span that ended with status ERROR, else ``(None, None)``."""
     if span.status_code != STATUS_ERROR:
-        return
-    ev.error = True
+        return None, None
     kind = span.attributes.get(sc.ERROR_TYPE)
     if not kind:
         for event in span.events:
             if event.name == sc.EVENT_EXCEPTION:
                 kind = event.attributes.get(sc.EXCEPTION_TYPE)
                 break
-    if kind:
-        ev.error_type = str(kind)
+    return True, str(kind) if kind else None
 
 
 def _reason(ev: Ev, attrs: Attributes) -> None:

@@ -21,7 +21,7 @@ from .actors import Instance
 from .chat import ChatMessage, prompt_and_completion
 from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
-from .events import Ev
+from .events import Ev, span_error
 from .forest import Node
 from .vocabularies import (
     GEN_AI_USAGE_COMPLETION_TOKENS,
@@ -50,6 +50,8 @@ class TurnRec:
     events: list[Ev]
     reward: float | None = None  # reward recorded on the model call itself
     prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
+    error: bool | None = None  # the model call ended with status ERROR
+    error_type: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -85,6 +87,8 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
             completion,
             [],
         )
+        if node.span.status_code:
+            turn.error, turn.error_type = span_error(node.span)
         turns.append(turn)
         by_owner.setdefault(id(owner), []).append(turn)
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
