@@ -28,6 +28,10 @@ from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
+#: The assembly thread is CPU-bound; a request needs the GIL a few times before it is acknowledged, and with
+#: CPython's default 5 ms switch interval each of those waits for it. 0.5 ms doubled the acknowledged rate
+#: under load (bench/, section 3) at no measurable cost in total CPU or time to written traces.
+SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ def run_collector(options: CollectorOptions) -> None:
     # A signal before uvicorn serves must still end in a clean flush; and uvicorn re-raises the signal that
     # stopped it once it has restored these handlers, which absorb it so the flush below runs.
     stop_requested = threading.Event()
+    previous_switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop_requested.set())
     writer = TraceDirWriter(options.out, rotate_bytes=options.rotate_bytes)
@@ -103,6 +109,7 @@ def run_collector(options: CollectorOptions) -> None:
         writer.close()
         if forwarder is not None:
             forwarder.close()
+        sys.setswitchinterval(previous_switch_interval)
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written",
