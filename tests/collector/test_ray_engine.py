@@ -29,7 +29,7 @@ ray = pytest.importorskip("ray")
 def ray_cluster() -> Iterator[None]:
     # As convert_with_ray does for the local cluster it starts: workers share this interpreter's environment.
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False, configure_logging=False)
+    ray.init("local", num_cpus=2, log_to_driver=False, include_dashboard=False, configure_logging=False)
     yield
     ray.shutdown()
 

@@ -263,7 +263,8 @@ def convert_with_ray(
     hook: EpisodeHook | None = None,
 ) -> RayConvertResult:
     """Convert the dump files ``inputs`` (files, or directories of them) on Ray into ``writer``."""
-    if address is None and "RAY_ADDRESS" not in os.environ:
+    local = address is None and "RAY_ADDRESS" not in os.environ
+    if local:
         # A local cluster's workers share this interpreter's environment: Ray's `uv run` hook would only
         # package the working directory and start every worker through uv (read when ray is first imported).
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
@@ -274,8 +275,14 @@ def convert_with_ray(
         return RayConvertResult(files=0, spans=0, written=0, failed=0, bad_files=())
     started = not ray.is_initialized()
     if started:
-        # address None: ray.init itself honours RAY_ADDRESS, and starts a local cluster without it.
-        ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
+        # "local": a cluster of our own, even when `ray start` left the address of another one in Ray's temp
+        # directory (which a bare ray.init() would join); address None with RAY_ADDRESS: ray.init reads it.
+        ray.init(
+            address="local" if local else address,
+            log_to_driver=False,
+            include_dashboard=False,
+            configure_logging=False,
+        )
     try:
         return _run(files, writer, converter, hook)
     finally:
