@@ -31,8 +31,8 @@ Span events (recorded on the current span by the orchestration calls):
 * ``orchestrace.message``: from, to, content ref.
 * ``orchestrace.decision``: kind (one of ``DECISION_KINDS`` or a free label), target, reason.
 * ``orchestrace.stop``: reason (the decision to stop).
-* ``orchestrace.human_intervention``: kind (interrupt, resume, approve, edit, reject, feedback), actor,
-  content ref.
+* ``orchestrace.human_intervention``: kind (interrupt, interrupt_before, interrupt_after, resume, approve,
+  edit, reject, feedback), actor, content ref.
 * ``orchestrace.safety_event``: category, severity, action, source (a tool call id or span id).
 * ``gen_ai.evaluation.result`` (the GenAI evaluation event) plus ``orchestrace.reward.*``: a reward.
 

@@ -6,6 +6,7 @@
 * ``langgraph.pregel._runner.run_with_retry`` / ``arun_with_retry``: one span per node execution
   (``{node}``, or ``invoke_agent {node}`` for agents), with routing, ``Send``, handoff and interrupt events;
 * ``BranchSpec._finish``: the choice of each conditional edge;
+* ``PregelLoop.tick`` / ``PregelLoop.after_tick``: static breakpoints (``interrupt_before`` / ``_after``);
 * ``BaseTool.run`` / ``BaseTool.arun``: ``execute_tool {name}``;
 * ``BaseCallbackManager.__init__``: a callback handler for ``chat {model}`` spans with token usage.
 
@@ -22,6 +23,7 @@ import langchain_core.callbacks.base
 import langchain_core.tools
 import langgraph.graph._branch
 import langgraph.pregel
+import langgraph.pregel._loop
 import langgraph.pregel._runner
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -34,6 +36,7 @@ try:  # wrapt >= 2: the base of every proxy (its ObjectProxy is a subclass that 
     from wrapt import BaseObjectProxy as _Proxy
 except ImportError:  # wrapt 1.x
     from wrapt import ObjectProxy as _Proxy
+from orchestrace_langgraph.breakpoints import BreakpointTracer
 from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, callback_manager_init
 from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
 from orchestrace_langgraph.package import _instruments
@@ -51,6 +54,8 @@ _PATCHES: tuple[tuple[Any, str], ...] = (
     (langgraph.pregel._runner, "run_with_retry"),
     (langgraph.pregel._runner, "arun_with_retry"),
     (langgraph.graph._branch.BranchSpec, "_finish"),
+    (langgraph.pregel._loop.PregelLoop, "tick"),
+    (langgraph.pregel._loop.PregelLoop, "after_tick"),
     (langchain_core.tools.BaseTool, "run"),
     (langchain_core.tools.BaseTool, "arun"),
     (langchain_core.callbacks.base.BaseCallbackManager, "__init__"),
@@ -78,11 +83,13 @@ class LangGraphInstrumentor(BaseInstrumentor):
         namespaces = NamespaceIndex()
         workflows = WorkflowTracer(tracer, interrupts, episode_id)
         nodes = NodeTracer(tracer, namespaces, interrupts)
+        breakpoints = BreakpointTracer(interrupts)
         tools = ToolTracer(tracer, namespaces)
         self._handler = ChatModelCallbackHandler(tracer, namespaces)
         wrappers: tuple[Any, ...] = (
             workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
-            branch_finish, tools.run, tools.arun, callback_manager_init(self._handler),
+            branch_finish, breakpoints.tick, breakpoints.after_tick, tools.run, tools.arun,
+            callback_manager_init(self._handler),
         )
         for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
             wrap_function_wrapper(owner, attribute, wrapper)

@@ -9,7 +9,8 @@
 * ``Command(graph=Command.PARENT)`` (the ``ParentCommand`` exception; ``transfer_to_*`` tools of
   langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
   recorded on that node of the parent graph.
-* ``interrupt()`` (``GraphInterrupt``): a human intervention of kind ``interrupt``.
+* ``interrupt()`` (``GraphInterrupt``): a human intervention of kind ``interrupt``; a static breakpoint
+  (``breakpoints.py``): one of kind ``interrupt_before`` / ``interrupt_after``.
 """
 
 from __future__ import annotations
@@ -148,9 +149,20 @@ def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, threa
         })
 
 
-def record_resume(actor: Actor, command: Command) -> None:
+def record_breakpoint(run: Run, kind: str, nodes: Sequence[str], log: InterruptLog) -> None:
+    """A static breakpoint paused ``run`` (the run of the graph that has it) at ``nodes``."""
+    run.top().interrupted = True
+    if run.thread_id is not None:
+        log.asked(run.thread_id, run.span.get_span_context())
+    run.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
+        sc.ORCH_HUMAN_KIND: kind, sc.ORCH_REASON: f"{kind}: {', '.join(nodes)}",
+    })
+
+
+def record_resume(actor: Actor, value: Any) -> None:
+    """A run that continues a paused one: ``value`` is ``Command.resume`` (None after a breakpoint)."""
     actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
-        sc.ORCH_HUMAN_KIND: HUMAN_RESUME, sc.ORCH_CONTENT_REF: content_ref(command.resume),
+        sc.ORCH_HUMAN_KIND: HUMAN_RESUME, sc.ORCH_CONTENT_REF: content_ref(value),
     })
 
 

@@ -134,15 +134,17 @@ class WorkflowTracer:
         episode = self._episode_id(config)
         if episode is not None:
             attrs[sc.ORCH_EPISODE_ID] = episode
-        resume = isinstance(graph_input, Command) and graph_input.resume is not None
+        command = isinstance(graph_input, Command) and graph_input.resume is not None
+        # No input on a thread continues it from its checkpoint: after a static breakpoint, that resumes it.
+        resume = not nested and (command or (graph_input is None and thread_id is not None))
         links = (self._interrupts.resume_links(str(thread_id) if thread_id is not None else None,
                                                {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
-                 if resume and not nested else [])
+                 if resume else [])
         span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
         run = Run(span, name, str(thread_id) if thread_id is not None else None,
                   parent=current_run() if nested else None)
-        if resume and not nested and isinstance(graph_input, Command):
-            routing.record_resume(run, graph_input)
+        if resume:
+            routing.record_resume(run, graph_input.resume if isinstance(graph_input, Command) else None)
         return run
 
 
