@@ -133,6 +133,10 @@ def _collector(r: dict[str, Any]) -> list[str]:
             ["ingest", "value"],
             [
                 ["acknowledged (WAL fsync'd) spans/s", _f(i["ack_spans_per_s"], 0)],
+                [
+                    "acknowledged spans per collector CPU-second (until the last ack, assembly included)",
+                    _f(i["ack_spans_per_collector_cpu_s"], 0),
+                ],
                 ["end to end (until every trace written) spans/s", _f(i["e2e_spans_per_s"], 0)],
                 ["collector CPU seconds", _f(i["collector_cpu_s"], 2)],
                 ["spans per collector CPU-second (whole pipeline)", _f(i["spans_per_collector_cpu_s"], 0)],
