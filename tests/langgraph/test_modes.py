@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
+from collections.abc import Sequence
 
 import pytest
-from langchain_core.messages import HumanMessage
+from fakes import ScriptedChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
 from opentelemetry import trace
 from orchestrace import semconv as sc
 from sample_graphs import USER_SPAN, parallel, pipeline
@@ -176,3 +180,36 @@ def test_graph_under_a_user_span(spans: Spans, mode: str) -> None:
         graph.invoke(INPUT) if mode == "invoke" else list(graph.stream(INPUT))
     workflow = spans.one("invoke_workflow pipeline")
     assert workflow.parent is not None and workflow.parent.span_id == request.get_span_context().span_id
+
+
+def test_model_span_covers_the_call(spans: Spans) -> None:
+    # The span is started when the call ends, with the call's start time: the model runs inside its window.
+    replied_at: list[int] = []
+
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        replied_at.append(time.time_ns())
+        return AIMessage("ok")
+
+    llm = ScriptedChatModel(respond=respond)
+    g = StateGraph(MessagesState)
+    g.add_node("ask", lambda state: {"messages": [llm.invoke(state["messages"])]})
+    g.add_edge(START, "ask")
+    g.compile(name="timed").invoke({"messages": [HumanMessage("hi")]})
+    chat, node = spans.one("chat scripted-model"), spans.one("ask")
+    assert chat.start_time is not None and chat.end_time is not None
+    assert node.start_time is not None and node.end_time is not None
+    assert node.start_time <= chat.start_time < replied_at[0] < chat.end_time <= node.end_time
+    assert spans.parent(chat) is node
+
+
+def test_failed_model_call_has_an_error_span(spans: Spans) -> None:
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        raise ValueError("model down")
+
+    llm = ScriptedChatModel(respond=respond)
+    with pytest.raises(ValueError, match="model down"):
+        llm.invoke([HumanMessage("hi")])
+    chat = spans.one("chat scripted-model")
+    assert chat.status.status_code == trace.StatusCode.ERROR
+    assert [e.name for e in chat.events] == ["exception"]
+    assert chat.attributes[sc.ORCH_INPUT_REF].startswith("sha256:")

@@ -77,7 +77,7 @@ async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: 
     assert len({s[sc.ORCH_CONTENT_REF] for s in spawns}) == 3  # one per packet
     works = spans.named("work")
     assert len(works) == 3
-    assert len({w.attributes[sc.ORCH_NODE_ID] for w in works}) == 3  # parallel tasks of one node are distinct
+    assert len({w.attributes[sc.LANGGRAPH_TASK_ID] for w in works}) == 3  # parallel tasks are distinct
     assert len({w.attributes[sc.LANGGRAPH_CHECKPOINT_NS] for w in works}) == 3
     reduce = spans.one("reduce")
     linked = {link.context.span_id for link in reduce.links
@@ -177,7 +177,7 @@ def test_subgraph_as_node_is_an_agent_with_its_workflow_nested(spans: Spans) -> 
     team = spans.one("invoke_agent team")
     assert spans.parent(team) is outer
     assert team.attributes[sc.GEN_AI_AGENT_NAME] == "team"
-    assert team.attributes[sc.GEN_AI_AGENT_ID] == team.attributes[sc.ORCH_NODE_ID]
+    assert team.attributes[sc.GEN_AI_AGENT_ID] == team.attributes[sc.LANGGRAPH_TASK_ID]
     inner = spans.one("invoke_workflow inner")
     assert spans.parent(inner) is team
     assert inner.attributes[sc.LANGGRAPH_CHECKPOINT_NS] == team.attributes[sc.LANGGRAPH_CHECKPOINT_NS]
@@ -196,7 +196,7 @@ def test_subgraph_called_from_a_function_node_nests_under_it(spans: Spans) -> No
     g.compile(name="outer").invoke({"steps": []})
     inner = spans.one("invoke_workflow inner")
     caller_span = spans.parent(inner)
-    assert caller_span is not None and caller_span.attributes[sc.ORCH_NODE_NAME] == "caller"
+    assert caller_span is not None and caller_span.attributes[sc.LANGGRAPH_NODE] == "caller"
 
 
 def test_agent_marker_in_node_metadata(spans: Spans) -> None:

@@ -17,7 +17,7 @@ from conftest import Spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags
-from orchestrace import invocation, results
+from orchestrace import content, invocation, results
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
 
@@ -42,6 +42,18 @@ def test_strings_and_bytes_hash_their_utf8_bytes_whatever_their_size() -> None:
         assert ot.content_ref(text) == "sha256:" + expected
     assert ot.content_ref(b"\xff\x00") == "sha256:" + hashlib.sha256(b"\xff\x00").hexdigest()
     assert ot.content_ref(bytearray(b"ab")) == ot.content_ref(b"ab") == ot.content_ref(memoryview(b"ab"))
+
+
+@pytest.mark.parametrize(("value", "small"), [
+    ([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}], True),  # hashed in one piece
+    ({"k" * 600_000: "v" * 600_000}, False),  # keys count towards the size: streamed
+    (["x" * 700_000, ("y" * 400_000,)], False),  # strings deeper down too
+    (list(range(3000)), False),  # many items
+    ({"a": [{"b": (1, 2)}, None, 1.5, True]}, True),
+])
+def test_containers_small_or_streamed_have_their_canonical_json_digest(value: Any, small: bool) -> None:
+    assert content._is_small(value) is small
+    assert ot.content_ref(value) == _canonical(value)
 
 
 def test_an_int_too_long_for_json_still_gets_a_ref() -> None:

@@ -32,6 +32,7 @@ _SMALL_NODES = 2000
 _REDACT_MARGIN = 1024
 #: Exact types whose canonical JSON is one short token.
 _SCALARS = frozenset({int, float, bool, type(None)})
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 def _json_default(value: Any) -> Any:
@@ -58,25 +59,43 @@ _unsorted_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, 
 def _is_small(value: Any) -> bool:
     """Whether ``value`` is surely small enough to serialize in one piece (fast, C-accelerated ``json``).
 
-    Walks at most ``_SMALL_NODES`` containers and items; strings and bytes count by length.
+    Visits at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value); strings
+    and bytes count by length. Leaves are sized where they are met and only containers are walked, with
+    exact-type checks first: this runs on every ref of a hot path.
     """
     stack = [value]
     nodes = 0
     size = 0
     while stack:
         item = stack.pop()
+        kind = type(item)
         nodes += 1
-        if nodes > _SMALL_NODES:
-            return False
-        if isinstance(item, str | bytes | bytearray | memoryview):
-            size += len(item)
-            if size > _CHUNK:
+        if kind is dict or (kind is not list and kind is not tuple and isinstance(item, dict)):
+            nodes += 2 * len(item)
+            if nodes > _SMALL_NODES:
                 return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset):
-            stack.extend(item)
+            for key, child in item.items():
+                if type(key) is str:
+                    size += len(key)
+                elif type(key) not in _SCALARS:
+                    stack.append(key)
+                if type(child) is str:
+                    size += len(child)
+                elif type(child) not in _SCALARS:
+                    stack.append(child)
+        elif kind is list or kind is tuple or isinstance(item, list | tuple | set | frozenset):
+            nodes += len(item)
+            if nodes > _SMALL_NODES:
+                return False
+            for child in item:
+                if type(child) is str:
+                    size += len(child)
+                elif type(child) not in _SCALARS:
+                    stack.append(child)
+        elif isinstance(item, str | bytes | bytearray | memoryview):
+            size += len(item)
+        if size > _CHUNK:
+            return False
     return True
 
 
@@ -94,7 +113,7 @@ def _text_chunks(value: Any, encoder: json.JSONEncoder = _encoder) -> Iterator[s
 
 def _digest(value: Any, encoder: json.JSONEncoder) -> str:
     digest = hashlib.sha256()
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, _BYTES_LIKE):
         digest.update(value)
     else:
         for chunk in _text_chunks(value, encoder):
@@ -123,8 +142,9 @@ def content_ref(value: Any) -> str:
     if ref is not None:
         return ref
     try:
-        if type(value) in _SCALARS:  # small JSON: one encode, one hash
-            return _ref(_encoder.encode(value).encode())
+        if type(value) in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
+            # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
+            return _ref(_encoder.encode(value).encode("utf-8", "surrogatepass"))
         return REF_PREFIX + _digest(value, _encoder)
     except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
         try:

@@ -73,17 +73,22 @@ def to_message(value: Any, default_role: str = "user") -> Message | None:
         if "role" not in value and "content" not in value:
             return None
         role = str(value.get("role") or default_role)
+        content = value.get("content")
+        tool_calls = value.get("tool_calls")
     else:
         kind = getattr(value, "type", None)
         if not isinstance(kind, str) or not hasattr(value, "content"):
             return None
         role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
-    content = field_of(value, "content")
+        content = value.content
+        # Only assistant messages make tool calls; asking another object (a pydantic model without the field)
+        # costs a raised AttributeError.
+        tool_calls = getattr(value, "tool_calls", None) if role == "assistant" else None
     if role == "tool":
         parts: list[Part] = [{"type": "tool_call_response", "id": field_of(value, "tool_call_id"),
                               "response": content if isinstance(content, str) else to_text(content)[0]}]
     else:
-        parts = _text_parts(content) + _tool_call_parts(field_of(value, "tool_calls"))
+        parts = _text_parts(content) + _tool_call_parts(tool_calls)
     return {"role": role, "parts": parts}
 
 

@@ -14,7 +14,8 @@ Spans ("actors" are the spans that own a timeline of events in the written trace
 * ``invoke_agent {name}``     (``invoke_agent``): one agent invocation (a fresh instance with its own
   ``gen_ai.agent.id``). An actor nested in another actor is a delegation with a return.
 * ``{node}``                  (``orchestrace.operation=node``): a graph node execution that is not an agent
-  (LangGraph). An actor too: its ``orchestrace.node.name`` plays the agent name.
+  (LangGraph). An actor too: its ``orchestrace.node.name`` (LangGraph's own ``langgraph.node``) plays the
+  agent name.
 * ``execute_tool {name}``     (``execute_tool``): a tool call; its result is untrusted unless
   ``orchestrace.tool.trusted`` is true.
 * ``chat {model}``            (``chat``, or any other GenAI inference operation): one model call, a *turn*:
@@ -136,7 +137,8 @@ ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
 ORCH_PREFIX_SPAN_ID: Final = "orchestrace.content.prefix_span_id"
 #: How many messages of that earlier prompt + completion start this prompt.
 ORCH_PREFIX_LENGTH: Final = "orchestrace.content.prefix_length"
-#: Number of messages in the whole prompt (the exported input messages are its last ones).
+#: Number of messages in the whole prompt (the exported input messages are its last ones); set with captured
+#: content, to check the rebuilt prompt.
 ORCH_INPUT_MESSAGE_COUNT: Final = "orchestrace.content.input_message_count"
 
 #: Span-link attribute naming why a link exists.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,12 +68,15 @@ class Run(Actor):
         with self._lock:
             self._sends.append(result)
 
-    def take_aggregate_inputs(self, triggers: frozenset[str]) -> list[SpanContext]:
+    def take_aggregate_inputs(self, triggers: Collection[str]) -> list[SpanContext]:
         """Span contexts of the pushed tasks whose writes trigger a node; each is handed out once."""
+        if not self._sends:  # most nodes of most runs: no lock, no set
+            return []
+        wanted = frozenset(triggers)
         with self._lock:
-            hits = [s for s in self._sends if s.channels & triggers]
+            hits = [s for s in self._sends if s.channels & wanted]
             if hits:
-                self._sends = [s for s in self._sends if not (s.channels & triggers)]
+                self._sends = [s for s in self._sends if not (s.channels & wanted)]
         return [s.span_context for s in hits]
 
 
@@ -85,18 +88,18 @@ class Node(Actor):
     agent_id: str | None = None  # set when the node is an agent
 
 
-def with_own_span(span: Span, ctx: otel_context.Context | None = None) -> otel_context.Context:
-    """``span`` as the current span, remembered as our innermost span."""
-    return otel_context.set_value(_OWN_SPAN_KEY, span, trace.set_span_in_context(span, ctx))
+def with_own_span(span: Span, values: Mapping[str, object] | None = None) -> otel_context.Context:
+    """The current context with ``span`` as the current span, remembered as our innermost span, plus our
+    other ``values``: built once (each ``set_value`` copies the whole context)."""
+    return otel_context.Context({**trace.set_span_in_context(span), _OWN_SPAN_KEY: span, **(values or {})})
 
 
 def with_run(run: Run) -> otel_context.Context:
-    ctx = otel_context.set_value(_NODE_KEY, None, otel_context.set_value(_RUN_KEY, run))
-    return with_own_span(run.span, ctx)
+    return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None})
 
 
 def with_node(node: Node) -> otel_context.Context:
-    return with_own_span(node.span, otel_context.set_value(_NODE_KEY, node))
+    return with_own_span(node.span, {_NODE_KEY: node})
 
 
 def parent_context(namespaces: NamespaceIndex | None = None,

@@ -12,6 +12,7 @@ whatever other handlers (OpenInference's, OpenLLMetry's) are there.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -19,6 +20,8 @@ from uuid import UUID
 from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler, CallbackManager
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
@@ -26,15 +29,21 @@ from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
-from orchestrace_langgraph.content import capture_messages, content_ref, genai_message, get_config
+from orchestrace_langgraph.content import Message, capture_messages, content_ref, genai_message, get_config
 
 
 class _Call:
-    __slots__ = ("refs", "span")
+    """A model call in progress: its span is started, with every attribute at once, when the call ends."""
 
-    def __init__(self, span: Span, refs: list[str]) -> None:
-        self.span = span
-        self.refs = refs
+    __slots__ = ("attributes", "context", "messages", "name", "start_ns")
+
+    def __init__(self, name: str, context: otel_context.Context, attributes: dict[str, AttributeValue],
+                 messages: list[Message], start_ns: int) -> None:
+        self.name = name
+        self.context = context
+        self.attributes = attributes
+        self.messages = messages
+        self.start_ns = start_ns
 
 
 class ChatModelCallbackHandler(BaseCallbackHandler):
@@ -81,8 +90,12 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
 
     def _start(self, operation: str, serialized: dict[str, Any] | None, prompt: Sequence[BaseMessage | str],
                run_id: UUID, metadata: dict[str, Any] | None, kwargs: dict[str, Any]) -> None:
+        """Remember what the span needs; it is started (with this start time) when the call ends, so that
+        its attributes are cleaned once and no span is open meanwhile (nothing runs inside it: a callback
+        cannot make it the current span)."""
         if not self.enabled:
             return
+        start_ns = time.time_ns()
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
         model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
@@ -95,25 +108,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
         messages = [genai_message(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref(messages)
-        attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(prompt)
-        span = self._tracer.start_span(f"{operation} {label}",
-                                       context=parent_context(self._namespaces, metadata),
-                                       kind=SpanKind.CLIENT, attributes=attrs)
-        config = get_config()
-        refs: list[str] = []  # of each message: only needed to export the history once, with content
-        if config.capture_content:
-            refs = [content_ref(m) for m in messages]
-            trace_id = format_trace_id(span.get_span_context().trace_id)
-            prefix = self._prompts.longest_prefix(trace_id, history.chain(refs))
-            start = 0
-            if prefix is not None:
-                span.set_attributes({sc.ORCH_PREFIX_SPAN_ID: prefix[0], sc.ORCH_PREFIX_LENGTH: prefix[1]})
-                start = prefix[1]
-            captured = capture_messages(messages[start:], config)
-            if captured is not None:
-                span.set_attributes(captured.attributes(sc.GEN_AI_INPUT_MESSAGES))
+        context = parent_context(self._namespaces, metadata) or otel_context.get_current()
         with self._lock:
-            self._calls[run_id] = _Call(span, refs)
+            self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, messages, start_ns)
 
     @failsafe(None)
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -122,31 +119,19 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             call = self._calls.pop(run_id, None)
         if call is None:
             return
-        span = call.span
-        try:
-            first = response.generations[0] if response.generations else []
-            generation = first[0] if first else None
-            message: BaseMessage | None = None
-            if isinstance(generation, ChatGeneration):
-                message = generation.message
-            elif generation is not None:
-                message = AIMessage(generation.text)
-            if message is not None:
-                # One set_attributes call: each call takes the span's lock and cleans what it is given.
-                output = genai_message(message)
-                out_ref = content_ref(output)
-                attrs = _usage_attributes(message, response)
-                attrs[sc.ORCH_OUTPUT_REF] = out_ref
-                config = get_config()
-                captured = capture_messages([output], config) if config.capture_content else None
-                if captured is not None:
-                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
-                    ids = span.get_span_context()
-                    self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
-                                           history.chain([*call.refs, out_ref]))
-                span.set_attributes(attrs)
-        finally:
-            span.end()
+        first = response.generations[0] if response.generations else []
+        generation = first[0] if first else None
+        message: BaseMessage | None = None
+        if isinstance(generation, ChatGeneration):
+            message = generation.message
+        elif generation is not None:
+            message = AIMessage(generation.text)
+        output: Message | None = None
+        if message is not None:
+            output = genai_message(message)
+            call.attributes.update(_usage_attributes(message, response))
+            call.attributes[sc.ORCH_OUTPUT_REF] = content_ref(output)
+        self._span(call, output).end()
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -155,10 +140,41 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             call = self._calls.pop(run_id, None)
         if call is None:
             return
+        span = self._span(call, None)
         if isinstance(error, Exception):
-            call.span.record_exception(error)
-        call.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
-        call.span.end()
+            span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
+        span.end()
+
+    def _span(self, call: _Call, output: Message | None) -> Span:
+        """The call's span, started now with its start time; with content capture, the prompt's messages that
+        no earlier call of the trace exported, and the completion."""
+        attrs = call.attributes
+        config = get_config()
+        refs: list[str] = []
+        if config.capture_content:
+            refs = [content_ref(m) for m in call.messages]  # before capture_messages clips the texts
+            trace_id = trace.get_current_span(call.context).get_span_context().trace_id
+            prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
+                      if trace_id else None)
+            start = 0
+            if prefix is not None:
+                attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
+                start = prefix[1]
+            attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(call.messages)
+            captured = capture_messages(call.messages[start:], config)
+            if captured is not None:
+                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES))
+            captured = capture_messages([output], config) if output is not None else None
+            if captured is not None:
+                attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
+        span = self._tracer.start_span(call.name, context=call.context, kind=SpanKind.CLIENT,
+                                       attributes=attrs, start_time=call.start_ns)
+        if output is not None and config.capture_content:
+            ids = span.get_span_context()
+            self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
+                                   history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))
+        return span
 
 
 def _class_name(serialized: dict[str, Any] | None) -> str:

@@ -15,6 +15,7 @@ from orchestrace.messages import Message, capture_messages, to_message
 __all__ = [
     "CaptureConfig",
     "Captured",
+    "Message",
     "capture",
     "capture_messages",
     "content_ref",

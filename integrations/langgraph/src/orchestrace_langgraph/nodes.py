@@ -57,6 +57,7 @@ class _Started:
     run: Run | None
     ctx: otel_context.Context
     thread_id: str | None
+    pushed: bool = False  # scheduled by a Send
 
 
 class NodeTracer:
@@ -116,20 +117,20 @@ class NodeTracer:
         if task.name == START:
             return _Started(task, None, run, otel_context.get_current(), thread_id)
         namespace = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
-        triggers = [str(t) for t in task.triggers]
+        pushed = _pushed(task)
+        # The run's thread id is on its workflow span; the collector names the actor from langgraph.node.
         attrs: dict[str, AttributeValue] = {
-            sc.ORCH_NODE_NAME: task.name,
-            sc.ORCH_NODE_ID: task.id,
             sc.LANGGRAPH_NODE: task.name,
             sc.LANGGRAPH_TASK_ID: task.id,
             sc.LANGGRAPH_CHECKPOINT_NS: namespace,
-            sc.LANGGRAPH_TRIGGERS: triggers[:_MAX_TRIGGERS],
         }
+        triggers: list[str] = []
+        if not pushed:  # a pushed task's only trigger is the Send (its spawn event says so already)
+            triggers = [str(t) for t in task.triggers]
+            attrs[sc.LANGGRAPH_TRIGGERS] = triggers[:_MAX_TRIGGERS]
         step = metadata.get("langgraph_step")
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
-        if thread_id is not None:
-            attrs[sc.LANGGRAPH_THREAD_ID] = thread_id
         if is_agent(task):
             name = f"{sc.OP_INVOKE_AGENT} {task.name}"
             attrs[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
@@ -145,13 +146,13 @@ class NodeTracer:
             name = task.name
             attrs[sc.ORCH_OPERATION] = sc.OPERATION_NODE
         links: list[Link] = []
-        if run is not None and not _pushed(task):
-            inputs = run.take_aggregate_inputs(frozenset(triggers))
-            links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}) for done in inputs]
+        if run is not None and not pushed:
+            links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
+                     for done in run.take_aggregate_inputs(triggers)]
         span = self._tracer.start_span(name, context=parent_context(), attributes=attrs, links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
-        return _Started(task, node, run, with_node(node), thread_id)
+        return _Started(task, node, run, with_node(node), thread_id, pushed)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
@@ -174,7 +175,7 @@ class NodeTracer:
                 node.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
                 if started.run is not None:
                     started.run.last_node = task.name
-                if _pushed(task) and started.run is not None:
+                if started.pushed and started.run is not None:
                     started.run.add_send_result(
                         SendResult(node.span.get_span_context(), frozenset(str(c) for c, _ in task.writes))
                     )
