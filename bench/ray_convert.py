@@ -135,13 +135,14 @@ def _wait_for(stream: IO[str] | None, marker: str) -> str | None:
 
 
 def _stop_group(head: subprocess.Popen[str]) -> None:
-    """SIGTERM to the cluster's process group, then SIGKILL to whatever of it is left after a grace period."""
+    """SIGTERM to the cluster's process group, then SIGKILL to whatever of it is left after a grace period
+    (a throwaway cluster: its parts take half a minute to stop gracefully, for nothing kept)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(head.pid, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + 60.0
+        deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             head.poll()  # reap the head itself, so that it does not linger in the group as a zombie
             try:
