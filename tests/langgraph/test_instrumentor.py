@@ -10,7 +10,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-import langchain_core.callbacks.base
 import langchain_core.tools
 import langgraph.graph._branch
 import langgraph.pregel._runner
@@ -28,7 +27,6 @@ PATCHED = [
     (langgraph.pregel._runner, "run_with_retry"), (langgraph.pregel._runner, "arun_with_retry"),
     (langgraph.graph._branch.BranchSpec, "_finish"),
     (langchain_core.tools.BaseTool, "run"), (langchain_core.tools.BaseTool, "arun"),
-    (langchain_core.callbacks.base.BaseCallbackManager, "__init__"),
 ]
 
 

@@ -8,7 +8,8 @@
 * ``BranchSpec._finish``: the choice of each conditional edge;
 * ``PregelLoop.tick`` / ``PregelLoop.after_tick``: static breakpoints (``interrupt_before`` / ``_after``);
 * ``BaseTool.run`` / ``BaseTool.arun``: ``execute_tool {name}``;
-* ``BaseCallbackManager.__init__``: a callback handler for ``chat {model}`` spans with token usage.
+* and, through LangChain's configure hook (not a patch), a callback handler on every callback manager:
+  ``chat {model}`` spans with token usage.
 
 Mark a node as an agent with ``add_node(name, fn, metadata={AGENT_METADATA_KEY: True})`` (optionally
 ``AGENT_ROLE_METADATA_KEY: "<role>"``); compiled graphs used as nodes are agents without a marker.
@@ -19,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-import langchain_core.callbacks.base
 import langchain_core.tools
 import langgraph.graph._branch
 import langgraph.pregel
@@ -37,7 +37,7 @@ try:  # wrapt >= 2: the base of every proxy (its ObjectProxy is a subclass that 
 except ImportError:  # wrapt 1.x
     from wrapt import ObjectProxy as _Proxy
 from orchestrace_langgraph.breakpoints import BreakpointTracer
-from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, callback_manager_init
+from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, configure_hook
 from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
 from orchestrace_langgraph.package import _instruments
 from orchestrace_langgraph.routing import branch_finish
@@ -58,7 +58,6 @@ _PATCHES: tuple[tuple[Any, str], ...] = (
     (langgraph.pregel._loop.PregelLoop, "after_tick"),
     (langchain_core.tools.BaseTool, "run"),
     (langchain_core.tools.BaseTool, "arun"),
-    (langchain_core.callbacks.base.BaseCallbackManager, "__init__"),
 )
 
 
@@ -89,16 +88,17 @@ class LangGraphInstrumentor(BaseInstrumentor):
         wrappers: tuple[Any, ...] = (
             workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
             branch_finish, breakpoints.tick, breakpoints.after_tick, tools.run, tools.arun,
-            callback_manager_init(self._handler),
         )
         for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
             wrap_function_wrapper(owner, attribute, wrapper)
         self._wrappers = wrappers
+        configure_hook.install(self._handler)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for (owner, attribute), wrapper in zip(_PATCHES, self._wrappers, strict=True):
             _unpatch(owner, attribute, wrapper)
         self._wrappers = ()
+        configure_hook.install(None)
         if self._handler is not None:
             # Managers created while instrumented keep the handler object; it goes quiet.
             self._handler.enabled = False

@@ -5,21 +5,23 @@ Callbacks see every model call whatever its entry point (``invoke``, ``stream``,
 ``stream_mode="messages"``, ``astream_events``) and, at ``on_llm_end``, the whole response with its token
 usage, also when it was streamed (LangChain merges the chunks before calling it). The span's parent is the
 context current where the model is called (the node, tool or user span around it); the handler runs inline,
-so that context is the caller's. One handler object is shared by all managers: it is added once per manager,
-whatever other handlers (OpenInference's, OpenLLMetry's) are there.
+so that context is the caller's. One handler object is shared by all managers: LangChain's configure hook adds
+it once to each manager it configures, whatever other handlers (OpenInference's, OpenLLMetry's) are there.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import Any, cast
 from uuid import UUID
 
-from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler, CallbackManager
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.tracers.context import register_configure_hook
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id, format_trace_id
@@ -204,22 +206,29 @@ def _usage_attributes(message: BaseMessage, response: LLMResult) -> dict[str, At
     return attrs
 
 
-def callback_manager_init(handler: ChatModelCallbackHandler) -> Callable[..., None]:
-    """Wrapper of ``BaseCallbackManager.__init__`` that makes every manager carry ``handler``."""
+class _HandlerSlot:
+    """The handler that LangChain's configure hook adds (inheritable) to every callback manager it configures:
+    every runnable's and every model call's, whose child managers inherit it.
 
-    def wrapper(wrapped: Callable[..., None], instance: Any, args: Sequence[Any],
-                kwargs: dict[str, Any]) -> None:
-        wrapped(*args, **kwargs)
-        _add_handler(instance, handler)
+    The hook reads ``get()`` as it would a ``ContextVar``'s. A slot rather than a ``ContextVar``: a context
+    variable's default cannot be withdrawn on uninstrument (LangChain cannot remove a hook), and a value set
+    in one context would not reach threads that start with an empty one."""
 
-    return wrapper
+    def __init__(self) -> None:
+        self.handler: ChatModelCallbackHandler | None = None
+        self._registered = False
+        self._lock = threading.Lock()
+
+    def get(self) -> ChatModelCallbackHandler | None:
+        return self.handler
+
+    def install(self, handler: ChatModelCallbackHandler | None) -> None:
+        """From now on, managers that LangChain configures carry ``handler`` (``None``: no handler)."""
+        with self._lock:
+            if not self._registered:
+                register_configure_hook(cast("ContextVar[Any]", self), True)
+                self._registered = True
+            self.handler = handler
 
 
-@failsafe(None)
-def _add_handler(manager: Any, handler: ChatModelCallbackHandler) -> None:
-    # Only the managers that run LangChain components: LangGraph's graph-lifecycle managers are
-    # BaseCallbackManagers too, and a handler there would switch its interrupt/resume dispatch on.
-    if not isinstance(manager, (CallbackManager, AsyncCallbackManager)):
-        return
-    if handler not in manager.inheritable_handlers:
-        manager.add_handler(handler, inherit=True)
+configure_hook = _HandlerSlot()
