@@ -54,6 +54,18 @@ def _json_default(value: Any) -> Any:
 
 _encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 _unsorted_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
+#: ``_encoder``'s C encoder, built once (``JSONEncoder.encode`` builds one per call) and without the circular
+#: check, for the values ``_is_small`` let through: its bounded walk rules out cycles among their containers
+#: (one hidden behind a ``default`` conversion ends in RecursionError, caught like the check's ValueError).
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # CPython's accelerator (not in typeshed)
+_small_encoder = (None if _c_make_encoder is None else _c_make_encoder(
+    None, _json_default, json.encoder.encode_basestring, None, ":", ",", True, False, True))
+
+
+def _encode_small(value: Any) -> str:
+    if _small_encoder is None:  # no C accelerator (some other Python implementations)
+        return _encoder.encode(value)
+    return "".join(_small_encoder(value, 0))
 
 
 def _is_small(value: Any) -> bool:
@@ -144,7 +156,7 @@ def content_ref(value: Any) -> str:
     try:
         if type(value) in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
             # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
-            return _ref(_encoder.encode(value).encode("utf-8", "surrogatepass"))
+            return _ref(_encode_small(value).encode("utf-8", "surrogatepass"))
         return REF_PREFIX + _digest(value, _encoder)
     except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
         try:
