@@ -53,24 +53,27 @@ FULL = Sizes(traces=10_000, spans_per_trace=100, files=20)
 
 def run_measured(
     cmd: list[str], env: dict[str, str] | None = None, also: psutil.Process | None = None
-) -> tuple[float, float, str]:
-    """Run ``cmd``; return its wall seconds, the peak summed RSS (MiB) of its process tree (and of ``also``'s
-    tree), and its stderr."""
+) -> tuple[float, float, float, str]:
+    """Run ``cmd``; return its wall seconds, the peak summed RSS (MiB) and the CPU seconds of its process tree
+    (and of ``also``'s tree, during the run), and its stderr. CPU seconds are sampled every 0.2 s: a process's
+    last 0.2 s before it ends can be missed."""
     peak = [0.0]
+    cpu: dict[int, float] = {}  # pid -> CPU seconds while the command ran (user + system)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = threading.Event()
+    baseline = {p.pid: _cpu_s(p) for p in _tree(also)} if also else {}
 
     def sample() -> None:
         roots = [psutil.Process(proc.pid), *([also] if also else [])]
         while not done.wait(0.2):
             total = 0
-            try:
-                for root in roots:
-                    for p in [root, *root.children(recursive=True)]:
-                        total += p.memory_info().rss
-            except psutil.Error:
-                continue  # a process ended between listing and reading: skip this sample
+            for p in [p for root in roots for p in _tree(root)]:
+                try:
+                    total += p.memory_info().rss
+                    cpu[p.pid] = _cpu_s(p) - baseline.get(p.pid, 0.0)
+                except psutil.Error:
+                    continue  # it ended between listing and reading
             peak[0] = max(peak[0], total / 2**20)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -81,7 +84,19 @@ def run_measured(
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {stderr.decode()[-2000:]}")
-    return seconds, peak[0], stderr.decode(errors="replace")
+    return seconds, peak[0], sum(cpu.values()), stderr.decode(errors="replace")
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def _free_port() -> int:
@@ -197,12 +212,16 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         dump_mb = sum(p.stat().st_size for p in (tmp / "dumps").iterdir()) / 2**20
 
         def convert(name: str, *args: str, also: psutil.Process | None = None) -> dict[str, Any]:
-            seconds, peak_mb, log = run_measured(
+            seconds, peak_mb, cpu_s, log = run_measured(
                 [cli, "convert", dumps, "--out", str(tmp / name), *args], env=env, also=also
             )
             traces, turns = digest(tmp / name, "traces-"), digest(tmp / name, "turns-")
             return {
                 "seconds": seconds,
+                # CPU seconds the command's processes got, over its wall time: the cores it actually had
+                # (other load on the machine takes the rest).
+                "cpu_s": cpu_s,
+                "cores_used": cpu_s / seconds,
                 "spans_per_s": sizes.traces * sizes.spans_per_trace / seconds,
                 "peak_rss_mb": peak_mb,
                 "traces": traces[0],
@@ -236,6 +255,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "local": {
             "seconds": local_s,
             "runs_s": [local_first["seconds"], local_last["seconds"]],
+            "cores_used": [local_first["cores_used"], local_last["cores_used"]],
             "spans_per_s": spans / local_s,
             "peak_rss_mb": max(local_first["peak_rss_mb"], local_last["peak_rss_mb"]),
             "traces": local_first["traces"],
@@ -245,6 +265,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "seconds": on_ray["seconds"],
             "spans_per_s": on_ray["spans_per_s"],
             "peak_rss_tree_mb": on_ray["peak_rss_mb"],
+            "cpu_s": on_ray["cpu_s"],
+            "cores_used": on_ray["cores_used"],
             "traces": on_ray["traces"],
             "turns": on_ray["turns"],
         },
@@ -255,6 +277,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "seconds": on_cluster["seconds"],
             "spans_per_s": on_cluster["spans_per_s"],
             "peak_rss_tree_mb": on_cluster["peak_rss_mb"],
+            "cpu_s": on_cluster["cpu_s"],
+            "cores_used": on_cluster["cores_used"],
             "traces": on_cluster["traces"],
             "turns": on_cluster["turns"],
             "cluster_cpus": cpus,
