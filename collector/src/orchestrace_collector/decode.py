@@ -41,6 +41,8 @@ from orchestrace_collector.spans import (
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _HEX = frozenset("0123456789abcdefABCDEF")
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
 
 
 class PayloadError(ValueError):
@@ -127,10 +129,13 @@ def drop_invalid_spans(request: ExportTraceServiceRequest) -> tuple[int, str]:
 
 
 def _invalid_reason(span: PbSpan) -> str:
-    if len(span.trace_id) != 16 or not any(span.trace_id):
-        return f"invalid trace_id ({len(span.trace_id)} bytes, must be 16 and not all zero)"
-    if len(span.span_id) != 8 or not any(span.span_id):
-        return f"invalid span_id ({len(span.span_id)} bytes, must be 8 and not all zero)"
+    # Runs on every received span: comparisons with the all-zero ids, not a Python loop over the bytes.
+    trace_id = span.trace_id
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+        return f"invalid trace_id ({len(trace_id)} bytes, must be 16 and not all zero)"
+    span_id = span.span_id
+    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+        return f"invalid span_id ({len(span_id)} bytes, must be 8 and not all zero)"
     if len(span.parent_span_id) not in (0, 8):
         return f"invalid parent_span_id ({len(span.parent_span_id)} bytes, must be 0 or 8)"
     return ""
@@ -163,7 +168,7 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                     Span(
                         trace_id,
                         pb.span_id.hex(),
-                        parent.hex() if parent and any(parent) else None,
+                        parent.hex() if parent and parent != _ZERO_SPAN_ID else None,
                         pb.name,
                         pb.start_time_unix_nano,
                         pb.end_time_unix_nano,
