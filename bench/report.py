@@ -224,38 +224,53 @@ def _scaling(r: dict[str, Any]) -> list[str]:
 
 
 def _ray(r: dict[str, Any]) -> list[str]:
-    local, ray = r["local"], r["ray"]
+    local, ray, cluster = r["local"], r["ray"], r["ray_running_cluster"]
+
+    def row(name: str, run: dict[str, Any], rss: str, cores: str) -> list[str]:
+        return [
+            name, _f(run["seconds"]), _f(run["spans_per_s"], 0), cores, rss, _f(run["traces"]),
+            _f(run["turns"]),
+        ]
+
     return [
         f"{r['spans']:,} spans in {r['sizes']['traces']:,} traces, {r['sizes']['files']} protobuf dump files "
-        f"({r['dump_mb']:.0f} MiB); both engines as `orchestrace convert`, start-up included; "
-        f"{r['nproc']} cores.",
+        f"({r['dump_mb']:.0f} MiB); every engine as `orchestrace convert`, start-up included; "
+        f"{r['nproc']} cores. Runs: local, ray starting its own local cluster, ray against a cluster already "
+        "running (`ray start --head`, then `--address`), local again. Cores used: the command's CPU seconds "
+        "over its wall time (the machine is shared).",
         "",
         *_table(
-            ["engine", "seconds", "spans/s", "peak RSS (MiB)", "traces", "turns"],
+            ["engine", "seconds", "spans/s", "cores used", "peak RSS (MiB)", "traces", "turns"],
             [
-                [
-                    "local (one process)",
-                    _f(local["seconds"]),
-                    _f(local["spans_per_s"], 0),
+                row(
+                    "local (one process; median of the two runs)",
+                    local,
                     _f(local["peak_rss_mb"], 0),
-                    _f(local["traces"]),
-                    _f(local["turns"]),
-                ],
-                [
-                    "ray (local cluster)",
-                    _f(ray["seconds"]),
-                    _f(ray["spans_per_s"], 0),
+                    " / ".join(f"{c:.2f}" for c in local.get("cores_used", [])),
+                ),
+                row(
+                    "ray, own local cluster",
+                    ray,
                     f"{ray['peak_rss_tree_mb']:,.0f} (process tree)",
-                    _f(ray["traces"]),
-                    _f(ray["turns"]),
-                ],
+                    f"{ray.get('cores_used', 0):.2f}",
+                ),
+                row(
+                    f"ray, running cluster ({cluster['cluster_cpus']} CPUs, --address)",
+                    cluster,
+                    f"{cluster['peak_rss_tree_mb']:,.0f} (command + cluster)",
+                    f"{cluster.get('cores_used', 0):.2f}",
+                ),
             ],
         ),
-        f"Same output (trace and turn counts, SHA-256 of the sorted canonical JSON): {_f(r['same_output'])}. "
-        f"Speedup: {r['speedup']:.2f}×.",
+        f"Same output in every run (trace and turn counts, SHA-256 of the sorted canonical JSON): "
+        f"{_f(r['same_output'])}. Speedup over local: {r['speedup']:.2f}× with a cluster started by the "
+        f"command; {r['speedup_running_cluster']:.2f}× against a running cluster (started in "
+        f"{cluster['cluster_start_s']:.0f} s, not counted).",
         "",
-        "Ray Data executions in the Ray run: "
+        "Ray Data executions, own cluster: "
         + "; ".join(f"{s['plan']}: {s['seconds']:.1f} s" for s in r.get("ray_stages", []))
+        + ". Running cluster: "
+        + "; ".join(f"{s['plan']}: {s['seconds']:.1f} s" for s in cluster.get("stages", []))
         + ".",
         "",
     ]
