@@ -142,7 +142,10 @@ def convert(
     engine: Annotated[str, typer.Option(help="local, or ray for datasets larger than memory.")] = "local",
     address: Annotated[
         str | None,
-        typer.Option(help="Ray cluster for --engine ray (default: RAY_ADDRESS, else a local cluster)."),
+        typer.Option(
+            help="Ray cluster for --engine ray (default: RAY_ADDRESS, else a local cluster); a cluster "
+            "made by `ray start` also needs RAY_AUTH_MODE=token."
+        ),
     ] = None,
     reward: RewardOption = None,
 ) -> None:
