@@ -136,24 +136,23 @@ def current_actor() -> Actor | None:
 
 
 class NamespaceIndex:
-    """Node executions in progress, by checkpoint namespace."""
+    """Node executions in progress, by checkpoint namespace.
+
+    No lock: a namespace names one task execution (it ends with the task id), so only that execution's
+    thread writes its key; single dict operations are atomic."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, Node] = {}
-        self._lock = threading.Lock()
 
     def add(self, node: Node) -> None:
-        with self._lock:
-            self._nodes[node.namespace] = node
+        self._nodes[node.namespace] = node
 
     def remove(self, node: Node) -> None:
-        with self._lock:
-            if self._nodes.get(node.namespace) is node:
-                del self._nodes[node.namespace]
+        if self._nodes.get(node.namespace) is node:
+            self._nodes.pop(node.namespace, None)
 
     def get(self, namespace: str) -> Node | None:
-        with self._lock:
-            return self._nodes.get(namespace)
+        return self._nodes.get(namespace)
 
 
 class InterruptLog:

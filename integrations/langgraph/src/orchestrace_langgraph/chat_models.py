@@ -72,8 +72,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         super().__init__()
         self._tracer = tracer
         self._namespaces = namespaces
-        self._calls: dict[UUID, _Call] = {}
-        self._lock = threading.Lock()
+        self._calls: dict[UUID, _Call] = {}  # by LangChain run id: single dict operations, no lock needed
         self._prompts = history.PromptIndex()
         self.enabled = True
 
@@ -111,14 +110,12 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         messages = [genai_message(m) for m in prompt]
         attrs[sc.ORCH_INPUT_REF] = content_ref(messages)
         context = parent_context(self._namespaces, metadata) or otel_context.get_current()
-        with self._lock:
-            self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, messages, start_ns)
+        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, messages, start_ns)
 
     @failsafe(None)
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
-        with self._lock:
-            call = self._calls.pop(run_id, None)
+        call = self._calls.pop(run_id, None)
         if call is None:
             return
         first = response.generations[0] if response.generations else []
@@ -138,8 +135,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
                      **kwargs: Any) -> None:
-        with self._lock:
-            call = self._calls.pop(run_id, None)
+        call = self._calls.pop(run_id, None)
         if call is None:
             return
         span = self._span(call, None)
