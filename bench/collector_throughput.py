@@ -319,7 +319,8 @@ def measure_ingest(sizes: Sizes, tmp: Path) -> dict[str, Any]:
         "ack_spans_per_s": total / sent["seconds"],
         # Includes the assembly thread's work done meanwhile: a per-core figure that errs low.
         "ack_collector_cpu_s": cpu_acked,
-        "ack_spans_per_collector_cpu_s": total / cpu_acked,
+        # psutil's CPU times tick in 10 ms: the quick sizes can finish within one tick.
+        "ack_spans_per_collector_cpu_s": total / cpu_acked if cpu_acked > 0 else None,
         "retries_503": sent["retries_503"],
         # The window ends one quiet period after the last span, which is latency, not work.
         "e2e_spans_per_s": total / (done - start - QUIET_PERIOD_S),

@@ -61,7 +61,9 @@ def _instrument(mode: str, provider: Any) -> None:
 
 
 def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, dict[str, float]]:
-    """Per graph: median microseconds per run, spans and OTLP bytes of one run, in this process."""
+    """Per graph: median microseconds per run (wall clock, and CPU time of the process: every thread, so
+    the Send tasks' pool too; steadier than wall time on a shared machine), spans and OTLP bytes of one run,
+    in this process."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -77,10 +79,11 @@ def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, di
         for _ in range(warmup):
             graph.invoke(inputs)
             exporter.clear()
-        times = []
+        times, cpu_times = [], []
         for _ in range(runs):
-            start = time.perf_counter_ns()
+            start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
             graph.invoke(inputs)
+            cpu_times.append((time.process_time_ns() - cpu_start) / 1000)
             times.append((time.perf_counter_ns() - start) / 1000)
             exporter.clear()
         graph.invoke(inputs)
@@ -88,6 +91,7 @@ def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, di
         exporter.clear()
         out[name] = {
             "us_per_run": median(times),
+            "cpu_us_per_run": median(cpu_times),
             "spans": len(spans),
             "bytes": len(encode_spans(spans).SerializeToString()) if spans else 0,
         }
@@ -141,13 +145,16 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             runs = [s[name] for s in samples[mode]]
             row[mode] = {
                 "us_per_run": median([r["us_per_run"] for r in runs]),
+                "cpu_us_per_run": median([r["cpu_us_per_run"] for r in runs]),
                 "spans": runs[-1]["spans"],
                 "bytes": runs[-1]["bytes"],
             }
-        base = row["uninstrumented"]["us_per_run"]
+        base, cpu_base = row["uninstrumented"]["us_per_run"], row["uninstrumented"]["cpu_us_per_run"]
         for cell in row.values():
             cell["ratio"] = cell["us_per_run"] / base
             cell["overhead_us"] = cell["us_per_run"] - base
+            cell["cpu_ratio"] = cell["cpu_us_per_run"] / cpu_base
+            cell["cpu_overhead_us"] = cell["cpu_us_per_run"] - cpu_base
         graphs[name] = row
     return {
         "sizes": sizes.__dict__,
@@ -170,11 +177,14 @@ def _target(graphs: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
         if "orchestrace" not in row or not competitors:
             continue
         lighter = min(competitors)
+        lighter_cpu = min(row[m]["cpu_overhead_us"] for m in COMPETITORS if m in row)
         verdict[name] = {
             "orchestrace_overhead_us": row["orchestrace"]["overhead_us"],
             "lighter_competitor_overhead_us": lighter,
             "fraction_of_lighter": _fraction(row["orchestrace"]["overhead_us"], lighter),
             "met": row["orchestrace"]["overhead_us"] <= lighter / 2,
+            "fraction_of_lighter_cpu": _fraction(row["orchestrace"]["cpu_overhead_us"], lighter_cpu),
+            "met_cpu": row["orchestrace"]["cpu_overhead_us"] <= lighter_cpu / 2,
         }
         if "orchestrace_content" in row:
             verdict[name]["fraction_of_lighter_with_content"] = _fraction(

@@ -13,7 +13,7 @@ def _f(value: Any, digits: int = 1) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
-    return str(value)
+    return "n/a" if value is None else str(value)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -93,12 +93,13 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
                 cells.append(f"{cell['us_per_run'] / 1000:.2f} ms")
             else:
                 cells.append(
-                    f"{cell['us_per_run'] / 1000:.2f} ms ({cell['ratio']:.2f}×) · {cell['spans']} spans · "
-                    f"{cell['bytes'] / 1024:.1f} KiB"
+                    f"{cell['us_per_run'] / 1000:.2f} ms ({cell['ratio']:.2f}×; "
+                    f"CPU {cell['cpu_ratio']:.2f}×) · {cell['spans']} spans · {cell['bytes'] / 1024:.1f} KiB"
                 )
         target = r["target"].get(graph)
         cells.append(
-            f"{target['fraction_of_lighter']:.2f} ({_f(target['met'])}); with content "
+            f"{target['fraction_of_lighter']:.2f} ({_f(target['met'])}); by CPU time "
+            f"{target['fraction_of_lighter_cpu']:.2f} ({_f(target['met_cpu'])}); with content "
             f"{target.get('fraction_of_lighter_with_content', float('nan')):.2f}"
             if target
             else "n/a"
@@ -108,7 +109,8 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
     lines = [
         f"Exporter: {r['exporter']}. Each mode in its own process ({sizes['processes_per_mode']} processes "
         f"per mode, alternated); median of {sizes['runs']} runs per process after {sizes['warmup']} warm-up "
-        "runs, then the median over processes. Cells: time per graph run (ratio to uninstrumented) · spans · "
+        "runs, then the median over processes. Cells: time per graph run (ratio to uninstrumented, by wall "
+        "clock; and by the process's CPU time, all threads, steadier on a shared machine) · spans · "
         "OTLP protobuf bytes per run. Every instrumentation with its defaults: orchestrace leaves message "
         "content out, the other two record it; `orchestrace_content` is orchestrace with "
         "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.",
