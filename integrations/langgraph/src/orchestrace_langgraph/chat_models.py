@@ -215,8 +215,8 @@ class _HandlerSlot:
         self._registered = False
         self._lock = threading.Lock()
 
-    def get(self) -> ChatModelCallbackHandler | None:
-        return self.handler
+    def get(self, default: Any = None) -> ChatModelCallbackHandler | None:  # ContextVar.get's signature
+        return self.handler if self.handler is not None else default
 
     def install(self, handler: ChatModelCallbackHandler | None) -> None:
         """From now on, managers that LangChain configures carry ``handler`` (``None``: no handler)."""
