@@ -6,7 +6,13 @@ with its default configuration. Every mode exports into the same in-memory expor
 SimpleSpanProcessor, so what is measured is the instrumentation's work in the application thread; spans and
 OTLP protobuf bytes per run are counted from one extra run after the timed ones.
 
-Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --runs N --out FILE``.
+Time on a shared machine is noisy, so each mode is also counted in CPU instructions per run (valgrind's
+callgrind, when valgrind is installed: deterministic, the same count whatever else the machine does).
+Instructions are not time (they weigh a cache miss or a contended lock like any other), so the verdict stays
+the timed one.
+
+Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --runs N --out FILE``
+(``--callgrind``: under ``valgrind --tool=callgrind --instr-atstart=no``, counting only the measured runs).
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +46,30 @@ class Sizes:
     runs: int
     warmup: int
     graphs: tuple[str, ...]
+    #: Runs per graph counted under callgrind (one process per mode: the count does not vary between runs).
+    counted_runs: int
+    counted_modes: tuple[str, ...]
+    counted_graphs: tuple[str, ...]
 
 
-QUICK = Sizes(processes_per_mode=1, runs=2, warmup=1, graphs=("chain3", "supervisor3", "fanout8"))
-FULL = Sizes(processes_per_mode=7, runs=30, warmup=5, graphs=tuple(GRAPHS))
+QUICK = Sizes(
+    processes_per_mode=1,
+    runs=2,
+    warmup=1,
+    graphs=("chain3", "supervisor3", "fanout8"),
+    counted_runs=1,
+    counted_modes=("uninstrumented", "orchestrace"),
+    counted_graphs=("chain3",),
+)
+FULL = Sizes(
+    processes_per_mode=7,
+    runs=30,
+    warmup=5,
+    graphs=tuple(GRAPHS),
+    counted_runs=3,
+    counted_modes=("uninstrumented", "orchestrace", *COMPETITORS),
+    counted_graphs=tuple(GRAPHS),
+)
 
 
 def _instrument(mode: str, provider: Any) -> None:
@@ -58,6 +87,34 @@ def _instrument(mode: str, provider: Any) -> None:
         LangchainInstrumentor().instrument(tracer_provider=provider)
     elif mode != "uninstrumented":
         raise ValueError(f"unknown mode {mode!r}")
+
+
+def _callgrind(*args: str) -> None:
+    """Ask the callgrind running this process to do something (``callgrind_control``, through vgdb)."""
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, capture_output=True)
+
+
+def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None:
+    """Under callgrind: the instructions of ``runs`` runs of each graph, dumped as a part named after it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _instrument(mode, provider)
+    for name in graphs:
+        graph, inputs = GRAPHS[name][0](), GRAPHS[name][1]
+        for _ in range(warmup):
+            graph.invoke(inputs)
+            exporter.clear()
+        _callgrind("--zero")
+        _callgrind("--instr=on")
+        for _ in range(runs):
+            graph.invoke(inputs)
+            exporter.clear()
+        _callgrind("--instr=off")
+        _callgrind(f"--dump={name}")
 
 
 def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, dict[str, float]]:
@@ -123,6 +180,72 @@ def _spawn(mode: str, sizes: Sizes) -> dict[str, dict[str, float]]:
         return result
 
 
+def _count(mode: str, sizes: Sizes) -> dict[str, float]:
+    """Instructions per run of each counted graph in ``mode`` (one process under callgrind)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={tmp}/cg.out",
+            sys.executable,
+            "-m",
+            "bench.langgraph_overhead",
+            "--callgrind",
+            "--mode",
+            mode,
+            "--graphs",
+            ",".join(sizes.counted_graphs),
+            "--runs",
+            str(sizes.counted_runs),
+            "--warmup",
+            str(sizes.warmup),
+            "--out",
+            f"{tmp}/unused.json",
+        ]
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+            env={**os.environ, **MODE_ENV.get(mode, {})},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{mode} under callgrind failed: {proc.stderr[-2000:]}")
+        counts: dict[str, float] = {}
+        for part in Path(tmp).glob("cg.out.*"):
+            text = part.read_text()
+            name = re.search(r"^desc: Trigger: dump (\S+)$", text, re.M)
+            total = re.search(r"^totals: (\d+)$", text, re.M)
+            if name and total:
+                counts[name.group(1)] = int(total.group(1)) / sizes.counted_runs
+        return counts
+
+
+def instructions(sizes: Sizes) -> dict[str, Any]:
+    """Per graph: instructions per run of each counted mode, and orchestrace's overhead in instructions
+    against the lighter competitor's; or why nothing was counted."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return {"skipped": "valgrind is not installed"}
+    # Counts do not depend on what else runs, so the modes are counted side by side.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        per_mode = dict(
+            zip(sizes.counted_modes, pool.map(lambda m: _count(m, sizes), sizes.counted_modes), strict=True)
+        )
+    graphs: dict[str, Any] = {}
+    for name in sizes.counted_graphs:
+        row = {mode: counts[name] for mode, counts in per_mode.items() if name in counts}
+        base = row.get("uninstrumented")
+        if not base:
+            continue
+        cell: dict[str, Any] = {"per_run": row, "ratio": {m: v / base for m, v in row.items()}}
+        competitors = [row[m] - base for m in COMPETITORS if m in row]
+        if "orchestrace" in row and competitors:
+            cell["fraction_of_lighter"] = _fraction(row["orchestrace"] - base, min(competitors))
+        graphs[name] = cell
+    return {"runs": sizes.counted_runs, "graphs": graphs}
+
+
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
     samples: dict[str, list[dict[str, dict[str, float]]]] = {m: [] for m in MODES}
@@ -161,6 +284,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "exporter": "SimpleSpanProcessor -> in-memory list (same for every mode)",
         "graphs": graphs,
         "target": _target(graphs),
+        "instructions": instructions(sizes),
         "errors": errors,
     }
 
@@ -200,7 +324,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--callgrind", action="store_true", help="count instructions (run under callgrind)")
     args = parser.parse_args()
+    if args.callgrind:
+        counted_worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
+        return
     result = worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
     args.out.write_text(json.dumps(result))
 

@@ -117,9 +117,34 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
         "",
         *_table(["graph", *modes, "orchestrace overhead ÷ lighter other's (≤ 0.5)"], rows),
     ]
+    lines += _instructions(r.get("instructions") or {})
     if r.get("errors"):
         lines += [f"Errors: {r['errors']}", ""]
     return lines
+
+
+def _instructions(r: dict[str, Any]) -> list[str]:
+    if not r.get("graphs"):
+        return [f"Instruction counts: {r.get('skipped', 'not measured')}.", ""]
+    modes = ("uninstrumented", "orchestrace", "openinference", "openllmetry")
+    rows = []
+    for graph, cell in r["graphs"].items():
+        per_run, ratio = cell["per_run"], cell["ratio"]
+        rows.append(
+            [
+                f"`{graph}`",
+                *(f"{per_run[m] / 1e6:.1f} M ({ratio[m]:.2f}×)" if m in per_run else "n/a" for m in modes),
+                _f(cell.get("fraction_of_lighter"), 2),
+            ]
+        )
+    return [
+        f"CPU instructions per run (valgrind callgrind, counting only {r['runs']} measured runs per graph "
+        "after the warm-up; deterministic, so one process per mode). Instructions are not time: a cache "
+        "miss, a contended lock or a thread switch costs more than its instructions, which is why the timed "
+        "verdict above is the one that counts.",
+        "",
+        *_table(["graph", *modes, "orchestrace overhead ÷ lighter other's"], rows),
+    ]
 
 
 def _collector(r: dict[str, Any]) -> list[str]:
@@ -230,7 +255,12 @@ def _ray(r: dict[str, Any]) -> list[str]:
 
     def row(name: str, run: dict[str, Any], rss: str, cores: str) -> list[str]:
         return [
-            name, _f(run["seconds"]), _f(run["spans_per_s"], 0), cores, rss, _f(run["traces"]),
+            name,
+            _f(run["seconds"]),
+            _f(run["spans_per_s"], 0),
+            cores,
+            rss,
+            _f(run["traces"]),
             _f(run["turns"]),
         ]
 

@@ -69,6 +69,10 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
         for mode in ("orchestrace", "orchestrace_content", "openinference", "openllmetry"):
             assert row[mode]["spans"] > 0 and row[mode]["bytes"] > 0, (graph, mode)
     assert set(lg["target"]) == set(lg["graphs"])
+    counted = lg["instructions"]
+    if "skipped" not in counted:  # valgrind installed
+        chain = counted["graphs"]["chain3"]
+        assert chain["per_run"]["orchestrace"] > chain["per_run"]["uninstrumented"] > 0
 
 
 def test_collector_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
