@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 from fakes import ScriptedChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.graph import END, START, MessagesState, StateGraph
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
@@ -19,6 +26,7 @@ from orchestrace.content import content_ref
 from orchestrace.semconv import ORCH_INPUT_MESSAGE_COUNT as INPUT_MESSAGE_COUNT
 from orchestrace.semconv import ORCH_PREFIX_LENGTH as PREFIX_LENGTH
 from orchestrace.semconv import ORCH_PREFIX_SPAN_ID as PREFIX_SPAN_ID
+from orchestrace_langgraph.content import genai_message, message_ref, messages_ref
 from span_checks import Spans
 
 
@@ -132,3 +140,23 @@ def test_history_references_stay_within_a_trace(spans: Spans, capture_on: None) 
     assert first.context.trace_id != second.context.trace_id
     assert PREFIX_SPAN_ID not in second.attributes  # its own trace has the whole prompt
     assert len(json.loads(str(second.attributes[sc.GEN_AI_INPUT_MESSAGES]))) == 1
+
+
+_MESSAGES: list[Any] = [
+    HumanMessage("hi"), HumanMessage(""), SystemMessage("sys"), AIMessageChunk(content="chunk"),
+    AIMessage('é "quoted" \\ back\nslash\t\u2028 \x00 \ud800 lone surrogate'),
+    AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "c1", "type": "tool_call"}]),
+    ToolMessage("result", tool_call_id="c1"), ChatMessage(role="critic", content="hmm"),
+    HumanMessage(content=[{"type": "text", "text": "a"}, "b"]), "a plain string", "",
+    AIMessage("x" * (1 << 20)), AIMessage("y" * ((1 << 20) + 1)),
+]
+
+
+@pytest.mark.parametrize("message", _MESSAGES, ids=range(len(_MESSAGES)))
+def test_message_refs_written_directly_equal_the_refs_of_converted_messages(message: Any) -> None:
+    assert message_ref(message) == content_ref(genai_message(message))
+
+
+@pytest.mark.parametrize("messages", [[], _MESSAGES[:5], _MESSAGES, [AIMessage("z" * 600_000)] * 2])
+def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messages: list[Any]) -> None:
+    assert messages_ref(messages) == content_ref([genai_message(m) for m in messages])

@@ -137,6 +137,12 @@ def _ref(data: bytes) -> str:
     return REF_PREFIX + hashlib.sha256(data).hexdigest()
 
 
+def json_ref(text: str) -> str:
+    """The content ref of the value whose canonical JSON (``content_ref``'s serialization) is ``text``: for
+    callers that write the JSON of a known shape themselves, cheaper than building the value to encode it."""
+    return _ref(text.encode("utf-8", "surrogatepass"))
+
+
 def quick_ref(value: Any) -> str | None:
     """The content ref of a ``str`` (up to 1 MB) or ``bytes`` value: one hash, no serialization, never
     raises. ``None`` for any other value (use :func:`content_ref`)."""

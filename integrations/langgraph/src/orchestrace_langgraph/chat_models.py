@@ -31,20 +31,27 @@ from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
-from orchestrace_langgraph.content import Message, capture_messages, content_ref, genai_message, get_config
+from orchestrace_langgraph.content import (
+    capture_messages,
+    content_ref,
+    genai_message,
+    get_config,
+    message_ref,
+    messages_ref,
+)
 
 
 class _Call:
     """A model call in progress: its span is started, with every attribute at once, when the call ends."""
 
-    __slots__ = ("attributes", "context", "messages", "name", "start_ns")
+    __slots__ = ("attributes", "context", "name", "prompt", "start_ns")
 
     def __init__(self, name: str, context: otel_context.Context, attributes: dict[str, AttributeValue],
-                 messages: list[Message], start_ns: int) -> None:
+                 prompt: Sequence[BaseMessage | str], start_ns: int) -> None:
         self.name = name
         self.context = context
         self.attributes = attributes
-        self.messages = messages
+        self.prompt = prompt  # converted to GenAI messages only when content is captured
         self.start_ns = start_ns
 
 
@@ -107,10 +114,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        messages = [genai_message(m) for m in prompt]
-        attrs[sc.ORCH_INPUT_REF] = content_ref(messages)
+        attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
         context = parent_context(self._namespaces, metadata) or otel_context.get_current()
-        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, messages, start_ns)
+        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, start_ns)
 
     @failsafe(None)
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -125,12 +131,10 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             message = generation.message
         elif generation is not None:
             message = AIMessage(generation.text)
-        output: Message | None = None
         if message is not None:
-            output = genai_message(message)
             call.attributes.update(_usage_attributes(message, response))
-            call.attributes[sc.ORCH_OUTPUT_REF] = content_ref(output)
-        self._span(call, output).end()
+            call.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
+        self._span(call, message).end()
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -144,14 +148,15 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
         span.end()
 
-    def _span(self, call: _Call, output: Message | None) -> Span:
+    def _span(self, call: _Call, completion: BaseMessage | None) -> Span:
         """The call's span, started now with its start time; with content capture, the prompt's messages that
         no earlier call of the trace exported, and the completion."""
         attrs = call.attributes
         config = get_config()
         refs: list[str] = []
         if config.capture_content:
-            refs = [content_ref(m) for m in call.messages]  # before capture_messages clips the texts
+            messages = [genai_message(m) for m in call.prompt]
+            refs = [content_ref(m) for m in messages]  # before capture_messages clips the texts
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
                       if trace_id else None)
@@ -159,16 +164,17 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             if prefix is not None:
                 attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
                 start = prefix[1]
-            attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(call.messages)
-            captured = capture_messages(call.messages[start:], config)
+            attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
+            captured = capture_messages(messages[start:], config)
             if captured is not None:
                 attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES))
-            captured = capture_messages([output], config) if output is not None else None
-            if captured is not None:
-                attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
+            if completion is not None:
+                captured = capture_messages([genai_message(completion)], config)
+                if captured is not None:
+                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
         span = self._tracer.start_span(call.name, context=call.context, kind=SpanKind.CLIENT,
                                        attributes=attrs, start_time=call.start_ns)
-        if output is not None and config.capture_content:
+        if completion is not None and config.capture_content:
             ids = span.get_span_context()
             self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                    history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))
