@@ -140,7 +140,7 @@ def _ref(data: bytes) -> str:
 def json_ref(text: str) -> str:
     """The content ref of the value whose canonical JSON (``content_ref``'s serialization) is ``text``: for
     callers that write the JSON of a known shape themselves, cheaper than building the value to encode it."""
-    return _ref(text.encode("utf-8", "surrogatepass"))
+    return REF_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def quick_ref(value: Any) -> str | None:
@@ -156,13 +156,15 @@ def quick_ref(value: Any) -> str | None:
 
 def content_ref(value: Any) -> str:
     """``sha256:<hex>`` of ``value``'s canonical serialization (see the module docstring). Never raises."""
-    ref = quick_ref(value)
-    if ref is not None:
-        return ref
+    kind = type(value)
+    if kind is not dict and kind is not list:  # the commonest values are not strings or bytes
+        ref = quick_ref(value)
+        if ref is not None:
+            return ref
     try:
-        if type(value) in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
+        if kind in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
             # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
-            return _ref(_encode_small(value).encode("utf-8", "surrogatepass"))
+            return json_ref(_encode_small(value))
         return REF_PREFIX + _digest(value, _encoder)
     except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
         try:

@@ -17,6 +17,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext
+from opentelemetry.trace.propagation import _SPAN_KEY  # the key of trace.set_span_in_context
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
@@ -88,45 +89,53 @@ class Node(Actor):
     agent_id: str | None = None  # set when the node is an agent
 
 
-def with_own_span(span: Span, values: Mapping[str, object] | None = None) -> otel_context.Context:
-    """The current context with ``span`` as the current span, remembered as our innermost span, plus our
-    other ``values``: built once (each ``set_value`` copies the whole context)."""
-    return otel_context.Context({**trace.set_span_in_context(span), _OWN_SPAN_KEY: span, **(values or {})})
+def with_own_span(span: Span, values: Mapping[str, object] | None = None,
+                  context: otel_context.Context | None = None) -> otel_context.Context:
+    """``context`` (default: the current one) with ``span`` as the current span, remembered as our innermost
+    span, plus our other ``values``: one copy of the context (``set_span_in_context`` and each ``set_value``
+    would copy it whole)."""
+    base = otel_context.get_current() if context is None else context
+    return otel_context.Context({**base, _SPAN_KEY: span, _OWN_SPAN_KEY: span, **(values or {})})
 
 
 def with_run(run: Run) -> otel_context.Context:
     return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None})
 
 
-def with_node(node: Node) -> otel_context.Context:
-    return with_own_span(node.span, {_NODE_KEY: node})
+def with_node(node: Node, context: otel_context.Context | None = None) -> otel_context.Context:
+    return with_own_span(node.span, {_NODE_KEY: node}, context)
 
 
-def parent_context(namespaces: NamespaceIndex | None = None,
-                   metadata: Mapping[str, Any] | None = None) -> otel_context.Context | None:
-    """Parent of a span we start inside a graph (a node, a model call, a tool): the current context, unless
-    its span was attached by a LangChain callback tracer; then the node the call belongs to (found in
-    ``namespaces`` by the checkpoint namespace in LangGraph's run ``metadata``) or our innermost span, so
-    that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever else is
-    installed. The common case (no such tracer) costs one look at the current span."""
-    current = trace.get_current_span()
+def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[str, Any] | None = None,
+                   context: otel_context.Context | None = None) -> otel_context.Context | None:
+    """Parent of a span we start inside a graph (a node, a model call, a tool): ``context`` (default: the
+    current one), unless its span was attached by a LangChain callback tracer; then the node the call belongs
+    to (found in ``namespaces`` by the checkpoint namespace in LangGraph's run ``metadata``) or our innermost
+    span, so that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever
+    else is installed. The common case (the current span is ours, or there is none) costs two dict lookups."""
+    ctx = otel_context.get_current() if context is None else context
+    current = ctx.get(_SPAN_KEY)
+    own = ctx.get(_OWN_SPAN_KEY)
+    if current is None or current is own:
+        return None
     scope = getattr(current, "instrumentation_scope", None)
     if scope is None or getattr(scope, "name", None) not in _CALLBACK_TRACER_SCOPES:
         return None
     node = None
     if namespaces is not None and metadata is not None:
         node = namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
-    own = node.span if node is not None else otel_context.get_value(_OWN_SPAN_KEY)
+    if node is not None:
+        own = node.span
     return trace.set_span_in_context(own) if isinstance(own, Span) else None
 
 
-def current_run() -> Run | None:
-    run = otel_context.get_value(_RUN_KEY)
+def current_run(context: otel_context.Context | None = None) -> Run | None:
+    run = otel_context.get_value(_RUN_KEY, context)
     return run if isinstance(run, Run) else None
 
 
-def current_node() -> Node | None:
-    node = otel_context.get_value(_NODE_KEY)
+def current_node(context: otel_context.Context | None = None) -> Node | None:
+    node = otel_context.get_value(_NODE_KEY, context)
     return node if isinstance(node, Node) else None
 
 

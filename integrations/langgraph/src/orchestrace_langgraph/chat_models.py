@@ -58,22 +58,14 @@ class _Call:
 class ChatModelCallbackHandler(BaseCallbackHandler):
     run_inline = True  # called in the model caller's context, so the current span is the right parent
 
-    # Every runnable of every graph reports to this handler; only model calls concern it.
-    @property
-    def ignore_chain(self) -> bool:
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        return True
-
-    @property
-    def ignore_retriever(self) -> bool:
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        return True
+    # Every runnable of every graph reports to this handler; only model calls concern it. Class attributes
+    # rather than the base class's properties: LangChain reads one at every event of every runnable.
+    ignore_chain = True
+    ignore_agent = True
+    ignore_retriever = True
+    ignore_custom_event = True
+    ignore_llm = False
+    ignore_chat_model = False
 
     def __init__(self, tracer: Tracer, namespaces: NamespaceIndex) -> None:
         super().__init__()
@@ -115,7 +107,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
         attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
-        context = parent_context(self._namespaces, metadata) or otel_context.get_current()
+        current = otel_context.get_current()
+        context = parent_context(self._namespaces, metadata, current) or current
         self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, start_ns)
 
     @failsafe(None)

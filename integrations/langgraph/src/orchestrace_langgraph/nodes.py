@@ -108,14 +108,15 @@ class NodeTracer:
     def _start(self, task: Any) -> _Started | None:
         if not isinstance(task, PregelExecutableTask):
             return None
-        run = current_run()
+        ctx = otel_context.get_current()  # read once: the run, the parent span and the node's context
+        run = current_run(ctx)
         config = task.config
         conf = config.get(CONF) or {}
         metadata = config.get("metadata") or {}
         thread_id = conf.get("thread_id")
         thread_id = str(thread_id) if thread_id is not None else None
         if task.name == START:
-            return _Started(task, None, run, otel_context.get_current(), thread_id)
+            return _Started(task, None, run, ctx, thread_id)
         namespace = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
         pushed = _pushed(task)
         # The run's thread id is on its workflow span; the collector names the actor from langgraph.node.
@@ -139,7 +140,7 @@ class NodeTracer:
             role = metadata.get(AGENT_ROLE_METADATA_KEY)
             if isinstance(role, str):
                 attrs[sc.ORCH_AGENT_ROLE] = role
-            parent = current_node()
+            parent = current_node(ctx)
             if parent is not None and parent.agent_id is not None:
                 attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
         else:
@@ -149,10 +150,11 @@ class NodeTracer:
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
                      for done in run.take_aggregate_inputs(triggers)]
-        span = self._tracer.start_span(name, context=parent_context(), attributes=attrs, links=links)
+        span = self._tracer.start_span(name, context=parent_context(context=ctx) or ctx, attributes=attrs,
+                                       links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
-        return _Started(task, node, run, with_node(node), thread_id, pushed)
+        return _Started(task, node, run, with_node(node, ctx), thread_id, pushed)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
@@ -177,7 +179,7 @@ class NodeTracer:
                     started.run.last_node = task.name
                 if started.pushed and started.run is not None:
                     started.run.add_send_result(
-                        SendResult(node.span.get_span_context(), frozenset(str(c) for c, _ in task.writes))
+                        SendResult(node.span.get_span_context(), frozenset([str(c) for c, _ in task.writes]))
                     )
             elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
                 node.span.record_exception(exc)
