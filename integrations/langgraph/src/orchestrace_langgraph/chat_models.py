@@ -75,27 +75,33 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         self._prompts = history.PromptIndex()
         self.enabled = True
 
-    @failsafe(None)
+    # The callbacks themselves are not guarded: the guard is on the methods they call, through which
+    # positional arguments pass for less than LangChain's keywords would.
     def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *,
                             run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None,
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._start(sc.OP_CHAT, serialized, messages[0] if messages else [], run_id, metadata, kwargs)
+        self._start(sc.OP_CHAT, serialized, messages, run_id, metadata, kwargs)
 
-    @failsafe(None)
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID,
                      parent_run_id: UUID | None = None, tags: list[str] | None = None,
                      metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        # A completion model (not a chat model): its prompt is text, read as one user message.
-        self._start(sc.OP_TEXT_COMPLETION, serialized, prompts[:1], run_id, metadata, kwargs)
+        self._start(sc.OP_TEXT_COMPLETION, serialized, prompts, run_id, metadata, kwargs)
 
-    def _start(self, operation: str, serialized: dict[str, Any] | None, prompt: Sequence[BaseMessage | str],
-               run_id: UUID, metadata: dict[str, Any] | None, kwargs: dict[str, Any]) -> None:
+    @failsafe(None)
+    def _start(self, operation: str, serialized: dict[str, Any] | None,
+               prompts: Sequence[Sequence[BaseMessage] | str], run_id: UUID, metadata: dict[str, Any] | None,
+               kwargs: dict[str, Any]) -> None:
         """Remember what the span needs; it is started (with this start time) when the call ends, so that
         its attributes are cleaned once and no span is open meanwhile (nothing runs inside it: a callback
-        cannot make it the current span)."""
+        cannot make it the current span).
+
+        ``prompts``: LangChain's batch, one prompt per call; a chat model's is a list of messages, a
+        completion model's a text, read as one user message."""
         if not self.enabled:
             return
         start_ns = time.time_ns()
+        first = prompts[0] if prompts else []
+        prompt: Sequence[BaseMessage | str] = [first] if isinstance(first, str) else first
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
         model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
@@ -111,9 +117,12 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         context = parent_context(self._namespaces, metadata, current) or current
         self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, start_ns)
 
-    @failsafe(None)
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
+        self._end(run_id, response)
+
+    @failsafe(None)
+    def _end(self, run_id: UUID, response: LLMResult) -> None:
         call = self._calls.pop(run_id, None)
         if call is None:
             return

@@ -13,7 +13,7 @@ from typing import Any, Final
 from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, PUSH, TASKS
 from langgraph.constants import START
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
-from langgraph.types import PregelExecutableTask, Send
+from langgraph.types import Command, PregelExecutableTask, Send
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -162,8 +162,11 @@ class NodeTracer:
         actor = node or current_actor()
         try:
             if actor is not None:
-                routing.record_sends(actor, [v for c, v in task.writes if c == TASKS and isinstance(v, Send)])
-                routing.record_commands(actor, result)
+                sends = [v for c, v in task.writes if c == TASKS and isinstance(v, Send)]
+                if sends:
+                    routing.record_sends(actor, sends)
+                if isinstance(result, Command | list | tuple):  # what may hold commands (routing.commands_in)
+                    routing.record_commands(actor, result)
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
             elif isinstance(exc, GraphInterrupt):
