@@ -11,6 +11,7 @@ it once to each manager it configures, whatever other handlers (OpenInference's,
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -134,7 +135,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         elif generation is not None:
             message = AIMessage(generation.text)
         if message is not None:
-            call.attributes.update(_usage_attributes(message, response))
+            _add_usage_attributes(call.attributes, message, response)
             call.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
         self._span(call, message).end()
 
@@ -188,8 +189,8 @@ def _class_name(serialized: dict[str, Any] | None) -> str:
     return str(ids[-1]) if isinstance(ids, list) and ids else "model"
 
 
-def _usage_attributes(message: BaseMessage, response: LLMResult) -> dict[str, AttributeValue]:
-    attrs: dict[str, AttributeValue] = {}
+def _add_usage_attributes(attrs: dict[str, AttributeValue], message: BaseMessage,
+                          response: LLMResult) -> None:
     usage = getattr(message, "usage_metadata", None)
     if usage:
         attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
@@ -207,7 +208,6 @@ def _usage_attributes(message: BaseMessage, response: LLMResult) -> dict[str, At
     response_model = metadata.get("model_name") or metadata.get("model")
     if response_model:
         attrs[sc.GEN_AI_RESPONSE_MODEL] = str(response_model)
-    return attrs
 
 
 class _HandlerSlot:
@@ -219,12 +219,12 @@ class _HandlerSlot:
     in one context would not reach threads that start with an empty one."""
 
     def __init__(self) -> None:
-        self.handler: ChatModelCallbackHandler | None = None
+        self._slot: dict[str, ChatModelCallbackHandler] = {}
+        #: ``get(default=None)``: the handler, else ``default``, as ``ContextVar.get`` answers. The hook reads
+        #: it twice for every manager configured: a C ``dict.get`` bound to the key runs no Python code.
+        self.get = functools.partial(self._slot.get, "handler")
         self._registered = False
         self._lock = threading.Lock()
-
-    def get(self, default: Any = None) -> ChatModelCallbackHandler | None:  # ContextVar.get's signature
-        return self.handler if self.handler is not None else default
 
     def install(self, handler: ChatModelCallbackHandler | None) -> None:
         """From now on, managers that LangChain configures carry ``handler`` (``None``: no handler)."""
@@ -232,7 +232,10 @@ class _HandlerSlot:
             if not self._registered:
                 register_configure_hook(cast("ContextVar[Any]", self), True)
                 self._registered = True
-            self.handler = handler
+            if handler is None:
+                self._slot.clear()
+            else:
+                self._slot["handler"] = handler
 
 
 configure_hook = _HandlerSlot()
