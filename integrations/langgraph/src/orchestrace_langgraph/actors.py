@@ -17,11 +17,13 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext
-from opentelemetry.trace.propagation import _SPAN_KEY  # the key of trace.set_span_in_context
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
 _OWN_SPAN_KEY = otel_context.create_key("orchestrace_langgraph.own_span")
+#: The key under which ``trace.set_span_in_context`` puts the current span, read from what it does (OTel keeps
+#: its name private) so that a context can be built in one copy and read with plain dict lookups.
+_SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, otel_context.Context())))
 
 #: LangChain callback tracers that attach their spans to the context (OpenLLMetry's). Their spans follow
 #: LangChain's run tree, which ends at their own graph span, not at our node spans.
