@@ -262,8 +262,9 @@ def _span_event(
             ev.label = str(kind)
         if target:
             ev.to = b.actors.label_of(str(target), event.time_ns)
-            if ev.decision in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE):
-                b.routing = (node, str(target), ev.decision, ev)
+            chosen = ev.decision
+            if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE):
+                b.routing = (node, str(target), chosen, ev)
         _reason(ev, attrs)
         if attrs.get(sc.ORCH_HANDOFF) is True:
             ev.handoff = True
