@@ -140,7 +140,7 @@ def _ref(data: bytes) -> str:
 def json_ref(text: str) -> str:
     """The content ref of the value whose canonical JSON (``content_ref``'s serialization) is ``text``: for
     callers that write the JSON of a known shape themselves, cheaper than building the value to encode it."""
-    return REF_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _ref(text.encode("utf-8", "surrogatepass"))
 
 
 def quick_ref(value: Any) -> str | None:
