@@ -2,7 +2,8 @@
 PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
-UV := .tools/bin/uv
+# Absolute: Ray's `uv run` hook starts cluster workers with the driver's uv command line, in another directory.
+UV := $(CURDIR)/.tools/bin/uv
 endif
 RUN := $(UV) run --frozen
 

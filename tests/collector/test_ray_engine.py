@@ -22,13 +22,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.offline import ConvertResult, convert_local
 from orchestrace_collector.output import TraceDirWriter
 
+# Read when ray is first imported, so set before it: as convert_with_ray does for the local cluster it starts,
+# workers share this interpreter's environment. With Ray's `uv run` hook on, workers start through the driver's
+# `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv` from the Makefile).
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster() -> Iterator[None]:
-    # As convert_with_ray does for the local cluster it starts: workers share this interpreter's environment.
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     ray.init("local", num_cpus=2, log_to_driver=False, include_dashboard=False, configure_logging=False)
     yield
     ray.shutdown()
