@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
 from orchestrace.config import CaptureConfig
-from orchestrace.content import _CHUNK, Captured, capture_text, to_text
+from orchestrace.content import _CHUNK, Captured, capture_text, content_ref, json_ref, to_text
 
 Message = dict[str, Any]
 Part = dict[str, Any]
@@ -128,6 +128,35 @@ def message_json(value: Any) -> str | None:
         return None
     text = encode_basestring(content)
     return f'{{"parts":[{{"content":{text},"type":"text"}}],"role":{encode_basestring(role)}}}'
+
+
+def genai_message(message: Any) -> Message:
+    """A message (a string or LangChain-style) in the GenAI shape (role + parts), ids and provider metadata
+    left out.
+
+    A message's ref is the ref of this shape, so the collector can recompute it from captured messages;
+    convert each message once and take refs before ``capture_messages``, which clips the texts in place."""
+    return to_message(message) or {"role": "user", "parts": []}
+
+
+def message_ref(message: Any) -> str:
+    """``content_ref(genai_message(message))``; a plain text message is not converted to get it."""
+    text = message_json(message)
+    return json_ref(text) if text is not None else content_ref(genai_message(message))
+
+
+def messages_ref(messages: Sequence[Any]) -> str:
+    """``content_ref([genai_message(m) for m in messages])``, from the messages' JSON when every one is plain
+    text and all of them are small enough to hash in one piece (``content_ref`` streams larger values)."""
+    texts: list[str] = []
+    size = 0
+    for message in messages:
+        text = message_json(message)
+        if text is None or size + len(text) > _CHUNK:
+            return content_ref([genai_message(m) for m in messages])
+        texts.append(text)
+        size += len(text)
+    return json_ref(f"[{','.join(texts)}]")
 
 
 def chunk_text(chunk: Any) -> str | None:
