@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import orchestrace as ot
-from conftest import Spans
 from orchestrace import semconv as sc
+from sdk_spans import Spans
 
 N = 50
 

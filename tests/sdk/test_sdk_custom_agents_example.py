@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import Spans
 from opentelemetry.sdk.trace import ReadableSpan
 from orchestrace import semconv as sc
+from sdk_spans import Spans
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the examples are a package at the repository root

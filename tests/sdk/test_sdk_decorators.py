@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import orchestrace as ot
 import pytest
-from conftest import Spans
 from opentelemetry.trace import SpanKind, StatusCode
 from orchestrace import semconv as sc
+from sdk_spans import Spans
 
 
 def test_bare_and_called_forms_make_agent_spans(spans: Spans) -> None:

@@ -14,12 +14,12 @@ from typing import Any
 import orchestrace as ot
 import pytest
 from collector_fixtures import RunningCollector
-from conftest import new_provider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
 from orchestrace_collector.decode import parse_otlp_json
+from sdk_spans import new_provider
 
 
 @pytest.fixture(autouse=True)

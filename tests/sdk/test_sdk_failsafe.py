@@ -10,11 +10,11 @@ from typing import Any
 import orchestrace as ot
 import pytest
 from collector_fixtures import free_port
-from conftest import Spans, configure_memory, new_provider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
+from sdk_spans import Spans, configure_memory, new_provider
 
 
 class RaisingExporter(SpanExporter):

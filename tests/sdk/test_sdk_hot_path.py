@@ -13,13 +13,13 @@ from typing import Any
 
 import orchestrace as ot
 import pytest
-from conftest import Spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags
 from orchestrace import content, invocation, results
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
+from sdk_spans import Spans
 
 
 def _canonical(value: Any) -> str:

@@ -11,12 +11,12 @@ from typing import Any
 
 import orchestrace as ot
 import pytest
-from conftest import Spans, configure_memory
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from opentelemetry.trace import SpanKind
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
 from pydantic import BaseModel
+from sdk_spans import Spans, configure_memory
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 
 import orchestrace as ot
-from conftest import Spans
 from opentelemetry.trace import SpanContext, StatusCode
 from orchestrace import semconv as sc
+from sdk_spans import Spans
 
 
 def _events(span: object, name: str) -> list[dict[str, object]]:
