@@ -34,7 +34,6 @@ from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 from orchestrace_langgraph.content import (
     capture_messages,
-    content_ref,
     genai_message,
     get_config,
     message_ref,
@@ -159,7 +158,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         refs: list[str] = []
         if config.capture_content:
             messages = [genai_message(m) for m in call.prompt]
-            refs = [content_ref(m) for m in messages]  # before capture_messages clips the texts
+            refs = [message_ref(m) for m in call.prompt]  # the fast path for plain text; before any clipping
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
                       if trace_id else None)
