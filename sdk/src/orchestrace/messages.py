@@ -139,10 +139,13 @@ def genai_message(message: Any) -> Message:
     return to_message(message) or {"role": "user", "parts": []}
 
 
-def message_ref(message: Any) -> str:
-    """``content_ref(genai_message(message))``; a plain text message is not converted to get it."""
+def message_ref(message: Any, converted: Message | None = None) -> str:
+    """``content_ref(genai_message(message))``; a plain text message is not converted to get it.
+    ``converted``: ``genai_message(message)``, when the caller already has it (not converted twice)."""
     text = message_json(message)
-    return json_ref(text) if text is not None else content_ref(genai_message(message))
+    if text is not None:
+        return json_ref(text)
+    return content_ref(converted if converted is not None else genai_message(message))
 
 
 def messages_ref(messages: Sequence[Any]) -> str:

@@ -158,7 +158,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         refs: list[str] = []
         if config.capture_content:
             messages = [genai_message(m) for m in call.prompt]
-            refs = [message_ref(m) for m in call.prompt]  # the fast path for plain text; before any clipping
+            # Before capture_messages clips the texts.
+            refs = [message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
                       if trace_id else None)
