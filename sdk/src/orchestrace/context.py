@@ -12,12 +12,12 @@ import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
-from opentelemetry import baggage, propagate
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
@@ -25,15 +25,23 @@ from orchestrace.failsafe import failsafe
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-_AGENT_KEY = otel_context.create_key("orchestrace.agent")
-_TASK_KEY = otel_context.create_key("orchestrace.task")
+AGENT_KEY = otel_context.create_key("orchestrace.agent")
+TASK_KEY = otel_context.create_key("orchestrace.task")
 #: The model call in progress (for ``set_usage``).
 MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
+#: The key under which ``trace.set_span_in_context`` puts the current span, read from what it does (OTel keeps
+#: its name private) so that a context can be built in one copy and read with plain dict lookups.
+SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))
 
 
-@dataclass(frozen=True, slots=True)
-class AgentFrame:
-    """An agent instance that is running."""
+def with_span(span: Span, parent: Context, values: Mapping[str, object] | None = None) -> Context:
+    """``parent`` with ``span`` current and ``values`` set: one copy of the context, where
+    ``set_span_in_context`` and each ``set_value`` would copy it whole."""
+    return Context({**parent, SPAN_KEY: span, **values} if values else {**parent, SPAN_KEY: span})
+
+
+class AgentFrame(NamedTuple):
+    """An agent instance that is running (a named tuple: made on every agent call, and cheap to make)."""
 
     name: str
     id: str
@@ -42,21 +50,21 @@ class AgentFrame:
 
 def current_agent(ctx: Context | None = None) -> AgentFrame | None:
     """The innermost ``@ot.agent`` invocation running in ``ctx`` (default: the current context)."""
-    frame = otel_context.get_value(_AGENT_KEY, ctx)
+    frame = otel_context.get_value(AGENT_KEY, ctx)
     return frame if isinstance(frame, AgentFrame) else None
 
 
 def with_agent(frame: AgentFrame, ctx: Context) -> Context:
-    return otel_context.set_value(_AGENT_KEY, frame, ctx)
+    return otel_context.set_value(AGENT_KEY, frame, ctx)
 
 
 def current_task_id(ctx: Context | None = None) -> str | None:
-    task_id = otel_context.get_value(_TASK_KEY, ctx)
+    task_id = otel_context.get_value(TASK_KEY, ctx)
     return task_id if isinstance(task_id, str) else None
 
 
 def with_task(task_id: str, ctx: Context) -> Context:
-    return otel_context.set_value(_TASK_KEY, task_id, ctx)
+    return otel_context.set_value(TASK_KEY, task_id, ctx)
 
 
 # --- processes: W3C traceparent + baggage ------------------------------------------------------------------

@@ -31,10 +31,10 @@ AGENT_ATTRIBUTE = "_orchestrace_agent"
 def _call(spec: Spec) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
-        invocation = spec.begin(args, kwargs)
-        if invocation is None:
+        started = spec.start(args, kwargs)
+        if started is None:
             return wrapped(*args, **kwargs)
-        token = invocation.activate()
+        invocation, token = started
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -49,10 +49,10 @@ def _call(spec: Spec) -> Wrapper:
 def _coroutine(spec: Spec) -> Wrapper:
     async def run(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Started when awaited, so the parent is the awaiting task's context (asyncio.gather, TaskGroup).
-        invocation = spec.begin(args, kwargs)
-        if invocation is None:
+        started = spec.start(args, kwargs)
+        if started is None:
             return await wrapped(*args, **kwargs)
-        token = invocation.activate()
+        invocation, token = started
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:

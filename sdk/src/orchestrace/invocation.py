@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -23,12 +22,13 @@ from orchestrace import semconv as sc
 from orchestrace.config import get_config
 from orchestrace.content import REF_PREFIX, Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
+    AGENT_KEY,
     MODEL_CALL_KEY,
+    TASK_KEY,
     AgentFrame,
     current_agent,
     current_task_id,
-    with_agent,
-    with_task,
+    with_span,
 )
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, chunk_text, input_messages, output_messages
@@ -72,15 +72,17 @@ class Invocation:
         _detach(token)
 
     # The three ways a call ends take the token of :meth:`activate` too: one guarded call, not two.
-    @failsafe(default=None)
     def finish(self, result: Any, token: object = None) -> None:
         """The call returned ``result``."""
-        try:
-            _detach(token)
-            if self.span.is_recording():
-                self.spec.record_result(self, result)
-        finally:
-            self.span.end()  # a span with incomplete attributes beats a span never exported
+        try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
+            try:
+                _detach(token)
+                if self.span.is_recording():
+                    self.spec.record_result(self, result)
+            finally:
+                self.span.end()  # a span with incomplete attributes beats a span never exported
+        except Exception as exc:
+            log_once("orchestrace.invocation.Invocation.finish", exc)
 
     @failsafe(default=None)
     def fail(self, exc: BaseException, token: object = None) -> None:
@@ -149,7 +151,19 @@ class Spec:
     def begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context | None = None,
               ) -> Invocation | None:
         """Start the span of one call (``None`` if orchestrace failed: the call then runs untraced)."""
-        parent = otel_context.get_current() if parent is None else parent
+        return self._begin(args, kwargs, otel_context.get_current() if parent is None else parent)
+
+    def start(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Invocation, object] | None:
+        """:meth:`begin` and :meth:`Invocation.activate` in one guarded call (the common case: a plain
+        call); returns the invocation and the token to end it with."""
+        try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
+            invocation = self._begin(args, kwargs, otel_context.get_current())
+            return invocation, otel_context.attach(invocation.context)
+        except Exception as exc:
+            log_once("orchestrace.invocation.Spec.start", exc)
+            return None
+
+    def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context) -> Invocation:
         name, kind, attributes = self.describe(args, kwargs, parent)
         has_input = bool(args or kwargs)
         value = call_input(args, kwargs) if has_input else None
@@ -159,9 +173,9 @@ class Spec:
         if input_ref is not None:
             attributes[sc.ORCH_INPUT_REF] = input_ref
         span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
-        invocation = Invocation(self, span, trace.set_span_in_context(span, parent))
-        invocation.context = self.enter(invocation, attributes)
-        if has_input and span.is_recording():
+        invocation = Invocation(self, span, parent)
+        invocation.context = with_span(span, parent, self.enter(invocation, attributes))
+        if has_input and (input_ref is None or get_config().capture_content) and span.is_recording():
             try:
                 self.record_input(span, value, input_ref)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
@@ -172,9 +186,9 @@ class Spec:
                  ) -> tuple[str, SpanKind, Attributes]:
         raise NotImplementedError
 
-    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
-        """The context the call runs in (kinds add their agent, task or model call)."""
-        return invocation.context
+    def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
+        """What the call's context holds besides its span (kinds add their agent, task or model call)."""
+        return None
 
     #: Where captured input and output content go (GenAI chat messages by default).
     input_key = sc.GEN_AI_INPUT_MESSAGES
@@ -202,7 +216,7 @@ class Spec:
         ref = content_ref(result)
         invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, invocation.span.get_span_context())
-        captured = self.capture_output(result)
+        captured = self.capture_output(result) if get_config().capture_content else None
         if captured is not None:
             invocation.span.set_attributes(captured.attributes(self.output_key))
 
@@ -232,16 +246,15 @@ class AgentSpec(Spec):
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
         attributes = dict(self.fixed_attributes)
-        attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.randbytes(6).hex()}"
+        attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.getrandbits(48):012x}"
         caller = current_agent(parent)
         if caller is not None:
             attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
         _conversation(attributes, parent)
         return self.span_name, SpanKind.INTERNAL, attributes
 
-    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
-        frame = AgentFrame(self.name, attributes[sc.GEN_AI_AGENT_ID], self.role)
-        return with_agent(frame, invocation.context)
+    def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
+        return {AGENT_KEY: AgentFrame(self.name, attributes[sc.GEN_AI_AGENT_ID], self.role)}
 
 
 class ToolSpec(Spec):
@@ -263,7 +276,7 @@ class ToolSpec(Spec):
                  ) -> tuple[str, SpanKind, Attributes]:
         call_id = kwargs.get("tool_call_id")
         if not isinstance(call_id, str):
-            call_id = f"call_{_ids.randbytes(12).hex()}"
+            call_id = f"call_{_ids.getrandbits(96):024x}"
         attributes = dict(self.fixed_attributes)
         attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
         return self.span_name, SpanKind.INTERNAL, attributes
@@ -306,8 +319,8 @@ class LlmSpec(Spec):
         _conversation(attributes, parent)
         return (f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT), SpanKind.CLIENT, attributes
 
-    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
-        return otel_context.set_value(MODEL_CALL_KEY, invocation, invocation.context)
+    def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
+        return {MODEL_CALL_KEY: invocation}
 
     def record_result(self, invocation: Invocation, result: Any) -> None:
         self._usage(invocation, result)
@@ -377,5 +390,5 @@ class TaskSpec(Spec):
         label = self.name or self.task_id or self.workflow or task_id
         return f"{sc.OP_INVOKE_WORKFLOW} {label}", SpanKind.INTERNAL, attributes
 
-    def enter(self, invocation: Invocation, attributes: Attributes) -> Context:
-        return with_task(attributes[sc.ORCH_TASK_ID], invocation.context)
+    def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
+        return {TASK_KEY: attributes[sc.ORCH_TASK_ID]}

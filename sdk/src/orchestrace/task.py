@@ -65,8 +65,8 @@ class TaskScope:
         return instrument(func, self._spec(workflow))
 
     def __enter__(self) -> TaskRun:
-        invocation = self._spec(self._options[3]).begin((), {})
-        token = invocation.activate() if invocation is not None else None
+        started = self._spec(self._options[3]).start((), {})
+        invocation, token = started if started is not None else (None, None)
         self._active.set((*self._active.get(), (invocation, token)))
         return TaskRun(invocation)
 

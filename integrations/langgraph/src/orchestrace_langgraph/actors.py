@@ -17,13 +17,11 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext
+from orchestrace.context import SPAN_KEY, with_span
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
 _OWN_SPAN_KEY = otel_context.create_key("orchestrace_langgraph.own_span")
-#: The key under which ``trace.set_span_in_context`` puts the current span, read from what it does (OTel keeps
-#: its name private) so that a context can be built in one copy and read with plain dict lookups.
-_SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, otel_context.Context())))
 
 #: LangChain callback tracers that attach their spans to the context (OpenLLMetry's). Their spans follow
 #: LangChain's run tree, which ends at their own graph span, not at our node spans.
@@ -97,7 +95,7 @@ def with_own_span(span: Span, values: Mapping[str, object] | None = None,
     span, plus our other ``values``: one copy of the context (``set_span_in_context`` and each ``set_value``
     would copy it whole)."""
     base = otel_context.get_current() if context is None else context
-    return otel_context.Context({**base, _SPAN_KEY: span, _OWN_SPAN_KEY: span, **(values or {})})
+    return with_span(span, base, {_OWN_SPAN_KEY: span, **(values or {})})
 
 
 def with_run(run: Run) -> otel_context.Context:
@@ -116,7 +114,7 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
     span, so that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever
     else is installed. The common case (the current span is ours, or there is none) costs two dict lookups."""
     ctx = otel_context.get_current() if context is None else context
-    current = ctx.get(_SPAN_KEY)
+    current = ctx.get(SPAN_KEY)
     own = ctx.get(_OWN_SPAN_KEY)
     if current is None or current is own:
         return None
