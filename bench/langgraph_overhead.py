@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.graphs import GRAPHS
+from bench.instructions import available, count, counted
 from bench.timing import CountingExporter, median
 
 MODES = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
@@ -89,11 +88,6 @@ def _instrument(mode: str, provider: Any) -> None:
         raise ValueError(f"unknown mode {mode!r}")
 
 
-def _callgrind(*args: str) -> None:
-    """Ask the callgrind running this process to do something (``callgrind_control``, through vgdb)."""
-    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, capture_output=True)
-
-
 def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None:
     """Under callgrind: the instructions of ``runs`` runs of each graph, dumped as a part named after it."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -108,13 +102,10 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None
         for _ in range(warmup):
             graph.invoke(inputs)
             exporter.clear()
-        _callgrind("--zero")
-        _callgrind("--instr=on")
-        for _ in range(runs):
-            graph.invoke(inputs)
-            exporter.clear()
-        _callgrind("--instr=off")
-        _callgrind(f"--dump={name}")
+        with counted(name):
+            for _ in range(runs):
+                graph.invoke(inputs)
+                exporter.clear()
 
 
 def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, dict[str, float]]:
@@ -182,50 +173,27 @@ def _spawn(mode: str, sizes: Sizes) -> dict[str, dict[str, float]]:
 
 def _count(mode: str, sizes: Sizes) -> dict[str, float]:
     """Instructions per run of each counted graph in ``mode`` (one process under callgrind)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={tmp}/cg.out",
-            sys.executable,
-            "-m",
-            "bench.langgraph_overhead",
-            "--callgrind",
-            "--mode",
-            mode,
-            "--graphs",
-            ",".join(sizes.counted_graphs),
-            "--runs",
-            str(sizes.counted_runs),
-            "--warmup",
-            str(sizes.warmup),
-            "--out",
-            f"{tmp}/unused.json",
-        ]
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).parent.parent,
-            env={**os.environ, **MODE_ENV.get(mode, {})},
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"{mode} under callgrind failed: {proc.stderr[-2000:]}")
-        counts: dict[str, float] = {}
-        for part in Path(tmp).glob("cg.out.*"):
-            text = part.read_text()
-            name = re.search(r"^desc: Trigger: dump (\S+)$", text, re.M)
-            total = re.search(r"^totals: (\d+)$", text, re.M)
-            if name and total:
-                counts[name.group(1)] = int(total.group(1)) / sizes.counted_runs
-        return counts
+    args = [
+        "bench.langgraph_overhead",
+        "--callgrind",
+        "--mode",
+        mode,
+        "--graphs",
+        ",".join(sizes.counted_graphs),
+        "--runs",
+        str(sizes.counted_runs),
+        "--warmup",
+        str(sizes.warmup),
+        "--out",
+        os.devnull,
+    ]
+    return {name: total / sizes.counted_runs for name, total in count(args, MODE_ENV.get(mode)).items()}
 
 
 def instructions(sizes: Sizes) -> dict[str, Any]:
     """Per graph: instructions per run of each counted mode, and orchestrace's overhead in instructions
     against the lighter competitor's; or why nothing was counted."""
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+    if not available():
         return {"skipped": "valgrind is not installed"}
     # Counts do not depend on what else runs, so the modes are counted side by side.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

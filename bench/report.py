@@ -69,6 +69,7 @@ def _sdk(r: dict[str, Any]) -> list[str]:
         *_table(["call", "µs / call", "× raw span", "× raw span, net of the function"], rows),
         f"Target: decorator ≤ {r['target_ratio']}× the raw span: {_f(r['target_met'])}.",
         "",
+        *_sdk_instructions(r.get("instructions", {})),
         f"Profile of `@ot.agent` (self time): {_top(r['profile']['ot_agent'])}.",
         "",
         f"Inclusive time of orchestrace's functions in `@ot.agent`: "
@@ -76,6 +77,19 @@ def _sdk(r: dict[str, Any]) -> list[str]:
         "",
         f"Self time of `@ot.agent` by package: {_packages(r['profile']['ot_agent'])}; of the raw span: "
         f"{_packages(r['profile']['raw_span_agent'])}.",
+        "",
+    ]
+
+
+def _sdk_instructions(r: dict[str, Any]) -> list[str]:
+    if "per_call" not in r:
+        return [f"Instructions not counted: {r.get('skipped', 'no result')}.", ""]
+    per_call, ratio = r["per_call"], r["ratio_to_raw_span"]
+    return [
+        f"CPU instructions per call (valgrind callgrind, {r['calls']:,} calls each; deterministic): raw span "
+        f"{per_call['raw_span_agent'] / 1000:.0f} k, `@ot.agent` {per_call['ot_agent'] / 1000:.0f} k "
+        f"({ratio['agent']:.2f}×); raw span {per_call['raw_span_tool'] / 1000:.0f} k, `@ot.tool` "
+        f"{per_call['ot_tool'] / 1000:.0f} k ({ratio['tool']:.2f}×). The verdict above stays the timed one.",
         "",
     ]
 

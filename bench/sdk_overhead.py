@@ -9,6 +9,7 @@ data.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from bench.instructions import available, count, counted
 from bench.profiling import profile
 from bench.timing import CountingExporter, alternate, median
 
@@ -30,10 +32,16 @@ class Sizes:
     rounds: int
     calls: int
     profile_calls: int
+    #: Calls of each variant counted under callgrind (the count per call does not vary between runs).
+    counted_calls: int
 
 
-QUICK = Sizes(rounds=3, calls=200, profile_calls=500)
-FULL = Sizes(rounds=21, calls=5000, profile_calls=50_000)
+QUICK = Sizes(rounds=3, calls=200, profile_calls=500, counted_calls=20)
+FULL = Sizes(rounds=21, calls=5000, profile_calls=50_000, counted_calls=2000)
+KINDS = ("agent", "tool")
+#: Calls of each variant before its instructions are counted.
+_WARMUP = 300
+_EMPTY = "empty"
 
 
 def find_flights(city: str) -> str:
@@ -70,9 +78,8 @@ def _raw_twin(
     return raw
 
 
-def run(out: Path, quick: bool = False) -> dict[str, Any]:
-    sizes = QUICK if quick else FULL
-    exporter, tracer = _setup()
+def _variants(exporter: CountingExporter, tracer: trace.Tracer) -> dict[str, Callable[[], object]]:
+    """The calls compared, by name: the function bare, decorated, and in a raw span like the decorator's."""
     import orchestrace as ot
 
     agent = ot.agent(name="planner")(find_flights)
@@ -88,21 +95,61 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
 
         return call
 
-    variants: dict[str, Callable[[], object]] = {
+    return {
         "undecorated": cleared(lambda: find_flights("paris")),
         "raw_span_agent": cleared(_raw_twin(agent, exporter, tracer)),
         "ot_agent": cleared(lambda: agent("paris")),
         "raw_span_tool": cleared(_raw_twin(tool, exporter, tracer)),
         "ot_tool": cleared(lambda: tool("paris")),
     }
+
+
+def counted_worker(calls: int) -> None:
+    """Under callgrind: the instructions of ``calls`` calls of each variant, a part named after it."""
+    variants = _variants(*_setup())
+    with counted(_EMPTY):  # what counting itself costs, taken off the others
+        pass
+    for name, fn in variants.items():
+        for _ in range(_WARMUP):
+            fn()
+        with counted(name):
+            for _ in range(calls):
+                fn()
+
+
+def _instructions(sizes: Sizes) -> dict[str, Any]:
+    """Instructions per call of each variant, and the decorators' ratios to the raw span in instructions."""
+    if not available():
+        return {"skipped": "valgrind is not installed"}
+    totals = count(["bench.sdk_overhead", "--callgrind", str(sizes.counted_calls)])
+    empty = totals.pop(_EMPTY)
+    per_call = {name: (total - empty) / sizes.counted_calls for name, total in totals.items()}
+    return {
+        "calls": sizes.counted_calls,
+        "per_call": per_call,
+        "ratio_to_raw_span": {kind: per_call[f"ot_{kind}"] / per_call[f"raw_span_{kind}"] for kind in KINDS},
+    }
+
+
+def _attribute_counts(
+    variants: dict[str, Callable[[], object]], exporter: CountingExporter
+) -> dict[str, int]:
+    counts = {}
+    for kind in KINDS:
+        exporter.clear()
+        variants[f"ot_{kind}"]()
+        counts[kind] = len(exporter.spans[-1].attributes or {})
+    exporter.clear()
+    return counts
+
+
+def run(out: Path, quick: bool = False) -> dict[str, Any]:
+    sizes = QUICK if quick else FULL
+    exporter, tracer = _setup()
+    variants = _variants(exporter, tracer)
     samples = alternate(variants, sizes.rounds, sizes.calls)
     us = {name: median(values) for name, values in samples.items()}
-    exporter.clear()
-    agent("paris")
-    attributes = {"agent": len(exporter.spans[-1].attributes or {})}
-    exporter.clear()
-    tool("paris")
-    attributes["tool"] = len(exporter.spans[-1].attributes or {})
+    attributes = _attribute_counts(variants, exporter)
 
     def many(fn: Callable[[], object]) -> Callable[[], None]:
         def loop() -> None:
@@ -125,6 +172,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "agent": (us["ot_agent"] - us["undecorated"]) / (us["raw_span_agent"] - us["undecorated"]),
             "tool": (us["ot_tool"] - us["undecorated"]) / (us["raw_span_tool"] - us["undecorated"]),
         },
+        "instructions": _instructions(sizes),
         "target_ratio": TARGET_RATIO,
         "profile": {
             "ot_agent": profile("sdk_agent", many(variants["ot_agent"]), out),
@@ -133,3 +181,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     }
     result["target_met"] = all(r <= TARGET_RATIO for r in result["ratio_to_raw_span"].values())
     return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Count the instructions per call (run under callgrind).")
+    parser.add_argument("--callgrind", type=int, required=True, metavar="CALLS")
+    counted_worker(parser.parse_args().callgrind)

@@ -52,6 +52,11 @@ def test_sdk_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
     assert set(sdk["ratio_to_raw_span"]) == {"agent", "tool"}
     assert sdk["attributes_per_span"]["agent"] > 0
     assert sdk["profile"]["ot_agent"]["top_self"]
+    counted = sdk["instructions"]
+    if "skipped" not in counted:
+        # A decorated call does at least what the raw span does, and the bare function far less.
+        assert counted["ratio_to_raw_span"]["agent"] > 1 and counted["ratio_to_raw_span"]["tool"] > 1
+        assert counted["per_call"]["undecorated"] < counted["per_call"]["raw_span_agent"] / 10
 
 
 def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
