@@ -26,7 +26,7 @@ from orchestrace.content import content_ref
 from orchestrace.semconv import ORCH_INPUT_MESSAGE_COUNT as INPUT_MESSAGE_COUNT
 from orchestrace.semconv import ORCH_PREFIX_LENGTH as PREFIX_LENGTH
 from orchestrace.semconv import ORCH_PREFIX_SPAN_ID as PREFIX_SPAN_ID
-from orchestrace_langgraph.content import genai_message, message_ref, messages_ref
+from orchestrace_langgraph.content import genai_message, message_ref, messages_ref, prompt_refs
 from span_checks import Spans
 
 
@@ -160,3 +160,6 @@ def test_message_refs_written_directly_equal_the_refs_of_converted_messages(mess
 @pytest.mark.parametrize("messages", [[], _MESSAGES[:5], _MESSAGES, [AIMessage("z" * 600_000)] * 2])
 def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messages: list[Any]) -> None:
     assert messages_ref(messages) == content_ref([genai_message(m) for m in messages])
+    whole, each = prompt_refs(messages)  # the capture path: the same refs, each message serialized once
+    assert whole == messages_ref(messages)
+    assert each == [content_ref(genai_message(m)) for m in messages]

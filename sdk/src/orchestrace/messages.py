@@ -148,18 +148,35 @@ def message_ref(message: Any, converted: Message | None = None) -> str:
     return content_ref(converted if converted is not None else genai_message(message))
 
 
-def messages_ref(messages: Sequence[Any]) -> str:
-    """``content_ref([genai_message(m) for m in messages])``, from the messages' JSON when every one is plain
-    text and all of them are small enough to hash in one piece (``content_ref`` streams larger values)."""
+def _plain_texts(messages: Sequence[Any]) -> list[str] | None:
+    """Each message's ``message_json`` when every one is plain text and all of them are small enough to hash
+    in one piece (``content_ref`` streams larger values), else ``None``."""
     texts: list[str] = []
     size = 0
     for message in messages:
         text = message_json(message)
         if text is None or size + len(text) > _CHUNK:
-            return content_ref([genai_message(m) for m in messages])
+            return None
         texts.append(text)
         size += len(text)
+    return texts
+
+
+def messages_ref(messages: Sequence[Any]) -> str:
+    """``content_ref([genai_message(m) for m in messages])``, from the messages' JSON when they are plain."""
+    texts = _plain_texts(messages)
+    if texts is None:
+        return content_ref([genai_message(m) for m in messages])
     return json_ref(f"[{','.join(texts)}]")
+
+
+def prompt_refs(messages: Sequence[Any]) -> tuple[str, list[str]]:
+    """``messages_ref(messages)`` and every message's ``message_ref``, each message serialized once."""
+    texts = _plain_texts(messages)
+    if texts is not None:
+        return json_ref(f"[{','.join(texts)}]"), [json_ref(text) for text in texts]
+    converted = [genai_message(m) for m in messages]
+    return content_ref(converted), [message_ref(m, c) for m, c in zip(messages, converted, strict=True)]
 
 
 def chunk_text(chunk: Any) -> str | None:

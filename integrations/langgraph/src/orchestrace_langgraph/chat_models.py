@@ -38,20 +38,22 @@ from orchestrace_langgraph.content import (
     get_config,
     message_ref,
     messages_ref,
+    prompt_refs,
 )
 
 
 class _Call:
     """A model call in progress: its span is started, with every attribute at once, when the call ends."""
 
-    __slots__ = ("attributes", "context", "name", "prompt", "start_ns")
+    __slots__ = ("attributes", "context", "name", "prompt", "prompt_refs", "start_ns")
 
     def __init__(self, name: str, context: otel_context.Context, attributes: dict[str, AttributeValue],
-                 prompt: Sequence[BaseMessage | str], start_ns: int) -> None:
+                 prompt: Sequence[BaseMessage | str], prompt_refs: list[str] | None, start_ns: int) -> None:
         self.name = name
         self.context = context
         self.attributes = attributes
         self.prompt = prompt  # converted to GenAI messages only when content is captured
+        self.prompt_refs = prompt_refs  # each prompt message's ref, taken with the prompt's when capturing
         self.start_ns = start_ns
 
 
@@ -112,10 +114,14 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
+        refs = None
+        if get_config().capture_content:
+            attrs[sc.ORCH_INPUT_REF], refs = prompt_refs(prompt)
+        else:
+            attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
         current = otel_context.get_current()
         context = parent_context(self._namespaces, metadata, current) or current
-        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, start_ns)
+        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, refs, start_ns)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
@@ -158,8 +164,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         refs: list[str] = []
         if config.capture_content:
             messages = [genai_message(m) for m in call.prompt]
-            # Before capture_messages clips the texts.
-            refs = [message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
+            # Before capture_messages clips the texts (taken at the start unless capture was off then).
+            refs = call.prompt_refs if call.prompt_refs is not None else [
+                message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
                       if trace_id else None)

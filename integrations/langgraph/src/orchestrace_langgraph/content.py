@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from orchestrace.config import CaptureConfig, get_config
 from orchestrace.content import Captured, capture, content_ref
-from orchestrace.messages import Message, capture_messages, genai_message, message_ref, messages_ref
+from orchestrace.messages import (
+    Message,
+    capture_messages,
+    genai_message,
+    message_ref,
+    messages_ref,
+    prompt_refs,
+)
 
 __all__ = [
     "CaptureConfig",
@@ -21,4 +28,5 @@ __all__ = [
     "get_config",
     "message_ref",
     "messages_ref",
+    "prompt_refs",
 ]
