@@ -138,7 +138,22 @@ def test_internal_failure_leaves_the_call_untraced_and_logs_once(
         assert worker(2) == 4
         assert worker(3) == 6
     assert spans.all == []
-    assert len([r for r in caplog.records if "Spec.begin" in r.getMessage()]) <= 1  # once per site
+    assert len([r for r in caplog.records if "Spec.start" in r.getMessage()]) == 1  # once per site
+
+
+def test_a_context_that_cannot_be_attached_still_runs_and_ends_the_span(
+        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import context as otel_context
+
+    def broken_attach(ctx: Any) -> Any:
+        raise RuntimeError("attach exploded")
+
+    monkeypatch.setattr(otel_context, "attach", broken_attach)
+    assert worker(2) == 4
+    monkeypatch.undo()
+    agent, tool = spans.one("invoke_agent worker"), spans.one("execute_tool double")
+    assert agent.end_time is not None and tool.end_time is not None
+    assert tool.parent is None  # the agent's span was never current
 
 
 def test_internal_failure_while_recording_still_ends_the_span(

@@ -156,12 +156,18 @@ class Spec:
     def start(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Invocation, object] | None:
         """:meth:`begin` and :meth:`Invocation.activate` in one guarded call (the common case: a plain
         call); returns the invocation and the token to end it with."""
-        try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
+        # Guarded inline rather than by @failsafe: the hottest path, one frame fewer.
+        try:
             invocation = self._begin(args, kwargs, otel_context.get_current())
-            return invocation, otel_context.attach(invocation.context)
         except Exception as exc:
             log_once("orchestrace.invocation.Spec.start", exc)
             return None
+        try:
+            token = otel_context.attach(invocation.context)
+        except Exception as exc:  # the call then runs outside its span, which still ends
+            log_once("orchestrace.invocation.Invocation.activate", exc)
+            token = None
+        return invocation, token
 
     def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context) -> Invocation:
         name, kind, attributes = self.describe(args, kwargs, parent)
