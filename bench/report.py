@@ -64,7 +64,8 @@ def _sdk(r: dict[str, Any]) -> list[str]:
     ]
     return [
         f"Exporter: {r['exporter']}. Median of {r['sizes']['rounds']} alternating batches of "
-        f"{r['sizes']['calls']:,} calls.",
+        f"{r['sizes']['calls']:,} calls; the ratios are medians of each round's ratio (its batches run back "
+        "to back, so the machine's drift cancels out).",
         "",
         *_table(["call", "µs / call", "× raw span", "× raw span, net of the function"], rows),
         f"Target: decorator ≤ {r['target_ratio']}× the raw span: {_f(r['target_met'])}.",

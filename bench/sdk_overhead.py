@@ -10,6 +10,7 @@ data.
 from __future__ import annotations
 
 import argparse
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ class Sizes:
 
 
 QUICK = Sizes(rounds=3, calls=200, profile_calls=500, counted_calls=20)
-FULL = Sizes(rounds=21, calls=5000, profile_calls=50_000, counted_calls=2000)
+FULL = Sizes(rounds=101, calls=1000, profile_calls=50_000, counted_calls=2000)
 KINDS = ("agent", "tool")
 #: Calls of each variant before its instructions are counted.
 _WARMUP = 300
@@ -106,12 +107,17 @@ def _variants(exporter: CountingExporter, tracer: trace.Tracer) -> dict[str, Cal
 
 def counted_worker(calls: int) -> None:
     """Under callgrind: the instructions of ``calls`` calls of each variant, a part named after it."""
-    variants = _variants(*_setup())
+    exporter, tracer = _setup()
+    variants = _variants(exporter, tracer)
     with counted(_EMPTY):  # what counting itself costs, taken off the others
         pass
     for name, fn in variants.items():
         for _ in range(_WARMUP):
             fn()
+        # Each variant starts from the same heap: the spans kept by the exporter (and garbage left by the
+        # previous variant) would otherwise make the collector's passes longer for the later ones.
+        exporter.clear()
+        gc.collect()
         with counted(name):
             for _ in range(calls):
                 fn()
@@ -143,6 +149,15 @@ def _attribute_counts(
     return counts
 
 
+def _paired_ratio(samples: dict[str, list[float]], kind: str, net: bool = False) -> float:
+    """The median over rounds of the decorator's time over the raw span's in the same round: the machine's
+    speed drifts (shared, throttled), and a round's batches run back to back, so each round's ratio is
+    steadier than the ratio of medians taken over the whole run."""
+    base = samples["undecorated"] if net else [0.0] * len(samples["undecorated"])
+    rounds = zip(samples[f"ot_{kind}"], samples[f"raw_span_{kind}"], base, strict=True)
+    return median([(decorated - b) / (raw - b) for decorated, raw, b in rounds])
+
+
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
     exporter, tracer = _setup()
@@ -163,15 +178,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "exporter": "SimpleSpanProcessor -> in-memory list, cleared every 10,000 spans",
         "us_per_call": us,
         "attributes_per_span": attributes,
-        "ratio_to_raw_span": {
-            "agent": us["ot_agent"] / us["raw_span_agent"],
-            "tool": us["ot_tool"] / us["raw_span_tool"],
-        },
+        "ratio_to_raw_span": {kind: _paired_ratio(samples, kind) for kind in KINDS},
         # The same ratios net of the function itself: what each adds to a call.
-        "added_ratio_to_raw_span": {
-            "agent": (us["ot_agent"] - us["undecorated"]) / (us["raw_span_agent"] - us["undecorated"]),
-            "tool": (us["ot_tool"] - us["undecorated"]) / (us["raw_span_tool"] - us["undecorated"]),
-        },
+        "added_ratio_to_raw_span": {kind: _paired_ratio(samples, kind, net=True) for kind in KINDS},
         "instructions": _instructions(sizes),
         "target_ratio": TARGET_RATIO,
         "profile": {

@@ -26,8 +26,6 @@ from orchestrace.context import (
     MODEL_CALL_KEY,
     TASK_KEY,
     AgentFrame,
-    current_agent,
-    current_task_id,
     with_span,
 )
 from orchestrace.failsafe import failsafe, log_once
@@ -230,9 +228,11 @@ class Spec:
         """Streams: nothing by default (a stream's output ref is that of its return value)."""
 
 
+# Kinds read the caller's agent and task from the parent context as a dict (``otel_context.get_value``
+# reads it the same way, one call further): these run on every decorated call.
 def _conversation(attributes: Attributes, parent: Context) -> None:
-    task_id = current_task_id(parent)
-    if task_id is not None:
+    task_id = parent.get(TASK_KEY)
+    if isinstance(task_id, str):
         attributes[sc.GEN_AI_CONVERSATION_ID] = task_id
 
 
@@ -253,8 +253,8 @@ class AgentSpec(Spec):
                  ) -> tuple[str, SpanKind, Attributes]:
         attributes = dict(self.fixed_attributes)
         attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.getrandbits(48):012x}"
-        caller = current_agent(parent)
-        if caller is not None:
+        caller = parent.get(AGENT_KEY)
+        if isinstance(caller, AgentFrame):
             attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
         _conversation(attributes, parent)
         return self.span_name, SpanKind.INTERNAL, attributes
