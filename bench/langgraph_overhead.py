@@ -37,6 +37,8 @@ MODES = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference"
 #: orchestrace leaves message content out by default, the other two record it: this mode captures it too.
 MODE_ENV = {"orchestrace_content": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}}
 COMPETITORS = ("openinference", "openllmetry")
+#: Per mode, one result per round of processes: per graph, its figures.
+Samples = dict[str, list[dict[str, dict[str, float]]]]
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,7 @@ def instructions(sizes: Sizes) -> dict[str, Any]:
 
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
-    samples: dict[str, list[dict[str, dict[str, float]]]] = {m: [] for m in MODES}
+    samples: Samples = {m: [] for m in MODES}
     errors: dict[str, str] = {}
     for rep in range(sizes.processes_per_mode):
         order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
@@ -251,7 +253,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "sizes": sizes.__dict__,
         "exporter": "SimpleSpanProcessor -> in-memory list (same for every mode)",
         "graphs": graphs,
-        "target": _target(graphs),
+        "target": _target(graphs, samples),
         "instructions": instructions(sizes),
         "errors": errors,
     }
@@ -261,27 +263,41 @@ def _fraction(overhead: float, lighter: float) -> float:
     return overhead / lighter if lighter > 0 else float("inf")
 
 
-def _target(graphs: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+def _paired_fraction(samples: Samples, graph: str, mode: str, key: str) -> float | None:
+    """The median over rounds of ``mode``'s overhead over the lighter competitor's, each taken from the
+    processes of one round (run one after the other, so the machine's drift cancels out); ``key``: wall or
+    CPU time per run. ``None`` when a mode it needs has no result."""
+    competitors = [c for c in COMPETITORS if samples.get(c)]
+    if not samples.get(mode) or not samples.get("uninstrumented") or not competitors:
+        return None
+    rounds = min(len(samples[m]) for m in ("uninstrumented", mode, *competitors))
+    fractions = []
+    for r in range(rounds):
+        base = samples["uninstrumented"][r][graph][key]
+        lighter = min(samples[c][r][graph][key] - base for c in competitors)
+        fractions.append(_fraction(samples[mode][r][graph][key] - base, lighter))
+    return median(fractions)
+
+
+def _target(graphs: dict[str, dict[str, dict[str, float]]], samples: Samples) -> dict[str, Any]:
     """orchestrace's overhead against half the lighter competitor's, per graph."""
     verdict: dict[str, Any] = {}
     for name, row in graphs.items():
-        competitors = [row[m]["overhead_us"] for m in COMPETITORS if m in row]
-        if "orchestrace" not in row or not competitors:
+        fraction = _paired_fraction(samples, name, "orchestrace", "us_per_run")
+        fraction_cpu = _paired_fraction(samples, name, "orchestrace", "cpu_us_per_run")
+        if fraction is None or fraction_cpu is None:
             continue
-        lighter = min(competitors)
-        lighter_cpu = min(row[m]["cpu_overhead_us"] for m in COMPETITORS if m in row)
         verdict[name] = {
             "orchestrace_overhead_us": row["orchestrace"]["overhead_us"],
-            "lighter_competitor_overhead_us": lighter,
-            "fraction_of_lighter": _fraction(row["orchestrace"]["overhead_us"], lighter),
-            "met": row["orchestrace"]["overhead_us"] <= lighter / 2,
-            "fraction_of_lighter_cpu": _fraction(row["orchestrace"]["cpu_overhead_us"], lighter_cpu),
-            "met_cpu": row["orchestrace"]["cpu_overhead_us"] <= lighter_cpu / 2,
+            "lighter_competitor_overhead_us": min(row[m]["overhead_us"] for m in COMPETITORS if m in row),
+            "fraction_of_lighter": fraction,
+            "met": fraction <= 0.5,
+            "fraction_of_lighter_cpu": fraction_cpu,
+            "met_cpu": fraction_cpu <= 0.5,
         }
-        if "orchestrace_content" in row:
-            verdict[name]["fraction_of_lighter_with_content"] = _fraction(
-                row["orchestrace_content"]["overhead_us"], lighter
-            )
+        with_content = _paired_fraction(samples, name, "orchestrace_content", "us_per_run")
+        if with_content is not None:
+            verdict[name]["fraction_of_lighter_with_content"] = with_content
     return verdict
 
 

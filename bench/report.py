@@ -128,7 +128,9 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
         "clock; and by the process's CPU time, all threads, steadier on a shared machine) · spans · "
         "OTLP protobuf bytes per run. Every instrumentation with its defaults: orchestrace leaves message "
         "content out, the other two record it; `orchestrace_content` is orchestrace with "
-        "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.",
+        "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Last column: the median over rounds "
+        "of each round's fraction (a round runs every mode's process one after the other, so the "
+        "machine's drift cancels out).",
         "",
         *_table(["graph", *modes, "orchestrace overhead ÷ lighter other's (≤ 0.5)"], rows),
     ]
