@@ -1,4 +1,4 @@
-"""LangGraph: the cost of each instrumentation on the same graphs, each mode in its own process, alternated.
+"""LangGraph: the cost of each instrumentation on the same graphs, each mode in its own process, run by run.
 
 Modes: ``uninstrumented``, ``orchestrace`` (orchestrace-langgraph), ``openinference``
 (openinference-instrumentation-langchain) and ``openllmetry`` (opentelemetry-instrumentation-langchain), each
@@ -6,13 +6,19 @@ with its default configuration. Every mode exports into the same in-memory expor
 SimpleSpanProcessor, so what is measured is the instrumentation's work in the application thread; spans and
 OTLP protobuf bytes per run are counted from one extra run after the timed ones.
 
-Time on a shared machine is noisy, so each mode is also counted in CPU instructions per run (valgrind's
-callgrind, when valgrind is installed: deterministic, the same count whatever else the machine does).
-Instructions are not time (they weigh a cache miss or a contended lock like any other), so the verdict stays
-the timed one.
+Each mode lives in its own process for the whole group, and the processes take turns one graph run at a
+time (a round: every mode once, the order rotated). A shared machine's speed drifts by up to 2x within
+minutes; with runs interleaved at this grain the drift hits every mode alike, so each round's ratios are
+paired and the verdict is their median. Processes that ran their runs back to back, one mode after the
+other, gave fan-out verdicts anywhere between 0.34 and 0.72 for the same code.
 
-Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --runs N --out FILE``
-(``--callgrind``: under ``valgrind --tool=callgrind --instr-atstart=no``, counting only the measured runs).
+Time is also backed by CPU instructions per run (valgrind's callgrind, when valgrind is installed:
+deterministic, the same count whatever else the machine does). Instructions are not time (they weigh a
+cache miss or a contended lock like any other), so the verdict stays the timed one.
+
+Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --warmup N --serve``
+answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--callgrind --runs N``: under
+``valgrind --tool=callgrind --instr-atstart=no``, counting only the measured runs).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from bench.graphs import GRAPHS
 from bench.instructions import available, count, counted
@@ -37,14 +43,17 @@ MODES = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference"
 #: orchestrace leaves message content out by default, the other two record it: this mode captures it too.
 MODE_ENV = {"orchestrace_content": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}}
 COMPETITORS = ("openinference", "openllmetry")
-#: Per mode, one result per round of processes: per graph, its figures.
-Samples = dict[str, list[dict[str, dict[str, float]]]]
+#: Per mode, per graph: (wall, CPU) microseconds of each round's run; round i of every mode ran together.
+Samples = dict[str, dict[str, list[tuple[float, float]]]]
+WALL, CPU = 0, 1
 
 
 @dataclass(frozen=True)
 class Sizes:
-    processes_per_mode: int
-    runs: int
+    #: Groups of processes (one per mode), started afresh: a process's own layout and hash seed vary.
+    groups: int
+    #: Rounds per graph and group.
+    rounds: int
     warmup: int
     graphs: tuple[str, ...]
     #: Runs per graph counted under callgrind (one process per mode: the count does not vary between runs).
@@ -54,8 +63,8 @@ class Sizes:
 
 
 QUICK = Sizes(
-    processes_per_mode=1,
-    runs=2,
+    groups=1,
+    rounds=2,
     warmup=1,
     graphs=("chain3", "supervisor3", "fanout8"),
     counted_runs=1,
@@ -63,8 +72,8 @@ QUICK = Sizes(
     counted_graphs=("chain3",),
 )
 FULL = Sizes(
-    processes_per_mode=7,
-    runs=30,
+    groups=3,
+    rounds=40,
     warmup=5,
     graphs=tuple(GRAPHS),
     counted_runs=3,
@@ -110,67 +119,84 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None
                 exporter.clear()
 
 
-def worker(mode: str, graphs: list[str], runs: int, warmup: int) -> dict[str, dict[str, float]]:
-    """Per graph: median microseconds per run (wall clock, and CPU time of the process: every thread, so
-    the Send tasks' pool too; steadier than wall time on a shared machine), spans and OTLP bytes of one run,
-    in this process."""
+def serve(mode: str, graphs: list[str], warmup: int) -> None:
+    """Build and warm up every graph in ``mode``, then answer one request per stdin line on the stdout it
+    started with (what the libraries print goes to stderr):
+
+    - ``time GRAPH``: ``[wall, cpu]`` microseconds of one run (CPU time of the process: every thread, so
+      the Send tasks' pool too);
+    - ``count GRAPH``: ``{"spans": n, "bytes": b}`` of one run, the bytes as OTLP protobuf.
+    """
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     exporter = CountingExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     _instrument(mode, provider)
-    built = {name: GRAPHS[name][0]() for name in graphs}
-    out: dict[str, dict[str, float]] = {}
-    for name in graphs:
-        graph, inputs = built[name], GRAPHS[name][1]
+    built = {name: (GRAPHS[name][0](), GRAPHS[name][1]) for name in graphs}
+    for graph, inputs in built.values():
         for _ in range(warmup):
             graph.invoke(inputs)
             exporter.clear()
-        times, cpu_times = [], []
-        for _ in range(runs):
-            start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
-            graph.invoke(inputs)
-            cpu_times.append((time.process_time_ns() - cpu_start) / 1000)
-            times.append((time.perf_counter_ns() - start) / 1000)
-            exporter.clear()
+    print(json.dumps("ready"), file=replies, flush=True)
+    for line in sys.stdin:
+        request, name = line.split()
+        graph, inputs = built[name]
+        start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
         graph.invoke(inputs)
-        spans = list(exporter.spans)
+        cpu = (time.process_time_ns() - cpu_start) / 1000
+        wall = (time.perf_counter_ns() - start) / 1000
+        reply: Any = [wall, cpu]
+        if request == "count":
+            spans = exporter.spans
+            size = len(encode_spans(spans).SerializeToString()) if spans else 0
+            reply = {"spans": len(spans), "bytes": size}
         exporter.clear()
-        out[name] = {
-            "us_per_run": median(times),
-            "cpu_us_per_run": median(cpu_times),
-            "spans": len(spans),
-            "bytes": len(encode_spans(spans).SerializeToString()) if spans else 0,
-        }
-    return out
+        print(json.dumps(reply), file=replies, flush=True)
 
 
-def _spawn(mode: str, sizes: Sizes) -> dict[str, dict[str, float]]:
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [
-            sys.executable,
-            "-m",
-            "bench.langgraph_overhead",
-            "--mode",
-            mode,
-            "--graphs",
-            ",".join(sizes.graphs),
-            "--runs",
-            str(sizes.runs),
-            "--warmup",
-            str(sizes.warmup),
-            "--out",
-            out.name,
-        ]
-        env = {**os.environ, **MODE_ENV.get(mode, {})}
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).parent.parent, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{mode} worker failed: {proc.stderr[-2000:]}")
-        result: dict[str, dict[str, float]] = json.loads(Path(out.name).read_text())
-        return result
+class _Worker:
+    """One mode's serving process (see ``serve``)."""
+
+    def __init__(self, mode: str, sizes: Sizes) -> None:
+        self.mode = mode
+        # A file, not a pipe: nobody reads stderr until the worker fails, and a full pipe would block it.
+        self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close)
+        cmd = [sys.executable, "-m", "bench.langgraph_overhead", "--mode", mode, "--serve"]
+        self._proc = subprocess.Popen(
+            [*cmd, "--graphs", ",".join(sizes.graphs), "--warmup", str(sizes.warmup)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+            env={**os.environ, **MODE_ENV.get(mode, {})},
+        )
+
+    def ask(self, request: str) -> Any:
+        """Send one request (``""``: none, just the reply to the last) and read its reply."""
+        assert self._proc.stdin and self._proc.stdout
+        try:
+            if request:
+                self._proc.stdin.write(request + "\n")
+                self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self._stderr.seek(0)
+            raise RuntimeError(f"{self.mode} worker failed: {self._stderr.read()[-2000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._proc.stdin:
+            self._proc.stdin.close()
+        self._proc.wait()
+        self._stderr.close()
 
 
 def _count(mode: str, sizes: Sizes) -> dict[str, float]:
@@ -186,8 +212,6 @@ def _count(mode: str, sizes: Sizes) -> dict[str, float]:
         str(sizes.counted_runs),
         "--warmup",
         str(sizes.warmup),
-        "--out",
-        os.devnull,
     ]
     return {name: total / sizes.counted_runs for name, total in count(args, MODE_ENV.get(mode)).items()}
 
@@ -216,32 +240,60 @@ def instructions(sizes: Sizes) -> dict[str, Any]:
     return {"runs": sizes.counted_runs, "graphs": graphs}
 
 
+def _group(sizes: Sizes, modes: list[str], samples: Samples, errors: dict[str, str]) -> dict[str, Any]:
+    """One group: a process per mode, taking turns run by run; appends to ``samples``, and gives each live
+    mode's spans and bytes per graph. A mode that fails is dropped from ``samples`` for good, so the rounds of
+    the others stay aligned."""
+    workers = {mode: _Worker(mode, sizes) for mode in modes}
+
+    def ask(mode: str, request: str) -> Any:
+        if mode not in workers:
+            return None
+        try:
+            return workers[mode].ask(request)
+        except RuntimeError as exc:
+            errors[mode] = str(exc)
+            workers.pop(mode).close()
+            samples.pop(mode, None)
+            return None
+
+    try:
+        for mode in list(workers):
+            ask(mode, "")
+        for graph in sizes.graphs:
+            for r in range(sizes.rounds):
+                live = list(workers)
+                for mode in live[r % len(live) :] + live[: r % len(live)]:
+                    reply = ask(mode, f"time {graph}")
+                    if reply is not None:
+                        samples[mode][graph].append((reply[WALL], reply[CPU]))
+        return {mode: {g: ask(mode, f"count {g}") for g in sizes.graphs} for mode in list(workers)}
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
-    samples: Samples = {m: [] for m in MODES}
+    samples: Samples = {m: {g: [] for g in sizes.graphs} for m in MODES}
     errors: dict[str, str] = {}
-    for rep in range(sizes.processes_per_mode):
-        order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
-        for mode in order:
-            if mode in errors:
-                continue
-            try:
-                samples[mode].append(_spawn(mode, sizes))
-            except RuntimeError as exc:
-                errors[mode] = str(exc)
+    counts: dict[str, Any] = {}
+    for _ in range(sizes.groups):
+        counts = _group(sizes, [m for m in MODES if m in samples], samples, errors)
     graphs: dict[str, dict[str, dict[str, float]]] = {}
     for name in sizes.graphs:
         row: dict[str, dict[str, float]] = {}
-        for mode in MODES:
-            if not samples[mode]:
+        for mode, per_graph in samples.items():
+            if mode not in counts or counts[mode][name] is None:
                 continue
-            runs = [s[name] for s in samples[mode]]
+            runs = per_graph[name]
             row[mode] = {
-                "us_per_run": median([r["us_per_run"] for r in runs]),
-                "cpu_us_per_run": median([r["cpu_us_per_run"] for r in runs]),
-                "spans": runs[-1]["spans"],
-                "bytes": runs[-1]["bytes"],
+                "us_per_run": median([run[WALL] for run in runs]),
+                "cpu_us_per_run": median([run[CPU] for run in runs]),
+                **counts[mode][name],
             }
+        if "uninstrumented" not in row:
+            continue
         base, cpu_base = row["uninstrumented"]["us_per_run"], row["uninstrumented"]["cpu_us_per_run"]
         for cell in row.values():
             cell["ratio"] = cell["us_per_run"] / base
@@ -253,7 +305,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "sizes": sizes.__dict__,
         "exporter": "SimpleSpanProcessor -> in-memory list (same for every mode)",
         "graphs": graphs,
-        "target": _target(graphs, samples),
+        "target": _target(graphs, samples, sizes.rounds),
         "instructions": instructions(sizes),
         "errors": errors,
     }
@@ -263,41 +315,44 @@ def _fraction(overhead: float, lighter: float) -> float:
     return overhead / lighter if lighter > 0 else float("inf")
 
 
-def _paired_fraction(samples: Samples, graph: str, mode: str, key: str) -> float | None:
-    """The median over rounds of ``mode``'s overhead over the lighter competitor's, each taken from the
-    processes of one round (run one after the other, so the machine's drift cancels out); ``key``: wall or
-    CPU time per run. ``None`` when a mode it needs has no result."""
-    competitors = [c for c in COMPETITORS if samples.get(c)]
-    if not samples.get(mode) or not samples.get("uninstrumented") or not competitors:
-        return None
-    rounds = min(len(samples[m]) for m in ("uninstrumented", mode, *competitors))
+def _paired_fractions(samples: Samples, graph: str, mode: str, key: int) -> list[float]:
+    """Per round, ``mode``'s overhead over the lighter competitor's, all from the runs of that round; ``key``:
+    WALL or CPU. Empty when a mode it needs has no result."""
+    competitors = [c for c in COMPETITORS if c in samples]
+    if mode not in samples or "uninstrumented" not in samples or not competitors:
+        return []
     fractions = []
-    for r in range(rounds):
-        base = samples["uninstrumented"][r][graph][key]
-        lighter = min(samples[c][r][graph][key] - base for c in competitors)
-        fractions.append(_fraction(samples[mode][r][graph][key] - base, lighter))
-    return median(fractions)
+    runs = [samples[m][graph] for m in ("uninstrumented", mode, *competitors)]
+    for base, own, *others in zip(*runs, strict=True):
+        lighter = min(other[key] - base[key] for other in others)
+        fractions.append(_fraction(own[key] - base[key], lighter))
+    return fractions
 
 
-def _target(graphs: dict[str, dict[str, dict[str, float]]], samples: Samples) -> dict[str, Any]:
-    """orchestrace's overhead against half the lighter competitor's, per graph."""
+def _target(graphs: dict[str, dict[str, dict[str, float]]], samples: Samples, rounds: int) -> dict[str, Any]:
+    """orchestrace's overhead against half the lighter competitor's, per graph: the median of the paired
+    rounds' fractions, and that median in each group (its spread shows how steady the verdict is)."""
     verdict: dict[str, Any] = {}
     for name, row in graphs.items():
-        fraction = _paired_fraction(samples, name, "orchestrace", "us_per_run")
-        fraction_cpu = _paired_fraction(samples, name, "orchestrace", "cpu_us_per_run")
-        if fraction is None or fraction_cpu is None:
+        fractions = _paired_fractions(samples, name, "orchestrace", WALL)
+        fractions_cpu = _paired_fractions(samples, name, "orchestrace", CPU)
+        if not fractions:
             continue
+        fraction, fraction_cpu = median(fractions), median(fractions_cpu)
         verdict[name] = {
             "orchestrace_overhead_us": row["orchestrace"]["overhead_us"],
             "lighter_competitor_overhead_us": min(row[m]["overhead_us"] for m in COMPETITORS if m in row),
             "fraction_of_lighter": fraction,
             "met": fraction <= 0.5,
+            "fraction_of_lighter_by_group": [
+                median(fractions[i : i + rounds]) for i in range(0, len(fractions), rounds)
+            ],
             "fraction_of_lighter_cpu": fraction_cpu,
             "met_cpu": fraction_cpu <= 0.5,
         }
-        with_content = _paired_fraction(samples, name, "orchestrace_content", "us_per_run")
-        if with_content is not None:
-            verdict[name]["fraction_of_lighter_with_content"] = with_content
+        with_content = _paired_fractions(samples, name, "orchestrace_content", WALL)
+        if with_content:
+            verdict[name]["fraction_of_lighter_with_content"] = median(with_content)
     return verdict
 
 
@@ -305,16 +360,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--graphs", required=True)
-    parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--warmup", type=int, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--callgrind", action="store_true", help="count instructions (run under callgrind)")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--serve", action="store_true", help="answer timing requests on stdin (see serve)")
+    mode.add_argument("--callgrind", action="store_true", help="count instructions (run under callgrind)")
+    parser.add_argument("--runs", type=int, default=1, help="with --callgrind: runs counted per graph")
     args = parser.parse_args()
     if args.callgrind:
         counted_worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
-        return
-    result = worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
-    args.out.write_text(json.dumps(result))
+    else:
+        serve(args.mode, args.graphs.split(","), args.warmup)
 
 
 if __name__ == "__main__":

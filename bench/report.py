@@ -113,7 +113,8 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
                 )
         target = r["target"].get(graph)
         cells.append(
-            f"{target['fraction_of_lighter']:.2f} ({_f(target['met'])}); by CPU time "
+            f"{target['fraction_of_lighter']:.2f} ({_f(target['met'])}; by group "
+            f"{' / '.join(f'{g:.2f}' for g in target['fraction_of_lighter_by_group'])}); by CPU time "
             f"{target['fraction_of_lighter_cpu']:.2f} ({_f(target['met_cpu'])}); with content "
             f"{target.get('fraction_of_lighter_with_content', float('nan')):.2f}"
             if target
@@ -122,15 +123,15 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
         rows.append(cells)
     sizes = r["sizes"]
     lines = [
-        f"Exporter: {r['exporter']}. Each mode in its own process ({sizes['processes_per_mode']} processes "
-        f"per mode, alternated); median of {sizes['runs']} runs per process after {sizes['warmup']} warm-up "
-        "runs, then the median over processes. Cells: time per graph run (ratio to uninstrumented, by wall "
-        "clock; and by the process's CPU time, all threads, steadier on a shared machine) · spans · "
-        "OTLP protobuf bytes per run. Every instrumentation with its defaults: orchestrace leaves message "
-        "content out, the other two record it; `orchestrace_content` is orchestrace with "
-        "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Last column: the median over rounds "
-        "of each round's fraction (a round runs every mode's process one after the other, so the "
-        "machine's drift cancels out).",
+        f"Exporter: {r['exporter']}. Each mode in its own process; the processes take turns one graph run "
+        f"at a time (a round: every mode once, order rotated), {sizes['rounds']} rounds per graph after "
+        f"{sizes['warmup']} warm-up runs, in {sizes['groups']} groups of fresh processes. Cells: median "
+        "time per graph run (ratio to uninstrumented, by wall clock; and by the process's CPU time, all "
+        "threads) · spans · OTLP protobuf bytes per run. Every instrumentation with its defaults: "
+        "orchestrace leaves message content out, the other two record it; `orchestrace_content` is "
+        "orchestrace with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Last column: the "
+        "median over rounds of each round's fraction (a round's runs follow each other within "
+        "milliseconds, so the machine's drift cancels out), and that median in each group.",
         "",
         *_table(["graph", *modes, "orchestrace overhead ÷ lighter other's (≤ 0.5)"], rows),
     ]
