@@ -160,6 +160,9 @@ def test_message_refs_written_directly_equal_the_refs_of_converted_messages(mess
 @pytest.mark.parametrize("messages", [[], _MESSAGES[:5], _MESSAGES, [AIMessage("z" * 600_000)] * 2])
 def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messages: list[Any]) -> None:
     assert messages_ref(messages) == content_ref([genai_message(m) for m in messages])
-    whole, each = prompt_refs(messages)  # the capture path: the same refs, each message serialized once
-    assert whole == messages_ref(messages)
-    assert each == [content_ref(genai_message(m)) for m in messages]
+    refs = prompt_refs(messages)  # the capture path: the same refs, each message serialized once
+    assert refs.whole == messages_ref(messages)
+    assert refs.each == [content_ref(genai_message(m)) for m in messages]
+    # Kept when the refs needed them, so that capture at the call's end does not convert again.
+    assert refs.converted is None or refs.converted == [genai_message(m) for m in messages]
+    assert prompt_refs(_MESSAGES).converted is not None  # these are not all plain texts

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrace.config import CaptureConfig
 from orchestrace.content import _CHUNK, Captured, capture_text, content_ref, json_ref, to_text
@@ -170,13 +170,21 @@ def messages_ref(messages: Sequence[Any]) -> str:
     return json_ref(f"[{','.join(texts)}]")
 
 
-def prompt_refs(messages: Sequence[Any]) -> tuple[str, list[str]]:
-    """``messages_ref(messages)`` and every message's ``message_ref``, each message serialized once."""
+class PromptRefs(NamedTuple):
+    whole: str  # messages_ref(messages)
+    each: list[str]  # every message's message_ref
+    converted: list[Message] | None  # the GenAI messages, when they had to be converted for the refs
+
+
+def prompt_refs(messages: Sequence[Any]) -> PromptRefs:
+    """The prompt's ref and its messages', each message serialized once; the converted messages are kept
+    so that capturing them later does not convert them again."""
     texts = _plain_texts(messages)
     if texts is not None:
-        return json_ref(f"[{','.join(texts)}]"), [json_ref(text) for text in texts]
+        return PromptRefs(json_ref(f"[{','.join(texts)}]"), [json_ref(text) for text in texts], None)
     converted = [genai_message(m) for m in messages]
-    return content_ref(converted), [message_ref(m, c) for m, c in zip(messages, converted, strict=True)]
+    each = [message_ref(m, c) for m, c in zip(messages, converted, strict=True)]
+    return PromptRefs(content_ref(converted), each, converted)
 
 
 def chunk_text(chunk: Any) -> str | None:

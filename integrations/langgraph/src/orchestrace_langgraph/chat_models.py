@@ -33,6 +33,7 @@ from orchestrace.failsafe import failsafe
 from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 from orchestrace_langgraph.content import (
+    PromptRefs,
     capture_messages,
     genai_message,
     get_config,
@@ -48,12 +49,12 @@ class _Call:
     __slots__ = ("attributes", "context", "name", "prompt", "prompt_refs", "start_ns")
 
     def __init__(self, name: str, context: otel_context.Context, attributes: dict[str, AttributeValue],
-                 prompt: Sequence[BaseMessage | str], prompt_refs: list[str] | None, start_ns: int) -> None:
+                 prompt: Sequence[BaseMessage | str], prompt_refs: PromptRefs | None, start_ns: int) -> None:
         self.name = name
         self.context = context
         self.attributes = attributes
         self.prompt = prompt  # converted to GenAI messages only when content is captured
-        self.prompt_refs = prompt_refs  # each prompt message's ref, taken with the prompt's when capturing
+        self.prompt_refs = prompt_refs  # taken at the start when capturing, before the texts are clipped
         self.start_ns = start_ns
 
 
@@ -116,7 +117,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
         refs = None
         if get_config().capture_content:
-            attrs[sc.ORCH_INPUT_REF], refs = prompt_refs(prompt)
+            refs = prompt_refs(prompt)
+            attrs[sc.ORCH_INPUT_REF] = refs.whole
         else:
             attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
         current = otel_context.get_current()
@@ -163,9 +165,11 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         config = get_config()
         refs: list[str] = []
         if config.capture_content:
-            messages = [genai_message(m) for m in call.prompt]
-            # Before capture_messages clips the texts (taken at the start unless capture was off then).
-            refs = call.prompt_refs if call.prompt_refs is not None else [
+            given = call.prompt_refs  # None when capture was off at the start
+            messages = (given.converted if given is not None and given.converted is not None
+                        else [genai_message(m) for m in call.prompt])
+            # Before capture_messages clips the texts.
+            refs = given.each if given is not None else [
                 message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))

@@ -10,6 +10,7 @@ from orchestrace.config import CaptureConfig, get_config
 from orchestrace.content import Captured, capture, content_ref
 from orchestrace.messages import (
     Message,
+    PromptRefs,
     capture_messages,
     genai_message,
     message_ref,
@@ -21,6 +22,7 @@ __all__ = [
     "CaptureConfig",
     "Captured",
     "Message",
+    "PromptRefs",
     "capture",
     "capture_messages",
     "content_ref",
