@@ -156,6 +156,21 @@ def test_a_context_that_cannot_be_attached_still_runs_and_ends_the_span(
     assert tool.parent is None  # the agent's span was never current
 
 
+def test_internal_failure_after_the_span_started_ends_it_and_runs_the_call(
+        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrace.invocation as invocation
+
+    def broken_with_span(*args: Any) -> Any:
+        raise RuntimeError("context exploded")
+
+    monkeypatch.setattr(invocation, "with_span", broken_with_span)
+    assert worker(2) == 4
+    monkeypatch.undo()
+    # Both spans were started before the failure; each is ended (a span only reaches the exporter ended).
+    assert spans.one("invoke_agent worker").end_time is not None
+    assert spans.one("execute_tool double").end_time is not None
+
+
 def test_internal_failure_while_recording_still_ends_the_span(
         spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
     import orchestrace.invocation as invocation

@@ -177,8 +177,12 @@ class Spec:
         if input_ref is not None:
             attributes[sc.ORCH_INPUT_REF] = input_ref
         span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
-        invocation = Invocation(self, span, parent)
-        invocation.context = with_span(span, parent, self.enter(invocation, attributes))
+        try:
+            invocation = Invocation(self, span, parent)
+            invocation.context = with_span(span, parent, self.enter(invocation, attributes))
+        except BaseException:
+            span.end()  # the call runs untraced, but a started span is never left open
+            raise
         if has_input and (input_ref is None or get_config().capture_content) and span.is_recording():
             try:
                 self.record_input(span, value, input_ref)
