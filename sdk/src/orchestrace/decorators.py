@@ -26,6 +26,9 @@ Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], A
 
 #: Attribute set on a decorated agent's function: lets ``ot.spawn(fn)`` name the agent it will start.
 AGENT_ATTRIBUTE = "_orchestrace_agent"
+#: Attribute set on a decorated tool's function, its ToolSpec: lets an integration that traces the tool's
+#: calls itself keep the call to one span (``context.TRACED_BY_CALLER_KEY``).
+TOOL_ATTRIBUTE = "_orchestrace_tool"
 
 
 def _call(spec: Spec) -> Wrapper:
@@ -229,6 +232,8 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
 
     def decorate(func: F, tool_name: str | None = None) -> F:
         spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted)
+        with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
+            setattr(_function_of(func), TOOL_ATTRIBUTE, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):

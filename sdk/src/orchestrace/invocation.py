@@ -25,6 +25,7 @@ from orchestrace.context import (
     AGENT_KEY,
     MODEL_CALL_KEY,
     TASK_KEY,
+    TRACED_BY_CALLER_KEY,
     AgentFrame,
     with_span,
 )
@@ -156,7 +157,12 @@ class Spec:
         call); returns the invocation and the token to end it with."""
         # Guarded inline rather than by @failsafe: the hottest path, one frame fewer.
         try:
-            invocation = self._begin(args, kwargs, otel_context.get_current())
+            parent = otel_context.get_current()
+            traced = parent.get(TRACED_BY_CALLER_KEY)
+            if isinstance(traced, list) and traced and traced[-1] is self:  # see TRACED_BY_CALLER_KEY
+                traced.pop()
+                return None
+            invocation = self._begin(args, kwargs, parent)
         except Exception as exc:
             log_once("orchestrace.invocation.Spec.start", exc)
             return None

@@ -16,12 +16,19 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
+from orchestrace.context import TRACED_BY_CALLER_KEY
+from orchestrace.decorators import TOOL_ATTRIBUTE
 from orchestrace.failsafe import failsafe
+from orchestrace.invocation import ToolSpec
 
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context, with_own_span
 from orchestrace_langgraph.content import capture, content_ref
 
 _MAX_DESCRIPTION = 512
+# Where a LangChain tool keeps the function a run calls: StructuredTool / Tool, or a BaseTool subclass's
+# own method; an async run falls back to the sync function (run in an executor) when there is no coroutine.
+_SYNC_FUNCTIONS = ("func", "_run")
+_ASYNC_FUNCTIONS = ("coroutine", "func", "_arun")
 
 
 class ToolTracer:
@@ -31,10 +38,11 @@ class ToolTracer:
 
     def run(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
-        span = self._start(instance, args, kwargs)
-        if span is None:
+        started = self._start(instance, args, kwargs, _SYNC_FUNCTIONS)
+        if started is None:
             return wrapped(*args, **kwargs)
-        token = otel_context.attach(with_own_span(span))
+        span, context = started
+        token = otel_context.attach(context)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -51,10 +59,11 @@ class ToolTracer:
 
     async def _arun(self, wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
-        span = self._start(instance, args, kwargs)
-        if span is None:
+        started = self._start(instance, args, kwargs, _ASYNC_FUNCTIONS)
+        if started is None:
             return await wrapped(*args, **kwargs)
-        token = otel_context.attach(with_own_span(span))
+        span, context = started
+        token = otel_context.attach(context)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -66,7 +75,10 @@ class ToolTracer:
         return result
 
     @failsafe(None)
-    def _start(self, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span | None:
+    def _start(self, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               functions: tuple[str, ...]) -> tuple[Span, otel_context.Context] | None:
+        """The tool call's span, and the context to run the tool in; ``functions``: the tool's attributes
+        that may hold the function this call runs."""
         name = str(getattr(tool, "name", type(tool).__name__))
         tool_input = args[0] if args else kwargs.get("tool_input")
         attrs: dict[str, AttributeValue] = {
@@ -84,9 +96,23 @@ class ToolTracer:
         captured = capture(tool_input)
         if captured is not None:
             attrs.update(captured.attributes(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+        spec = _decorated(tool, functions)
+        if spec is not None and spec.trusted:
+            attrs[sc.ORCH_TOOL_TRUSTED] = True
         metadata = (kwargs.get("config") or {}).get("metadata") or {}
-        return self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}",
+        span = self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}",
                                        context=parent_context(self._namespaces, metadata), attributes=attrs)
+        # An @ot.tool function under the tool adds no second span for this call (see TRACED_BY_CALLER_KEY).
+        return span, with_own_span(span, {TRACED_BY_CALLER_KEY: [spec]} if spec is not None else None)
+
+
+def _decorated(tool: Any, functions: tuple[str, ...]) -> ToolSpec | None:
+    """The ``@ot.tool`` spec of the function the tool runs, when it is one."""
+    for attribute in functions:
+        spec = getattr(getattr(tool, attribute, None), TOOL_ATTRIBUTE, None)
+        if isinstance(spec, ToolSpec):
+            return spec
+    return None
 
 
 def _result_content(result: Any) -> Any:
