@@ -184,7 +184,8 @@ def test_deep_nesting_does_not_recurse() -> None:
 def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
     from orchestrace_collector.convert.vocabularies import OI_SPAN_KIND, TL_SPAN_KIND
 
-    odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes", float("nan")]
+    odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes"]
+    odd_values += [float("nan"), float("inf"), -1, 2**63]
     keys = [
         value
         for name, value in vars(sc).items()
@@ -220,3 +221,16 @@ def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
             checked(convert_episode(s.spans))
         except ValueError as error:  # only the documented one
             assert "at least one event" in str(error), round_
+
+
+@pytest.mark.parametrize("count", [float("inf"), float("nan"), -1, "12"])
+def test_token_counts_that_are_not_counts_are_left_out(count: object) -> None:
+    s = Spans()
+    root = s.agent("lead", 0, 10)
+    chat = s.chat(2, 3, root)
+    chat.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = count
+    chat.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = 5
+    episode = convert_episode(s.spans)
+    checked(episode)
+    (turn,) = episode.turns
+    assert turn.input_tokens is None and turn.output_tokens == 5

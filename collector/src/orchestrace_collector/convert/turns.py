@@ -12,6 +12,7 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from orchestrace import semconv as sc
@@ -61,7 +62,7 @@ class TurnRec:
 def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
             return int(value)
     return None
 
