@@ -143,6 +143,10 @@ class StreamedText:
 class Spec:
     """What a decorated function records; subclasses per kind."""
 
+    #: Whether an integration may trace this kind's calls itself (``context.TRACED_BY_CALLER_KEY``): only
+    #: tools; the others skip the lookup on their hot path.
+    may_be_traced_by_caller = False
+
     def __init__(self, name: str) -> None:
         self.name = name
 
@@ -158,10 +162,11 @@ class Spec:
         # Guarded inline rather than by @failsafe: the hottest path, one frame fewer.
         try:
             parent = otel_context.get_current()
-            traced = parent.get(TRACED_BY_CALLER_KEY)
-            if isinstance(traced, list) and traced and traced[-1] is self:  # see TRACED_BY_CALLER_KEY
-                traced.pop()
-                return None
+            if self.may_be_traced_by_caller:
+                traced = parent.get(TRACED_BY_CALLER_KEY)
+                if isinstance(traced, list) and traced and traced[-1] is self:  # see TRACED_BY_CALLER_KEY
+                    traced.pop()
+                    return None
             invocation = self._begin(args, kwargs, parent)
         except Exception as exc:
             log_once("orchestrace.invocation.Spec.start", exc)
@@ -275,6 +280,8 @@ class AgentSpec(Spec):
 
 class ToolSpec(Spec):
     """``@ot.tool``: ``execute_tool {name}``; the arguments and result go to the GenAI tool attributes."""
+
+    may_be_traced_by_caller = True
 
     def __init__(self, name: str, description: str | None, trusted: bool) -> None:
         super().__init__(name)
