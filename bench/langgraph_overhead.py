@@ -24,6 +24,7 @@ answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -194,7 +195,8 @@ class _Worker:
 
     def close(self) -> None:
         if self._proc.stdin:
-            self._proc.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # a worker that died leaves the pipe broken
+                self._proc.stdin.close()
         self._proc.wait()
         self._stderr.close()
 
