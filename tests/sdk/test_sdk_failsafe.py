@@ -141,34 +141,23 @@ def test_internal_failure_leaves_the_call_untraced_and_logs_once(
     assert len([r for r in caplog.records if "Spec.start" in r.getMessage()]) == 1  # once per site
 
 
-def test_a_context_that_cannot_be_attached_still_runs_and_ends_the_span(
-        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("broken", ["attach", "with_span"])
+def test_a_failure_after_the_span_started_still_runs_the_call_and_ends_the_span(
+        spans: Spans, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
+    """``attach``: the call runs outside its span; ``with_span`` (in ``_begin``): it runs untraced."""
+    import orchestrace.invocation as invocation
     from opentelemetry import context as otel_context
 
-    def broken_attach(ctx: Any) -> Any:
-        raise RuntimeError("attach exploded")
+    def explode(*args: Any) -> Any:
+        raise RuntimeError(f"{broken} exploded")
 
-    monkeypatch.setattr(otel_context, "attach", broken_attach)
-    assert worker(2) == 4
-    monkeypatch.undo()
-    agent, tool = spans.one("invoke_agent worker"), spans.one("execute_tool double")
-    assert agent.end_time is not None and tool.end_time is not None
-    assert tool.parent is None  # the agent's span was never current
-
-
-def test_internal_failure_after_the_span_started_ends_it_and_runs_the_call(
-        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
-    import orchestrace.invocation as invocation
-
-    def broken_with_span(*args: Any) -> Any:
-        raise RuntimeError("context exploded")
-
-    monkeypatch.setattr(invocation, "with_span", broken_with_span)
+    monkeypatch.setattr(otel_context if broken == "attach" else invocation, broken, explode)
     assert worker(2) == 4
     monkeypatch.undo()
     # Both spans were started before the failure; each is ended (a span only reaches the exporter ended).
-    assert spans.one("invoke_agent worker").end_time is not None
-    assert spans.one("execute_tool double").end_time is not None
+    agent, tool = spans.one("invoke_agent worker"), spans.one("execute_tool double")
+    assert agent.end_time is not None and tool.end_time is not None
+    assert tool.parent is None  # the agent's span was never current
 
 
 def test_internal_failure_while_recording_still_ends_the_span(
