@@ -30,7 +30,8 @@ TASK_KEY = otel_context.create_key("orchestrace.task")
 #: The model call in progress (for ``set_usage``).
 MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
 #: Set by an integration whose own span already traces a call of a decorated function (a LangChain tool
-#: made of an ``@ot.tool`` function): a one-item list of that function's spec. The first call of that spec
+#: made of an ``@ot.tool`` function, a LangGraph agent node of an ``@ot.agent`` one): a one-item list of that
+#: function's spec. The first call of that spec
 #: in this context takes the item out and adds no span, so the call is not traced twice; calls it makes
 #: itself (recursion) are traced as usual.
 TRACED_BY_CALLER_KEY = otel_context.create_key("orchestrace.traced_by_caller")

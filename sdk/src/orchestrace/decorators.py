@@ -26,9 +26,9 @@ Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], A
 
 #: Attribute set on a decorated agent's function: lets ``ot.spawn(fn)`` name the agent it will start.
 AGENT_ATTRIBUTE = "_orchestrace_agent"
-#: Attribute set on a decorated tool's function, its ToolSpec: lets an integration that traces the tool's
-#: calls itself keep the call to one span (``context.TRACED_BY_CALLER_KEY``).
-TOOL_ATTRIBUTE = "_orchestrace_tool"
+#: Attribute set on a decorated agent's or tool's function, its spec: lets an integration that traces the
+#: function's calls itself keep each call to one span (``context.TRACED_BY_CALLER_KEY``).
+SPEC_ATTRIBUTE = "_orchestrace_spec"
 
 
 def _call(spec: Spec) -> Wrapper:
@@ -209,9 +209,11 @@ def agent(name: Any = None, *, role: str | None = None, agent_id: str | None = N
 
     def decorate(func: F, agent_name: str | None = None) -> F:
         resolved = agent_name or _name_of(func)
+        spec = AgentSpec(resolved, role, agent_id)
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
             setattr(_function_of(func), AGENT_ATTRIBUTE, (resolved, role))
-        return instrument(func, AgentSpec(resolved, role, agent_id))
+            setattr(_function_of(func), SPEC_ATTRIBUTE, spec)
+        return instrument(func, spec)
 
     if name is None or isinstance(name, str):
         return lambda func: decorate(func, name)
@@ -233,7 +235,7 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
     def decorate(func: F, tool_name: str | None = None) -> F:
         spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted)
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), TOOL_ATTRIBUTE, spec)
+            setattr(_function_of(func), SPEC_ATTRIBUTE, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):

@@ -143,8 +143,8 @@ class StreamedText:
 class Spec:
     """What a decorated function records; subclasses per kind."""
 
-    #: Whether an integration may trace this kind's calls itself (``context.TRACED_BY_CALLER_KEY``): only
-    #: tools; the others skip the lookup on their hot path.
+    #: Whether an integration may trace this kind's calls itself (``context.TRACED_BY_CALLER_KEY``): agents
+    #: and tools; the others skip the lookup on their hot path.
     may_be_traced_by_caller = False
 
     def __init__(self, name: str) -> None:
@@ -253,6 +253,8 @@ def _conversation(attributes: Attributes, parent: Context) -> None:
 
 class AgentSpec(Spec):
     """``@ot.agent``: ``invoke_agent {name}``, a fresh agent instance per call."""
+
+    may_be_traced_by_caller = True
 
     def __init__(self, name: str, role: str | None, agent_id: str | None) -> None:
         super().__init__(name)

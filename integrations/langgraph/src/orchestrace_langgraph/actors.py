@@ -102,8 +102,9 @@ def with_run(run: Run) -> otel_context.Context:
     return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None})
 
 
-def with_node(node: Node, context: otel_context.Context | None = None) -> otel_context.Context:
-    return with_own_span(node.span, {_NODE_KEY: node}, context)
+def with_node(node: Node, context: otel_context.Context | None = None,
+              values: Mapping[str, object] | None = None) -> otel_context.Context:
+    return with_own_span(node.span, {_NODE_KEY: node, **values} if values else {_NODE_KEY: node}, context)
 
 
 def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[str, Any] | None = None,

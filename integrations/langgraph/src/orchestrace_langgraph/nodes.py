@@ -18,7 +18,10 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
+from orchestrace.context import AGENT_KEY, TRACED_BY_CALLER_KEY, AgentFrame
+from orchestrace.decorators import SPEC_ATTRIBUTE
 from orchestrace.failsafe import failsafe
+from orchestrace.invocation import AgentSpec
 
 from orchestrace_langgraph import routing
 from orchestrace_langgraph.actors import (
@@ -132,6 +135,7 @@ class NodeTracer:
         step = metadata.get("langgraph_step")
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
+        values: dict[str, object] = {}
         if is_agent(task):
             name = f"{sc.OP_INVOKE_AGENT} {task.name}"
             attrs[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
@@ -140,6 +144,12 @@ class NodeTracer:
             role = metadata.get(AGENT_ROLE_METADATA_KEY)
             if isinstance(role, str):
                 attrs[sc.ORCH_AGENT_ROLE] = role
+            # The SDK sees the node as the running agent (ot.message, ot.spawn, nested @ot.agent inside it),
+            # and an @ot.agent node function adds no second agent span (see TRACED_BY_CALLER_KEY).
+            values[AGENT_KEY] = AgentFrame(task.name, task.id, role if isinstance(role, str) else None)
+            spec = _decorated_agent(task)
+            if spec is not None:
+                values[TRACED_BY_CALLER_KEY] = [spec]
             parent = current_node(ctx)
             if parent is not None and parent.agent_id is not None:
                 attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
@@ -154,7 +164,7 @@ class NodeTracer:
                                        links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
-        return _Started(task, node, run, with_node(node, ctx), thread_id, pushed)
+        return _Started(task, node, run, with_node(node, ctx, values), thread_id, pushed)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
@@ -191,6 +201,18 @@ class NodeTracer:
             if node is not None:
                 self._namespaces.remove(node)
                 node.span.end()
+
+
+def _decorated_agent(task: PregelExecutableTask) -> AgentSpec | None:
+    """The ``@ot.agent`` spec of the node's function, when it is one (a node added as a function runs it as
+    the first step of its ``proc``)."""
+    steps = getattr(task.proc, "steps", None)
+    first = steps[0] if isinstance(steps, list | tuple) and steps else task.proc
+    for attribute in ("func", "afunc"):
+        spec = getattr(getattr(first, attribute, None), SPEC_ATTRIBUTE, None)
+        if isinstance(spec, AgentSpec):
+            return spec
+    return None
 
 
 def _pushed(task: PregelExecutableTask) -> bool:

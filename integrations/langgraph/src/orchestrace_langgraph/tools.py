@@ -17,7 +17,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.context import TRACED_BY_CALLER_KEY
-from orchestrace.decorators import TOOL_ATTRIBUTE
+from orchestrace.decorators import SPEC_ATTRIBUTE
 from orchestrace.failsafe import failsafe
 from orchestrace.invocation import ToolSpec
 
@@ -109,7 +109,7 @@ class ToolTracer:
 def _decorated(tool: Any, functions: tuple[str, ...]) -> ToolSpec | None:
     """The ``@ot.tool`` spec of the function the tool runs, when it is one."""
     for attribute in functions:
-        spec = getattr(getattr(tool, attribute, None), TOOL_ATTRIBUTE, None)
+        spec = getattr(getattr(tool, attribute, None), SPEC_ATTRIBUTE, None)
         if isinstance(spec, ToolSpec):
             return spec
     return None

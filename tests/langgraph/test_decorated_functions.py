@@ -1,4 +1,6 @@
-"""LangChain tools made of ``@ot.tool`` functions: one ``execute_tool`` span per call, not one per layer."""
+"""Decorated functions under the integration: a LangChain tool made of an ``@ot.tool`` function, a LangGraph
+agent node made of an ``@ot.agent`` one. One span per call, not one per layer; the SDK sees an agent node as
+the running agent."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
+from orchestrace.context import AgentFrame, current_agent
 from span_checks import Spans
 
 
@@ -105,3 +108,54 @@ def test_a_decorated_helper_inside_a_plain_langchain_tool_keeps_its_span(both: S
     both.clear()
     assert geocode("Bergen") == "Bergen: 59.9N"
     assert [s.name for s in tool_spans(both)] == ["execute_tool geocode"]
+
+
+def run_node(fn: Callable[[Any], Any], as_agent: bool) -> None:
+    builder = StateGraph(MessagesState)
+    builder.add_node("research", fn, metadata={"orchestrace.agent": True} if as_agent else None)
+    builder.add_edge(START, "research")
+    builder.add_edge("research", END)
+    builder.compile().invoke({"messages": []})
+
+
+def test_decorated_function_of_an_agent_node_is_one_agent_span(both: Spans) -> None:
+    seen: list[AgentFrame | None] = []
+
+    @ot.agent("researcher")
+    def research(state: Any) -> dict[str, Any]:
+        seen.append(current_agent())
+        ot.message("writer", "notes")
+        return {"messages": [AIMessage("found")]}
+
+    run_node(research, as_agent=True)
+    (span,) = [s for s in both.all if s.name.startswith("invoke_agent ")]
+    assert span.name == "invoke_agent research"  # the node's agent, as without the decorator
+    assert [e.name for e in span.events] == [sc.EVENT_MESSAGE]
+    assert seen == [AgentFrame("research", str(span.attributes[sc.GEN_AI_AGENT_ID]), None)]
+
+
+def test_agent_called_inside_an_agent_node_has_the_node_as_its_parent(both: Spans) -> None:
+    @ot.agent
+    def helper() -> str:
+        return "done"
+
+    def research(state: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(helper())]}
+
+    run_node(research, as_agent=True)
+    node, inner = both.one("invoke_agent research"), both.one("invoke_agent helper")
+    assert both.parent(inner) == node
+    assert inner.attributes[sc.ORCH_AGENT_PARENT_ID] == node.attributes[sc.GEN_AI_AGENT_ID]
+
+
+def test_decorated_function_of_a_plain_node_keeps_its_agent_span(both: Spans) -> None:
+    @ot.agent
+    def research(state: Any) -> dict[str, Any]:
+        frame = current_agent()
+        assert frame is not None and frame.name == "research"
+        return {"messages": [AIMessage("found")]}
+
+    run_node(research, as_agent=False)
+    agent = both.one("invoke_agent research")
+    assert both.parent_name(agent) == "research"  # the node span, not an agent
+    assert sc.ORCH_AGENT_PARENT_ID not in agent.attributes
