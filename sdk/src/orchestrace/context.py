@@ -31,9 +31,8 @@ TASK_KEY = otel_context.create_key("orchestrace.task")
 MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
 #: Set by an integration whose own span already traces a call of a decorated function (a LangChain tool
 #: made of an ``@ot.tool`` function, a LangGraph agent node of an ``@ot.agent`` one): a one-item list of that
-#: function's spec. The first call of that spec
-#: in this context takes the item out and adds no span, so the call is not traced twice; calls it makes
-#: itself (recursion) are traced as usual.
+#: function's spec. The first call of that spec in this context takes the item out and adds no span, so the
+#: call is not traced twice; calls it makes itself (recursion) are traced as usual.
 TRACED_BY_CALLER_KEY = otel_context.create_key("orchestrace.traced_by_caller")
 #: The key under which ``trace.set_span_in_context`` puts the current span, read from what it does (OTel keeps
 #: its name private) so that a context can be built in one copy and read with plain dict lookups.

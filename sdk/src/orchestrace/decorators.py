@@ -24,10 +24,9 @@ from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
 F = TypeVar("F", bound=Callable[..., Any])
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
-#: Attribute set on a decorated agent's function: lets ``ot.spawn(fn)`` name the agent it will start.
-AGENT_ATTRIBUTE = "_orchestrace_agent"
-#: Attribute set on a decorated agent's or tool's function, its spec: lets an integration that traces the
-#: function's calls itself keep each call to one span (``context.TRACED_BY_CALLER_KEY``).
+#: Attribute set on a decorated agent's or tool's function, its spec: lets ``ot.spawn(fn)`` name the agent it
+#: will start, and an integration that traces the function's calls itself keep each call to one span
+#: (``context.TRACED_BY_CALLER_KEY``).
 SPEC_ATTRIBUTE = "_orchestrace_spec"
 
 
@@ -211,7 +210,6 @@ def agent(name: Any = None, *, role: str | None = None, agent_id: str | None = N
         resolved = agent_name or _name_of(func)
         spec = AgentSpec(resolved, role, agent_id)
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), AGENT_ATTRIBUTE, (resolved, role))
             setattr(_function_of(func), SPEC_ATTRIBUTE, spec)
         return instrument(func, spec)
 

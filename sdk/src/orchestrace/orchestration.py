@@ -21,8 +21,9 @@ from orchestrace import semconv as sc
 from orchestrace.config import get_config
 from orchestrace.content import capture, content_ref
 from orchestrace.context import MODEL_CALL_KEY, current_agent
-from orchestrace.decorators import AGENT_ATTRIBUTE
+from orchestrace.decorators import SPEC_ATTRIBUTE
 from orchestrace.failsafe import failsafe
+from orchestrace.invocation import AgentSpec
 from orchestrace.messages import capture_messages, output_messages
 from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage
@@ -39,9 +40,9 @@ def _recording_span() -> Span | None:
 def _agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
     if isinstance(agent, str):
         return agent, None
-    declared = getattr(agent, AGENT_ATTRIBUTE, None)
-    if isinstance(declared, tuple):
-        return str(declared[0]), declared[1]
+    declared = getattr(agent, SPEC_ATTRIBUTE, None)
+    if isinstance(declared, AgentSpec):
+        return declared.name, declared.role
     return str(getattr(agent, "__name__", agent)), None
 
 
