@@ -34,6 +34,11 @@ MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
 #: function's spec. The first call of that spec in this context takes the item out and adds no span, so the
 #: call is not traced twice; calls it makes itself (recursion) are traced as usual.
 TRACED_BY_CALLER_KEY = otel_context.create_key("orchestrace.traced_by_caller")
+
+
+def traced_by_caller(spec: object) -> dict[str, object]:
+    """The context values telling ``spec``'s next call that the caller's own span traces it."""
+    return {TRACED_BY_CALLER_KEY: [spec]}
 #: The key under which ``trace.set_span_in_context`` puts the current span, read from what it does (OTel keeps
 #: its name private) so that a context can be built in one copy and read with plain dict lookups.
 SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))

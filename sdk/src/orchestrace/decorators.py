@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast, overload
 
 import wrapt
@@ -24,10 +24,20 @@ from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
 F = TypeVar("F", bound=Callable[..., Any])
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
-#: Attribute set on a decorated agent's or tool's function, its spec: lets ``ot.spawn(fn)`` name the agent it
-#: will start, and an integration that traces the function's calls itself keep each call to one span
-#: (``context.TRACED_BY_CALLER_KEY``).
-SPEC_ATTRIBUTE = "_orchestrace_spec"
+#: Attribute set on a decorated agent's or tool's function, its spec (read with ``decorated_spec``).
+_SPEC_ATTRIBUTE = "_orchestrace_spec"
+S = TypeVar("S", bound=Spec)
+
+
+def decorated_spec(candidates: Iterable[Any], kind: type[S]) -> S | None:
+    """The spec of the first of ``candidates`` decorated as ``kind`` (``AgentSpec``, ``ToolSpec``): lets
+    ``ot.spawn(fn)`` name the agent it will start, and an integration that traces a decorated function's calls
+    itself keep each call to one span (``context.traced_by_caller``)."""
+    for func in candidates:
+        spec = getattr(func, _SPEC_ATTRIBUTE, None)
+        if isinstance(spec, kind):
+            return spec
+    return None
 
 
 def _call(spec: Spec) -> Wrapper:
@@ -210,7 +220,7 @@ def agent(name: Any = None, *, role: str | None = None, agent_id: str | None = N
         resolved = agent_name or _name_of(func)
         spec = AgentSpec(resolved, role, agent_id)
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), SPEC_ATTRIBUTE, spec)
+            setattr(_function_of(func), _SPEC_ATTRIBUTE, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):
@@ -233,7 +243,7 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
     def decorate(func: F, tool_name: str | None = None) -> F:
         spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted)
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), SPEC_ATTRIBUTE, spec)
+            setattr(_function_of(func), _SPEC_ATTRIBUTE, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):

@@ -21,7 +21,7 @@ from orchestrace import semconv as sc
 from orchestrace.config import get_config
 from orchestrace.content import capture, content_ref
 from orchestrace.context import MODEL_CALL_KEY, current_agent
-from orchestrace.decorators import SPEC_ATTRIBUTE
+from orchestrace.decorators import decorated_spec
 from orchestrace.failsafe import failsafe
 from orchestrace.invocation import AgentSpec
 from orchestrace.messages import capture_messages, output_messages
@@ -40,8 +40,8 @@ def _recording_span() -> Span | None:
 def _agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
     if isinstance(agent, str):
         return agent, None
-    declared = getattr(agent, SPEC_ATTRIBUTE, None)
-    if isinstance(declared, AgentSpec):
+    declared = decorated_spec((agent,), AgentSpec)
+    if declared is not None:
         return declared.name, declared.role
     return str(getattr(agent, "__name__", agent)), None
 

@@ -18,8 +18,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
-from orchestrace.context import AGENT_KEY, TRACED_BY_CALLER_KEY, AgentFrame
-from orchestrace.decorators import SPEC_ATTRIBUTE
+from orchestrace.context import AGENT_KEY, AgentFrame, traced_by_caller
+from orchestrace.decorators import decorated_spec
 from orchestrace.failsafe import failsafe
 from orchestrace.invocation import AgentSpec
 
@@ -145,11 +145,11 @@ class NodeTracer:
             if isinstance(role, str):
                 attrs[sc.ORCH_AGENT_ROLE] = role
             # The SDK sees the node as the running agent (ot.message, ot.spawn, nested @ot.agent inside it),
-            # and an @ot.agent node function adds no second agent span (see TRACED_BY_CALLER_KEY).
+            # and an @ot.agent node function adds no second agent span.
             values[AGENT_KEY] = AgentFrame(task.name, task.id, role if isinstance(role, str) else None)
             spec = _decorated_agent(task)
             if spec is not None:
-                values[TRACED_BY_CALLER_KEY] = [spec]
+                values.update(traced_by_caller(spec))
             parent = current_node(ctx)
             if parent is not None and parent.agent_id is not None:
                 attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
@@ -208,11 +208,7 @@ def _decorated_agent(task: PregelExecutableTask) -> AgentSpec | None:
     the first step of its ``proc``)."""
     steps = getattr(task.proc, "steps", None)
     first = steps[0] if isinstance(steps, list | tuple) and steps else task.proc
-    for attribute in ("func", "afunc"):
-        spec = getattr(getattr(first, attribute, None), SPEC_ATTRIBUTE, None)
-        if isinstance(spec, AgentSpec):
-            return spec
-    return None
+    return decorated_spec((getattr(first, "func", None), getattr(first, "afunc", None)), AgentSpec)
 
 
 def _pushed(task: PregelExecutableTask) -> bool:

@@ -16,8 +16,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
-from orchestrace.context import TRACED_BY_CALLER_KEY
-from orchestrace.decorators import SPEC_ATTRIBUTE
+from orchestrace.context import traced_by_caller
+from orchestrace.decorators import decorated_spec
 from orchestrace.failsafe import failsafe
 from orchestrace.invocation import ToolSpec
 
@@ -96,23 +96,14 @@ class ToolTracer:
         captured = capture(tool_input)
         if captured is not None:
             attrs.update(captured.attributes(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
-        spec = _decorated(tool, functions)
+        spec = decorated_spec((getattr(tool, attribute, None) for attribute in functions), ToolSpec)
         if spec is not None and spec.trusted:
             attrs[sc.ORCH_TOOL_TRUSTED] = True
         metadata = (kwargs.get("config") or {}).get("metadata") or {}
         span = self._tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}",
                                        context=parent_context(self._namespaces, metadata), attributes=attrs)
-        # An @ot.tool function under the tool adds no second span for this call (see TRACED_BY_CALLER_KEY).
-        return span, with_own_span(span, {TRACED_BY_CALLER_KEY: [spec]} if spec is not None else None)
-
-
-def _decorated(tool: Any, functions: tuple[str, ...]) -> ToolSpec | None:
-    """The ``@ot.tool`` spec of the function the tool runs, when it is one."""
-    for attribute in functions:
-        spec = getattr(getattr(tool, attribute, None), SPEC_ATTRIBUTE, None)
-        if isinstance(spec, ToolSpec):
-            return spec
-    return None
+        # An @ot.tool function under the tool adds no second span for this call.
+        return span, with_own_span(span, traced_by_caller(spec) if spec is not None else None)
 
 
 def _result_content(result: Any) -> Any:
