@@ -201,14 +201,16 @@ def test_openinference_langchain_instrumentor(tmp_path: Path) -> None:
     w = assert_golden("openinference_langgraph", episode)
     # OpenInference: the graph run is a workflow (a CHAIN root), so its nodes are actors.
     _check_agent_graph(w, episode)
-    assert [e["agent"] for e in by_type(w, "return")] == ["agent#1", "tools", "agent#2", "calculator"]
+    assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
+        ("agent", 1), ("tools", 1), ("agent", 2), ("calculator", 1),
+    ]
     assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
         ("calculator", "agent#1"),
         ("calculator", "tools"),
         ("calculator", "agent#2"),
     ]
     assert by_type(w, "tool_call")[0]["agent"] == "tools"
-    assert [t.agent for t in episode.turns] == ["agent#1", "agent#2"]
+    assert [(t.agent, t.activation) for t in episode.turns] == [("agent", 1), ("agent", 2)]
     assert w["topology"] == "centralized"
 
 

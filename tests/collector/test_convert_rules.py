@@ -77,7 +77,7 @@ def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end()
         ("boss", "helper#1", 3),
         ("boss", "helper#2", 5),
     ]
-    returns = {e["agent"]: e for e in by_type(w, "return")}
+    returns = {e["from"]: e for e in by_type(w, "return")}
     assert (returns["helper#1"]["id"], despawns[0]["id"]) in edges_of(w, "return")
 
 
@@ -107,7 +107,7 @@ def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> No
     assert (
         spawns["plan"]["agent"] == spawns["merge"]["agent"] == "graph"
     )  # the others were scheduled by the graph
-    returns = {e["agent"]: e for e in by_type(w, "return")}
+    returns = {e["from"]: e for e in by_type(w, "return")}
     assert all(returns[f"work#{k}"]["to"] == "graph" for k in (1, 2, 3))
     assert returns["work#2"]["agent_id"] == "task-1"
     assert len(by_type(w, "despawn")) == 3
@@ -263,7 +263,7 @@ def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() ->
     w = checked(convert_episode(s.spans))
     agg = by_type(w, "aggregate")[0]
     assert (agg["agent"], agg["content_ref"], agg["t_end"]) == ("lead", "sha256:a", 5)
-    w1_return = ids(w, "return", agent="w#1")[0]
+    w1_return = ids(w, "return", **{"from": "w#1"})[0]
     result = by_type(w, "tool_result")[0]["id"]
     assert {src for src, dst in edges_of(w, "aggregate") if dst == agg["id"]} == {w1_return, result}
 
@@ -281,8 +281,8 @@ def test_aggregate_without_links_takes_the_returns_since_the_previous_aggregate(
     into = {dst: set() for dst in (first, second)}
     for src, dst in edges_of(w, "aggregate"):
         into[dst].add(src)
-    assert into[first] == {ids(w, "return", agent="w#1")[0], ids(w, "return", agent="w#2")[0]}
-    assert into[second] == {ids(w, "return", agent="w#3")[0]}
+    assert into[first] == {ids(w, "return", **{"from": "w#1"})[0], ids(w, "return", **{"from": "w#2"})[0]}
+    assert into[second] == {ids(w, "return", **{"from": "w#3"})[0]}
 
 
 def test_actor_span_with_aggregate_links_is_an_aggregate_at_its_start() -> None:
@@ -857,7 +857,9 @@ def test_nodes_of_a_graph_that_is_not_an_agent_stay_actors() -> None:
     assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
         ("map_reduce", "plan"), ("plan", "work#1"), ("plan", "work#2"),
     ]
-    assert [e["agent"] for e in by_type(w, "return")] == ["plan", "work#1", "work#2", "map_reduce"]
+    assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
+        ("plan", 1), ("work", 1), ("work", 2), ("map_reduce", 1),
+    ]
 
 
 def test_a_team_subgraph_inside_an_agent_belongs_to_it_and_its_agents_stay_agents() -> None:
@@ -879,10 +881,11 @@ def test_a_team_subgraph_inside_an_agent_belongs_to_it_and_its_agents_stay_agent
     w = checked(convert_episode(s.spans))
     assert {e["agent"] for e in w["events"]} == {"top", "top_supervisor", "team", "searcher", "lookup"}
     decisions = [(e["agent"], e["to"]) for e in by_type(w, "orchestrator_decision")]
-    # The subgraph's routing is the team's (its decision, then the delegation it led to).
-    assert decisions == [
-        ("top", "top_supervisor"), ("top", "team"), ("team", "searcher"), ("team", "searcher"),
-    ]
+    # The subgraph's routing is the team's: its one decision, which the delegation carries out.
+    assert decisions == [("top", "top_supervisor"), ("top", "team"), ("team", "searcher")]
+    (chose,) = [e for e in by_type(w, "orchestrator_decision") if e["to"] == "searcher"]
+    (spawn,) = [e for e in by_type(w, "spawn") if e["to"] == "searcher"]
+    assert (chose["id"], spawn["id"]) in edges_of(w, "spawn")
     assert [e["agent"] for e in by_type(w, "return")] == ["top_supervisor", "searcher", "team", "top"]
     assert w["topology"] == "hierarchical"
 

@@ -88,10 +88,10 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
     assert message["from"] == "lead" and message["content_ref"].startswith("sha256:")
     assert episode.contents[message["content_ref"]]
     assert w["rewards"]["team"] == 1.0 and sum(e.get("credit", 0) for e in w["events"]) == pytest.approx(1.0)
-    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
-        ("lead", 10, 4),
-        ("researcher#1", 10, 4),
-        ("researcher#2", 10, 4),
+    assert [(t.agent, t.activation, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("lead", 1, 10, 4),
+        ("researcher", 1, 10, 4),
+        ("researcher", 2, 10, 4),
     ]
     assert w["costs"]["tokens"] == 42 and w["costs"]["tool_calls"] == 2 and w["costs"]["messages"] == 1
     assert episode.turns[0].completion is not None

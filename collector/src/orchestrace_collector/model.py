@@ -34,7 +34,7 @@ class Event(BaseModel):
     id: str
     t: float = Field(ge=0)  # seconds from the trace's first span
     type: EventType
-    agent: str  # instance label: the agent name, or ``name#k`` when the trace has several instances of it
+    agent: str  # the agent's stable name (a graph node's name); a tool's name on ``tool_result``; ``human``
     role: str | None = None
     from_: str | None = Field(default=None, alias="from")
     to: str | None = None
@@ -43,6 +43,10 @@ class Event(BaseModel):
     trusted: bool | None = None
 
     # --- orchestrace extras (allowed by the schema's open events)
+    #: Which instance of ``agent`` it is: 1-based start order among the episode's instances of that name
+    #: (absent when ``agent`` is not an actor: a tool's result, a human). ``name#activation`` (the name alone
+    #: when there is one instance) is the instance label that ``to`` / ``from`` use.
+    activation: int | None = None
     decision: Decision | None = None  # orchestrator_decision only: the orchestration sub-decision
     label: str | None = None  # a decision kind that is not one of the five, or a human / safety kind
     reason: str | None = None
@@ -134,7 +138,8 @@ class Turn(BaseModel):
     trace_id: str
     task_id: str
     turn_id: str  # the span id of the model call
-    agent: str
+    agent: str  # the stable name of the agent that made the call
+    activation: int | None = None  # which instance of it (1-based start order in the episode)
     agent_id: str | None = None
     model: str | None = None
     provider: str | None = None

@@ -102,6 +102,8 @@ EVENT_EXCEPTION: Final = "exception"
 ORCH_OPERATION: Final = "orchestrace.operation"
 OPERATION_NODE: Final = "node"
 OPERATION_AGGREGATE: Final = "aggregate"
+#: A graph node that only runs the tools a model asked for (LangGraph's ``ToolNode``): not an agent.
+OPERATION_TOOL_NODE: Final = "tool_node"
 
 ORCH_AGENT_ROLE: Final = "orchestrace.agent.role"
 #: ``gen_ai.agent.id`` of the actor that invoked this one (the delegating parent), when there is one.

@@ -10,19 +10,25 @@ nearest enclosing actor is an agent (directly or through such inner spans) belon
 non-actor span (the ``agent`` and ``tools`` nodes of a prebuilt ReAct agent, the supervisor node of a team
 subgraph). Node spans directly under a workflow actor (a plain graph's nodes) stay actors.
 
-Labels: the agent name when the episode has one instance of that name, else ``name#k`` with k = 1, 2, ... in
-start order. ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id) behind a label.
+Identity: ``name`` is the stable name (the policy a trainer groups by), ``activation`` = k, the 1-based start
+order of the instance among the episode's instances of that name. ``label`` names one instance: the name when
+the episode has one instance of it, else ``name#k`` (what ``to`` / ``from`` and reward and credit keys use).
+``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id).
+
+A tool node (``orchestrace.operation=tool_node``: LangGraph's ``ToolNode``) is not an actor: its tool calls
+are its enclosing actor's, and inside an agent it is one of the agent's inner nodes.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orchestrace import semconv as sc
 
-from .classify import AGENT, NODE, Kind, actor_name, agent_id
+from .classify import AGENT, NODE, TOOL_NODE, Kind, actor_name, agent_id
 from .forest import Forest, Node
 
 if TYPE_CHECKING:
@@ -38,6 +44,7 @@ class Instance:
     end_ns: int
     parent: Instance | None = None
     label: str = ""
+    activation: int = 0
     role: str | None = None
     agent_id: str | None = None
     children: list[Instance] = field(default_factory=list)
@@ -65,9 +72,11 @@ class Actors:
 
     starts: dict[str, list[int]] = field(default_factory=dict)  # by name, filled on first use
 
-    def resolve(self, name: str, t_ns: int) -> Instance | None:
+    def resolve(self, name: str, t_ns: int, *, started: bool = False) -> Instance | None:
         """The instance a name (or label) refers to at time ``t_ns``: one running then (among the last
-        ``RESOLVE_LOOKBACK`` started), else the next to start, else the last one."""
+        ``RESOLVE_LOOKBACK`` started), else the next to start, else the last one. ``started``: an instance
+        that has already started (the one running, else the last started before ``t_ns``), as for the node
+        whose end a stop records."""
         candidates = self.by_name.get(name)
         if not candidates:
             return self.by_label.get(name)
@@ -80,10 +89,12 @@ class Actors:
         for k in range(i - 1, max(-1, i - 1 - RESOLVE_LOOKBACK), -1):
             if candidates[k].end_ns >= t_ns:
                 return candidates[k]
+        if started and i > 0:
+            return candidates[i - 1]
         return candidates[i] if i < len(candidates) else candidates[-1]
 
-    def label_of(self, name: str, t_ns: int) -> str:
-        inst = self.resolve(name, t_ns)
+    def label_of(self, name: str, t_ns: int, *, started: bool = False) -> str:
+        inst = self.resolve(name, t_ns, started=started)
         return inst.label if inst is not None else name
 
 
@@ -95,6 +106,8 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         parent = node.parent
         enclosing = parent.instance if parent is not None else None
         if node.kind is not Kind.ACTOR:
+            if node.sub_kind == TOOL_NODE and enclosing is not None and enclosing.sub_kind == AGENT:
+                enclosing.inner_nodes.add(actor_name(node.span, NODE))
             if enclosing is None:
                 if stand_in is None:
                     stand_in = Instance(fallback_name, "", None, node.start_ns, node.end_ns)
@@ -147,11 +160,29 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         by_name.setdefault(inst.name, []).append(inst)
     by_label: dict[str, Instance] = {}
     for name, group in by_name.items():
-        if len(group) == 1:
-            group[0].label = name
-        else:
-            for k, inst in enumerate(group, 1):
-                inst.label = f"{name}#{k}"
-        for inst in group:
+        for k, inst in enumerate(group, 1):
+            inst.activation = k
+            inst.label = instance_label(name, k, len(group))
             by_label[inst.label] = inst
     return Actors(instances, by_name, by_label)
+
+
+def instance_label(name: str, activation: int, count: int) -> str:
+    """The label of activation ``activation`` of ``name`` among ``count`` instances of it."""
+    return name if count == 1 else f"{name}#{activation}"
+
+
+def event_labels(events: Sequence[Mapping[str, object]]) -> list[str]:
+    """Instance labels of written events (by position), from their ``agent`` and ``activation``: what a
+    reader of a trace groups by to tell activations apart (events without ``activation`` keep ``agent``)."""
+    counts: dict[str, int] = {}
+    for ev in events:
+        activation = ev.get("activation")
+        if isinstance(activation, int):
+            name = str(ev["agent"])
+            counts[name] = max(counts.get(name, 0), activation)
+    labels = []
+    for ev in events:
+        name, activation = str(ev["agent"]), ev.get("activation")
+        labels.append(instance_label(name, activation, counts[name]) if isinstance(activation, int) else name)
+    return labels

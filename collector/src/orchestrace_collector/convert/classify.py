@@ -5,7 +5,7 @@ Recognised vocabularies, in order of precedence:
 1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are
    actors, ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
    ``create_agent`` an explicit spawn of ``gen_ai.agent.name``.
-2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``).
+2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``, ``tool_node``: not an actor).
 3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that
    is a LangGraph node) and its older ``llm.request.type`` for model calls.
 4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node;
@@ -50,6 +50,8 @@ class Kind(IntEnum):
 WORKFLOW = "workflow"
 AGENT = "agent"
 NODE = "node"
+#: Non-actor sub-kind: a graph node that only runs the tools a model asked for (its tools are its owner's).
+TOOL_NODE = "tool_node"
 
 _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_INVOKE_WORKFLOW: (Kind.ACTOR, WORKFLOW),
@@ -85,6 +87,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         return Kind.ACTOR, NODE
     if orch_op == sc.OPERATION_AGGREGATE:
         return Kind.AGGREGATE, ""
+    if orch_op == sc.OPERATION_TOOL_NODE:
+        return Kind.OTHER, TOOL_NODE
     tl_kind = attrs.get(TL_SPAN_KIND)
     if isinstance(tl_kind, str):
         found = _TRACELOOP_KINDS.get(tl_kind)

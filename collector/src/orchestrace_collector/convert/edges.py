@@ -60,6 +60,8 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
         if kind == "spawn":
             if ev.decision_ev is not None:
                 add((ev.decision_ev.index, ev.index, "spawn"))
+            for decision in ev.also_decided or ():
+                add((decision.index, ev.index, "spawn"))
             if ev.child is not None and ev.child.timeline:
                 add((ev.index, ev.child.timeline[0].index, "causal"))
         elif kind == "tool_call":

@@ -175,7 +175,7 @@ def _seconds(t_ns: int, t0: int) -> float:
 
 
 def _event(ev: Ev, t0: int) -> Event:
-    node = ev.node
+    node, actor = ev.node, ev.actor
     span = node.span if node is not None else None
     # Every field of ``Event`` in declaration order (``Constructor.complete`` takes the dict as it is).
     return _new_event.complete(
@@ -183,13 +183,14 @@ def _event(ev: Ev, t0: int) -> Event:
             "id": ev.id,
             "t": _seconds(ev.key[0], t0),
             "type": ev.type,
-            "agent": ev.agent,
+            "agent": actor.name if actor is not None else ev.agent,
             "role": ev.role,
             "from_": ev.frm,
             "to": ev.to,
             "tool": ev.tool,
             "content_ref": ev.content_ref,
             "trusted": ev.trusted,
+            "activation": actor.activation if actor is not None else None,
             "decision": ev.decision,
             "label": ev.label,
             "reason": ev.reason,
@@ -216,7 +217,8 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) 
             "trace_id": trace.trace_id,
             "task_id": trace.task_id,
             "turn_id": span.span_id,
-            "agent": rec.owner.label,
+            "agent": rec.owner.name,
+            "activation": rec.owner.activation or None,
             "agent_id": rec.owner.agent_id,
             "model": rec.model,
             "provider": rec.provider,

@@ -40,9 +40,10 @@ _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at it
 class Ev:
     key: tuple[int, int, int, int, int, int]  # (t_ns, phase, a, b, rank, seq): see the module docstring
     type: str
-    agent: str
+    agent: str  # the instance label of ``actor``, else a non-actor name (a tool, ``human``)
     owner: Instance  # whose timeline the event is on
     node: Node | None
+    actor: Instance | None = None  # the instance whose event it is (written as its name and activation)
     role: str | None = None
     frm: str | None = None
     to: str | None = None
@@ -65,6 +66,7 @@ class Ev:
     pos: int = -1  # position in the owner's timeline
     # --- structure used to build edges
     decision_ev: Ev | None = None  # spawn: its decision; tool_result: its tool_call
+    also_decided: list[Ev] | None = None  # spawn: further decisions that chose the same activation
     child: Instance | None = None  # spawn: the instance it started
     recipient: Instance | None = None  # message
     inputs: list[str] | None = None  # aggregate: span ids of linked inputs
@@ -108,10 +110,15 @@ class _Builder:
         self.closing: dict[str, Ev] = {}
         self.tool_calls: dict[str, Ev] = {}
         self.aggregates: list[Ev] = []
-        # The last orchestrace.decision of kind spawn/delegate on the span being read: explicit spawns of the
-        # same target that follow it carry it out (one decision, several spawns for a fan-out).
-        self.routing: tuple[Node, str, str, Ev] | None = None
+        # The last orchestrace.decision of kind spawn/delegate on the span being read, with its targets:
+        # explicit spawns of those targets that follow it carry it out (one decision, several spawns for a
+        # fan-out).
+        self.routing: tuple[Node, frozenset[str], str, Ev] | None = None
         self.spawns_of: dict[int, int] = {}  # id(decision) -> spawns it led to
+        # Routing decisions naming one target, by target name, in trace order: the decision of the next
+        # activation of that target started without an explicit spawn (see ``_chosen``).
+        self.routes: dict[str, list[Ev]] = {}
+        self.used: set[int] = set()  # id() of routing decisions that led to a spawn
 
     def add(
         self,
@@ -125,6 +132,7 @@ class _Builder:
         t_ns, phase, a, b = key
         ev = Ev((t_ns, phase, a, b, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
         if agent is None:
+            ev.actor = owner
             ev.role = owner.role
             ev.agent_id = owner.agent_id
         self.events.append(ev)
@@ -234,13 +242,17 @@ def _span_event(
         decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
         sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
         routing = b.routing
-        if routing is not None and routing[0] is node and routing[1] == sp.name and routing[2] == decision:
+        if routing is not None and routing[0] is node and sp.name in routing[1] and routing[2] == decision:
             sp.decision_ev = routing[3]
         spawns.append(sp)
     elif name == sc.EVENT_MESSAGE:
         sender = attrs.get(sc.ORCH_FROM)
-        sender_label = b.actors.label_of(str(sender), event.time_ns) if sender else owner.label
+        sender_inst = b.actors.resolve(str(sender), event.time_ns) if sender else owner
+        sender_label = sender_inst.label if sender_inst is not None else str(sender)
         ev = b.point("message", event, node, owner, agent=sender_label)
+        ev.actor = sender_inst
+        if sender_inst is not None:
+            ev.agent_id = sender_inst.agent_id
         ev.role = owner.role if sender_label == owner.label else None
         ev.frm = sender_label
         recipient = attrs.get(sc.ORCH_TO)
@@ -262,9 +274,11 @@ def _span_event(
             ev.label = str(kind)
         if target:
             ev.to = b.actors.label_of(str(target), event.time_ns)
-            chosen = ev.decision
-            if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE):
-                b.routing = (node, str(target), chosen, ev)
+        chosen = ev.decision
+        if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE) and options:
+            b.routing = (node, frozenset(str(o) for o in options), chosen, ev)
+            if target:
+                b.routes.setdefault(str(target), []).append(ev)
         _reason(ev, attrs)
         if attrs.get(sc.ORCH_HANDOFF) is True:
             ev.handoff = True
@@ -275,7 +289,7 @@ def _span_event(
         ev.decision = sc.DECISION_STOP
         decider = attrs.get(sc.ORCH_FROM)
         if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
-            ev.frm = b.actors.label_of(str(decider), event.time_ns)
+            ev.frm = b.actors.label_of(str(decider), event.time_ns, started=True)
         _reason(ev, attrs)
     elif name == sc.EVENT_HUMAN_INTERVENTION:
         actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
@@ -343,6 +357,8 @@ def _reason(ev: Ev, attrs: Attributes) -> None:
 
 
 def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> None:
+    for routes in b.routes.values():
+        routes.sort(key=_key)
     pending: dict[tuple[str, str], list[_Spawn]] = {}
     for sp in sorted(spawns, key=lambda s: (s.t_ns, s.node.depth)):
         pending.setdefault((sp.node.span.trace_id, sp.name), []).append(sp)
@@ -358,11 +374,18 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 spawn = _explicit(b, match, inst)
                 inst.explicit_spawn = match.decision == sc.DECISION_SPAWN
             else:
-                decision = b.add("orchestrator_decision", start_key(inst.start_ns, node), parent, node)
-                decision.decision = sc.DECISION_DELEGATE
-                decision.to = inst.label
+                chosen = _chosen(b, inst, parent)
+                if chosen:
+                    decision = chosen[0]
+                    for ev in chosen:
+                        ev.to = inst.label
+                else:  # nobody recorded choosing it: the parent's own delegation
+                    decision = b.add("orchestrator_decision", start_key(inst.start_ns, node), parent, node)
+                    decision.decision = sc.DECISION_DELEGATE
+                    decision.to = inst.label
                 spawn = b.add("spawn", start_key(inst.start_ns, node), parent, node)
                 spawn.decision_ev = decision
+                spawn.also_decided = chosen[1:] or None
                 spawn.to = inst.label
                 spawn.role = inst.role
             spawn.child = inst
@@ -385,6 +408,28 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
         for sp in group:
             if not sp.matched:
                 _explicit(b, sp, None)
+
+
+def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
+    return ev.key
+
+
+def _chosen(b: _Builder, inst: Instance, parent: Instance) -> list[Ev]:
+    """The routing decisions that chose this activation: those naming its name, recorded before it started
+    by its parent or a sibling (a graph node's ``Command(goto)``, conditional edge, or the graph's own fixed
+    edge) that no earlier activation took. Several when several deciders chose it for one step (a join)."""
+    routes = b.routes.get(inst.name)
+    if not routes:
+        return []
+    chosen = []
+    for ev in routes:
+        if ev.t_ns > inst.start_ns:
+            break
+        if id(ev) in b.used or not (ev.owner is parent or ev.owner.parent is parent):
+            continue
+        b.used.add(id(ev))
+        chosen.append(ev)
+    return chosen
 
 
 def _match(
@@ -418,6 +463,8 @@ def _match(
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
     target = child.label if child is not None else b.actors.label_of(sp.name, sp.t_ns) if sp.name else None
     decision = sp.decision_ev
+    if decision is not None:
+        b.used.add(id(decision))
     if decision is None:
         decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
         decision.decision = sp.decision

@@ -12,7 +12,6 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from orchestrace import semconv as sc
@@ -59,10 +58,14 @@ class TurnRec:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
+#: Larger token counts are not counts (OTLP ints are int64; a sum of doubles near 1e308 overflows a float).
+_MAX_COUNT = 2**63 - 1
+
+
 def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
             return int(value)
     return None
 

@@ -56,6 +56,9 @@ class Run(Actor):
     routed_to_end: bool = False
     #: A node asked a human (``interrupt()``): the run pauses, it does not stop.
     interrupted: bool = False
+    #: The graph's fixed edges (its wiring): source node -> the nodes it always leads to.
+    edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes recorded
     _sends: list[SendResult] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -64,6 +67,14 @@ class Run(Actor):
         while run.parent is not None:
             run = run.parent
         return run
+
+    def first_wiring(self, step: object, target: str) -> bool:
+        """Whether the fixed route to ``target`` in ``step`` is not recorded yet (then it is, from now)."""
+        with self._lock:
+            if (step, target) in self._wired:
+                return False
+            self._wired.add((step, target))
+            return True
 
     def add_send_result(self, result: SendResult) -> None:
         with self._lock:

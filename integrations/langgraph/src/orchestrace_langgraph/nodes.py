@@ -14,6 +14,7 @@ from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, PUSH,
 from langgraph.constants import START
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
 from langgraph.types import Command, PregelExecutableTask, Send
+from langgraph.prebuilt import ToolNode
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -155,7 +156,7 @@ class NodeTracer:
                 attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
         else:
             name = task.name
-            attrs[sc.ORCH_OPERATION] = sc.OPERATION_NODE
+            attrs[sc.ORCH_OPERATION] = sc.OPERATION_TOOL_NODE if _tool_node(task) else sc.OPERATION_NODE
         links: list[Link] = []
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
@@ -177,6 +178,9 @@ class NodeTracer:
                     routing.record_sends(actor, sends)
                 if isinstance(result, Command | list | tuple):  # what may hold commands (routing.commands_in)
                     routing.record_commands(actor, result)
+            if exc is None and started.run is not None and started.run.edges:
+                routing.record_wiring(started.run, task.name, (task.config.get("metadata") or {}).get(
+                    "langgraph_step"))
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
             elif isinstance(exc, GraphInterrupt):
@@ -203,12 +207,21 @@ class NodeTracer:
                 node.span.end()
 
 
-def _decorated_agent(task: PregelExecutableTask) -> AgentSpec | None:
-    """The ``@ot.agent`` spec of the node's function, when it is one (a node added as a function runs it as
-    the first step of its ``proc``)."""
+def _first_step(task: PregelExecutableTask) -> Any:
+    """What the node runs (a node's runnable is the first step of its ``proc``, before its writers)."""
     steps = getattr(task.proc, "steps", None)
-    first = steps[0] if isinstance(steps, list | tuple) and steps else task.proc
+    return steps[0] if isinstance(steps, list | tuple) and steps else task.proc
+
+
+def _decorated_agent(task: PregelExecutableTask) -> AgentSpec | None:
+    """The ``@ot.agent`` spec of the node's function, when it is one."""
+    first = _first_step(task)
     return decorated_spec((getattr(first, "func", None), getattr(first, "afunc", None)), AgentSpec)
+
+
+def _tool_node(task: PregelExecutableTask) -> bool:
+    """A ``ToolNode``: it runs the tools a model asked for; it is no agent and decides nothing."""
+    return isinstance(_first_step(task), ToolNode)
 
 
 def _pushed(task: PregelExecutableTask) -> bool:

@@ -3,6 +3,9 @@
 * ``Send`` packets (from a conditional edge or ``Command(goto=[Send, ...])``): one spawn decision, then one
   spawn per packet, naming the target node.
 * ``Command(goto=node)`` returned by a node, or a conditional edge choosing a node: a delegate decision.
+* A fixed edge of the graph (``add_edge``, also from ``START``), after its source node completed: a delegate
+  decision of the graph run itself (reason ``edge``), once per target and step: the graph's wiring chose.
+  A transition a node chose is its decision alone: the collector links the target's start to it.
 * A conditional edge or ``Command`` choosing ``END``: a stop.
 * A top-level run that ends because its last node has no next node (no explicit ``END`` route, no
   interrupt): a stop on the run, naming that node (langgraph-supervisor's final answer ends a run this way).
@@ -31,6 +34,8 @@ from orchestrace_langgraph.content import content_ref
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
 REASON_CONDITIONAL_EDGE = "conditional_edge"
 REASON_COMMAND = "command"
+#: ``orchestrace.reason`` of a delegate along a fixed edge of the graph (the graph's, not a node's choice).
+REASON_EDGE = "edge"
 #: ``orchestrace.reason`` of the stop of a run whose last node had no next node.
 REASON_NO_NEXT_NODE = "no_next_node"
 #: ``orchestrace.reason`` of a handoff delegate.
@@ -69,6 +74,32 @@ def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
         actor.span.add_event(
             sc.EVENT_SPAWN, {sc.ORCH_TARGET_AGENT: send.node, sc.ORCH_CONTENT_REF: content_ref(send.arg)}
         )
+
+
+def fixed_edges(graph: Any) -> dict[str, tuple[str, ...]]:
+    """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
+    builder = getattr(graph, "builder", None)
+    edges = getattr(builder, "edges", None)
+    if not isinstance(edges, set):
+        return {}
+    out: dict[str, list[str]] = {}
+    for start, end in edges:
+        out.setdefault(start, []).append(end)
+    for starts, end in getattr(builder, "waiting_edges", None) or ():
+        for start in starts:
+            out.setdefault(start, []).append(end)
+    return {start: tuple(sorted(set(ends))) for start, ends in out.items()}
+
+
+def record_wiring(run: Run, source: str, step: object) -> None:
+    """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes."""
+    for target in run.edges.get(source, ()):
+        if target != END and run.first_wiring(step, target):
+            run.span.add_event(sc.EVENT_DECISION, {
+                sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
+                sc.ORCH_TARGET_AGENT: target,
+                sc.ORCH_REASON: REASON_EDGE,
+            })
 
 
 def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,

@@ -142,7 +142,7 @@ class WorkflowTracer:
                  if resume else [])
         span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
         run = Run(span, name, str(thread_id) if thread_id is not None else None,
-                  parent=current_run() if nested else None)
+                  parent=current_run() if nested else None, edges=routing.fixed_edges(graph))
         if resume:
             routing.record_resume(run, graph_input.resume if isinstance(graph_input, Command) else None)
         return run
