@@ -75,7 +75,8 @@ def test_map_reduce_spawns_one_worker_per_planet_and_aggregates(example_run: Run
     inputs = [e for e in trace["edges"] if e["type"] == "aggregate" and e["dst"] == aggregate["id"]]
     assert len(inputs) >= 4
     # each concurrent worker's model call is credited to that worker (context kept across asyncio tasks)
-    assert sorted(t["agent"] for t in run.turns if name(t["agent"]) == "research") == sorted(set(spawned))
+    workers = [f"{t['agent']}#{t['activation']}" for t in run.turns if t["agent"] == "research"]
+    assert sorted(workers) == sorted(set(spawned))
 
 
 def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:

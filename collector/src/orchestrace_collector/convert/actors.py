@@ -16,7 +16,9 @@ the episode has one instance of it, else ``name#k`` (what ``to`` / ``from`` and 
 ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id).
 
 A tool node (``orchestrace.operation=tool_node``: LangGraph's ``ToolNode``) is not an actor: its tool calls
-are its enclosing actor's, and inside an agent it is one of the agent's inner nodes.
+are those of the node that routed to it (the latest sibling that recorded a decision or spawn naming it before
+it started), else its enclosing actor's; inside an agent it is one of the agent's inner nodes. Routing to a
+tool node is no orchestration decision (``Actors.tool_nodes`` names them).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Actors:
     instances: list[Instance]  # in start order
     by_name: dict[str, list[Instance]]
     by_label: dict[str, Instance]
+    tool_nodes: frozenset[str] = frozenset()  # names of tool nodes (not actors: nobody delegates to them)
 
     starts: dict[str, list[int]] = field(default_factory=dict)  # by name, filled on first use
 
@@ -102,12 +105,18 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     instances: list[Instance] = []
     top_level: dict[str, Instance] = {}
     stand_in: Instance | None = None
+    tool_nodes: set[str] = set()
     for node in forest.nodes:  # parents before children
         parent = node.parent
         enclosing = parent.instance if parent is not None else None
         if node.kind is not Kind.ACTOR:
-            if node.sub_kind == TOOL_NODE and enclosing is not None and enclosing.sub_kind == AGENT:
-                enclosing.inner_nodes.add(actor_name(node.span, NODE))
+            if node.sub_kind == TOOL_NODE and enclosing is not None:
+                name = actor_name(node.span, NODE)
+                tool_nodes.add(name)
+                if enclosing.sub_kind == AGENT:
+                    enclosing.inner_nodes.add(name)
+                else:
+                    enclosing = _router(enclosing, name, node.start_ns) or enclosing
             if enclosing is None:
                 if stand_in is None:
                     stand_in = Instance(fallback_name, "", None, node.start_ns, node.end_ns)
@@ -164,7 +173,26 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             inst.activation = k
             inst.label = instance_label(name, k, len(group))
             by_label[inst.label] = inst
-    return Actors(instances, by_name, by_label)
+    return Actors(instances, by_name, by_label, frozenset(tool_nodes))
+
+
+#: Span events that name where control goes next.
+_ROUTES = frozenset({sc.EVENT_DECISION, sc.EVENT_SPAWN, sc.EVENT_DELEGATE})
+
+
+def _router(parent: Instance, target: str, t_ns: int) -> Instance | None:
+    """The latest child of ``parent`` that recorded routing to ``target`` before ``t_ns``."""
+    for sibling in reversed(parent.children[-RESOLVE_LOOKBACK:]):
+        if sibling.start_ns > t_ns or sibling.node is None:
+            continue
+        for event in sibling.node.span.events:
+            if event.name in _ROUTES and event.time_ns <= t_ns:
+                attrs = event.attributes
+                chosen = attrs.get(sc.ORCH_TARGET_AGENT)
+                options = attrs.get(sc.ORCH_DECISION_OPTIONS) if chosen is None else (chosen,)
+                if isinstance(options, tuple | list) and target in options:
+                    return sibling
+    return None
 
 
 def instance_label(name: str, activation: int, count: int) -> str:

@@ -237,7 +237,7 @@ def _span_event(
     attrs = event.attributes
     if name == sc.EVENT_SPAWN or name == sc.EVENT_DELEGATE:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
-        if _inner_route(owner, node, attrs, (target,)):
+        if _inner_route(owner, node, attrs, (target,)) or _to_tool_node(b, (target,)):
             return
         decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
         sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
@@ -264,7 +264,7 @@ def _span_event(
     elif name == sc.EVENT_DECISION:
         target = attrs.get(sc.ORCH_TARGET_AGENT)
         options = (target,) if target else attrs.get(sc.ORCH_DECISION_OPTIONS) or ()
-        if _inner_route(owner, node, attrs, options):
+        if _inner_route(owner, node, attrs, options) or _to_tool_node(b, options):
             return
         ev = b.point("orchestrator_decision", event, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
@@ -323,6 +323,15 @@ def _inner_route(owner: Instance, node: Node, attrs: Attributes, targets: object
     if not owner.inner_nodes or attrs.get(sc.ORCH_HANDOFF) is True or not isinstance(targets, tuple | list):
         return False
     return bool(targets) and _inner(owner, node) and all(str(t) in owner.inner_nodes for t in targets)
+
+
+def _to_tool_node(b: _Builder, targets: object) -> bool:
+    """Routing to tool nodes only: running the tools a model asked for is no orchestration decision (the
+    tool calls say it)."""
+    tool_nodes = b.actors.tool_nodes
+    return bool(tool_nodes) and isinstance(targets, tuple | list) and bool(targets) and all(
+        str(t) in tool_nodes for t in targets
+    )
 
 
 def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:

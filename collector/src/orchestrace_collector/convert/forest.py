@@ -1,6 +1,11 @@
 """The episode's spans as one repaired tree: duplicates dropped, parents resolved, cycles broken, orphans
 attached.
 
+Spans that tell again what another library's spans tell are set aside, their children attached to their
+parent: the spans of LangChain callback tracers (OpenInference, OpenLLMetry) in an episode that orchestrace's
+LangGraph integration recorded (``vocabularies.DESCRIBED_AGAIN``), and a model call inside a model call (an
+SDK-level instrumentation's span under the framework's span of the same call), so that nothing counts twice.
+
 Every later stage walks these nodes instead of raw spans. Repairs never fail the conversion; they mark the
 affected nodes ``incomplete`` so the written trace says it is.
 """
@@ -13,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..spans import Span
 from .classify import WORKFLOW, Kind, classify
+from .vocabularies import DESCRIBED_AGAIN
 
 if TYPE_CHECKING:
     from .actors import Instance
@@ -46,7 +52,12 @@ class Forest:
 def build_forest(spans: Sequence[Span]) -> Forest:
     by_id: dict[tuple[str, str], Node] = {}
     ordered: list[Node] = []
+    again = _described_again(spans)
+    aside: dict[tuple[str, str], str | None] = {}  # spans set aside -> their parent span id
     for span in spans:
+        if again and span.scope in again:
+            aside.setdefault((span.trace_id, span.span_id), span.parent_span_id)
+            continue
         key = (span.trace_id, span.span_id)
         if key in by_id:
             continue  # a duplicate (retried export): the first copy wins
@@ -62,6 +73,10 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     maybe_cycles = False
     for node in ordered:
         pid = node.span.parent_span_id
+        hops = 0
+        while pid and (node.span.trace_id, pid) in aside and hops <= len(aside):
+            pid = aside[(node.span.trace_id, pid)]
+            hops += 1
         if not pid:
             continue
         parent = by_id.get((node.span.trace_id, pid))
@@ -98,6 +113,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
         node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
+        if node.kind is Kind.MODEL and _inside_model(parent):
+            node.kind = Kind.OTHER
         if parent is None and node.kind is Kind.OTHER:
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
             node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
@@ -108,6 +125,25 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
     return Forest(nodes, roots, incomplete)
+
+
+def _described_again(spans: Sequence[Span]) -> frozenset[str]:
+    """Scopes whose spans this episode holds a second description of (see ``DESCRIBED_AGAIN``)."""
+    scopes = {span.scope for span in spans}
+    found: set[str] = set()
+    for scope, others in DESCRIBED_AGAIN.items():
+        if scope in scopes:
+            found |= others
+    return frozenset(found)
+
+
+def _inside_model(node: Node | None) -> bool:
+    """Whether a model call encloses ``node`` (up to the nearest actor)."""
+    while node is not None and node.kind is not Kind.ACTOR:
+        if node.kind is Kind.MODEL:
+            return True
+        node = node.parent
+    return False
 
 
 def _break_cycles(nodes: list[Node]) -> list[Node]:

@@ -11,6 +11,16 @@ from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
 
+#: Instrumentation scopes whose spans describe what spans of another scope already describe: when an episode
+#: holds spans of the key (orchestrace's LangGraph integration), the spans of these LangChain callback tracers
+#: are the same graph runs, nodes, model calls and tools told a second time, and are set aside.
+DESCRIBED_AGAIN: Final = {
+    "orchestrace_langgraph": frozenset({
+        "openinference.instrumentation.langchain",
+        "opentelemetry.instrumentation.langchain",
+    }),
+}
+
 # --- OpenInference
 OI_SPAN_KIND: Final = "openinference.span.kind"
 OI_METADATA: Final = "metadata"  # JSON; LangGraph runs put ``langgraph_node`` in it

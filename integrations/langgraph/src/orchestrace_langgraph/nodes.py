@@ -62,6 +62,7 @@ class _Started:
     ctx: otel_context.Context
     thread_id: str | None
     pushed: bool = False  # scheduled by a Send
+    tool_node: bool = False  # a ToolNode: its results are tool results, not inputs to aggregate
 
 
 class NodeTracer:
@@ -137,6 +138,7 @@ class NodeTracer:
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
         values: dict[str, object] = {}
+        tool_node = False
         if is_agent(task):
             name = f"{sc.OP_INVOKE_AGENT} {task.name}"
             attrs[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
@@ -156,7 +158,8 @@ class NodeTracer:
                 attrs[sc.ORCH_AGENT_PARENT_ID] = parent.agent_id
         else:
             name = task.name
-            attrs[sc.ORCH_OPERATION] = sc.OPERATION_TOOL_NODE if _tool_node(task) else sc.OPERATION_NODE
+            tool_node = _tool_node(task)
+            attrs[sc.ORCH_OPERATION] = sc.OPERATION_TOOL_NODE if tool_node else sc.OPERATION_NODE
         links: list[Link] = []
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
@@ -165,7 +168,7 @@ class NodeTracer:
                                        links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
         self._namespaces.add(node)
-        return _Started(task, node, run, with_node(node, ctx, values), thread_id, pushed)
+        return _Started(task, node, run, with_node(node, ctx, values), thread_id, pushed, tool_node)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
@@ -194,7 +197,7 @@ class NodeTracer:
                 node.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
                 if started.run is not None:
                     started.run.last_node = task.name
-                if started.pushed and started.run is not None:
+                if started.pushed and not started.tool_node and started.run is not None:
                     started.run.add_send_result(
                         SendResult(node.span.get_span_context(), frozenset([str(c) for c, _ in task.writes]))
                     )
