@@ -21,8 +21,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
@@ -39,6 +40,10 @@ _lock = threading.RLock()
 _handle: TracingHandle | None = None
 _tracer: trace.Tracer | None = None
 _TRACER_NAME = "orchestrace"
+_NO_OP = trace.NoOpTracer()
+#: Context key: the tracer for orchestrace spans in that context (an integration instrumented with its own
+#: tracer provider puts one there, so that decorated functions inside its runs report to that provider).
+TRACER_KEY = otel_context.create_key("orchestrace.tracer")
 
 
 class _InstalledProcessors(SpanProcessor):
@@ -152,8 +157,16 @@ class TracingHandle:
 
 
 def get_tracer() -> trace.Tracer:
-    """The tracer for orchestrace spans: from the configured provider, else the global one."""
+    """The tracer for orchestrace spans: none (no-op) under OTel's ``suppress_instrumentation()``; the one an
+    integration scoped in the current context; from the configured provider; else the global one."""
     global _tracer
+    ctx = otel_context.get_current()
+    if ctx:  # outside any span the context is empty: no lookups
+        if ctx.get(_SUPPRESS_INSTRUMENTATION_KEY):
+            return _NO_OP
+        scoped = ctx.get(TRACER_KEY)
+        if scoped is not None:
+            return scoped  # type: ignore[no-any-return]
     tracer = _tracer
     if tracer is None:
         with _lock:

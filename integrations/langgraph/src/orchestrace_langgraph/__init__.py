@@ -11,6 +11,10 @@
 * and, through LangChain's configure hook (not a patch), a callback handler on every callback manager:
   ``chat {model}`` spans with token usage.
 
+A ``tracer_provider`` given to ``instrument`` receives every span of a graph run, also those of the SDK's
+decorated functions (``@ot.tool``, ``@ot.agent``) inside it; under OTel's ``suppress_instrumentation()``
+nothing is recorded.
+
 Mark a node as an agent with ``add_node(name, fn, metadata={AGENT_METADATA_KEY: True})`` (optionally
 ``AGENT_ROLE_METADATA_KEY: "<role>"``); compiled graphs used as nodes are agents without a marker.
 """
@@ -42,6 +46,7 @@ from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_
 from orchestrace_langgraph.package import _instruments
 from orchestrace_langgraph.routing import branch_finish
 from orchestrace_langgraph.tools import ToolTracer
+from orchestrace_langgraph.tracers import Suppressible, sdk_scope
 from orchestrace_langgraph.version import __version__
 from orchestrace_langgraph.workflow import EpisodeId, WorkflowTracer, thread_episode
 
@@ -76,11 +81,12 @@ class LangGraphInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        tracer = trace.get_tracer(__name__, __version__, kwargs.get("tracer_provider"))
+        provider = kwargs.get("tracer_provider")
+        tracer = Suppressible(trace.get_tracer(__name__, __version__, provider))
         episode_id: EpisodeId = kwargs.get("episode_id") or thread_episode
         interrupts = InterruptLog()
         namespaces = NamespaceIndex()
-        workflows = WorkflowTracer(tracer, interrupts, episode_id)
+        workflows = WorkflowTracer(tracer, interrupts, episode_id, sdk_scope(provider))
         nodes = NodeTracer(tracer, namespaces, interrupts)
         breakpoints = BreakpointTracer(interrupts)
         tools = ToolTracer(tracer, namespaces)

@@ -109,8 +109,8 @@ def with_own_span(span: Span, values: Mapping[str, object] | None = None,
     return with_span(span, base, {_OWN_SPAN_KEY: span, **(values or {})})
 
 
-def with_run(run: Run) -> otel_context.Context:
-    return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None})
+def with_run(run: Run, values: Mapping[str, object] | None = None) -> otel_context.Context:
+    return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None, **(values or {})})
 
 
 def with_node(node: Node, context: otel_context.Context | None = None,

@@ -10,7 +10,7 @@ span.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables.config import ensure_config
@@ -37,10 +37,12 @@ def thread_episode(config: dict[str, Any]) -> str | None:
 
 
 class WorkflowTracer:
-    def __init__(self, tracer: Tracer, interrupts: InterruptLog, episode_id: EpisodeId) -> None:
+    def __init__(self, tracer: Tracer, interrupts: InterruptLog, episode_id: EpisodeId,
+                 scope: Mapping[str, object] | None = None) -> None:
         self._tracer = tracer
         self._interrupts = interrupts
         self._episode_id = episode_id
+        self._scope = scope or {}  # context values of every run (the SDK's tracer, when scoped)
 
     def stream(self, wrapped: Callable[..., Iterator[Any]], instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Iterator[Any]:
@@ -56,7 +58,7 @@ class WorkflowTracer:
         if run is None:
             yield from inner
             return
-        ctx = with_run(run)
+        ctx = with_run(run, self._scope)
         try:
             while True:
                 token = otel_context.attach(ctx)
@@ -88,7 +90,7 @@ class WorkflowTracer:
             async for item in inner:
                 yield item
             return
-        ctx = with_run(run)
+        ctx = with_run(run, self._scope)
         try:
             while True:
                 token = otel_context.attach(ctx)
