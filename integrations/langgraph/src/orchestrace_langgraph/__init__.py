@@ -6,6 +6,8 @@
 * ``langgraph.pregel._runner.run_with_retry`` / ``arun_with_retry``: one span per node execution
   (``{node}``, or ``invoke_agent {node}`` for agents), with routing, ``Send``, handoff and interrupt events;
 * ``BranchSpec._finish``: the choice of each conditional edge;
+* ``langgraph.pregel._write._assemble_writes``: the ``Command`` a node returned (where its writers turn it
+  into writes);
 * ``PregelLoop.tick`` / ``PregelLoop.after_tick``: static breakpoints (``interrupt_before`` / ``_after``);
 * ``BaseTool.run`` / ``BaseTool.arun``: ``execute_tool {name}``;
 * and, through LangChain's configure hook (not a patch), a callback handler on every callback manager:
@@ -29,6 +31,7 @@ import langgraph.graph._branch
 import langgraph.pregel
 import langgraph.pregel._loop
 import langgraph.pregel._runner
+import langgraph.pregel._write
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
@@ -44,7 +47,7 @@ from orchestrace_langgraph.breakpoints import BreakpointTracer
 from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, configure_hook
 from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
 from orchestrace_langgraph.package import _instruments
-from orchestrace_langgraph.routing import branch_finish
+from orchestrace_langgraph.routing import branch_finish, channel_write
 from orchestrace_langgraph.tools import ToolTracer
 from orchestrace_langgraph.tracers import Suppressible, sdk_scope
 from orchestrace_langgraph.version import __version__
@@ -59,6 +62,7 @@ _PATCHES: tuple[tuple[Any, str], ...] = (
     (langgraph.pregel._runner, "run_with_retry"),
     (langgraph.pregel._runner, "arun_with_retry"),
     (langgraph.graph._branch.BranchSpec, "_finish"),
+    (langgraph.pregel._write, "_assemble_writes"),
     (langgraph.pregel._loop.PregelLoop, "tick"),
     (langgraph.pregel._loop.PregelLoop, "after_tick"),
     (langchain_core.tools.BaseTool, "run"),
@@ -93,7 +97,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
         self._handler = ChatModelCallbackHandler(tracer, namespaces)
         wrappers: tuple[Any, ...] = (
             workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
-            branch_finish, breakpoints.tick, breakpoints.after_tick, tools.run, tools.arun,
+            branch_finish, channel_write, breakpoints.tick, breakpoints.after_tick, tools.run, tools.arun,
         )
         for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
             wrap_function_wrapper(owner, attribute, wrapper)

@@ -33,6 +33,17 @@ _CALLBACK_TRACER_SCOPES = frozenset({"opentelemetry.instrumentation.langchain",
 class Actor:
     span: Span
     name: str
+    #: id() of the ``Command`` objects already recorded for this actor (its writers may see one twice).
+    _commands: set[int] | None = field(default=None, kw_only=True)
+
+    def first_sight(self, command: object) -> bool:
+        seen = self._commands
+        if seen is None:
+            seen = self._commands = set()
+        if id(command) in seen:
+            return False
+        seen.add(id(command))
+        return True
 
 
 @dataclass(slots=True)
@@ -182,7 +193,7 @@ class InterruptLog:
 
     def __init__(self, size: int = 4096) -> None:
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._by_thread: OrderedDict[str, SpanContext] = OrderedDict()
+        self._by_thread: OrderedDict[str, tuple[SpanContext, tuple[str, ...]]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
@@ -195,14 +206,19 @@ class InterruptLog:
                 self._seen.popitem(last=False)
             return True
 
-    def asked(self, thread_id: str, span_context: SpanContext) -> None:
+    def asked(self, thread_id: str, span_context: SpanContext, node: str | None = None) -> None:
+        """A human was asked on ``thread_id``, by ``span_context``'s span; ``node``: the top-level node that
+        asked (``interrupt()``), which runs again when the thread resumes."""
         with self._lock:
-            self._by_thread[thread_id] = span_context
-            self._by_thread.move_to_end(thread_id)
+            _, nodes = self._by_thread.pop(thread_id, (None, ()))
+            self._by_thread[thread_id] = (span_context, (*nodes, node) if node is not None else nodes)
             while len(self._by_thread) > self._size:
                 self._by_thread.popitem(last=False)
 
-    def resume_links(self, thread_id: str | None, attributes: dict[str, str]) -> list[Link]:
+    def resumed(self, thread_id: str | None, attributes: dict[str, str]) -> tuple[list[Link], tuple[str, ...]]:
+        """The link of a resume to the span that last asked on its thread, and the nodes that run again."""
         with self._lock:
             asked = self._by_thread.pop(thread_id, None) if thread_id is not None else None
-        return [Link(asked, attributes)] if asked is not None else []
+        if asked is None:
+            return [], ()
+        return [Link(asked[0], attributes)], tuple(dict.fromkeys(asked[1]))

@@ -179,8 +179,6 @@ class NodeTracer:
                 sends = [v for c, v in task.writes if c == TASKS and isinstance(v, Send)]
                 if sends:
                     routing.record_sends(actor, sends)
-                if isinstance(result, Command | list | tuple):  # what may hold commands (routing.commands_in)
-                    routing.record_commands(actor, result)
             if exc is None and started.run is not None and started.run.edges:
                 routing.record_wiring(started.run, task.name, (task.config.get("metadata") or {}).get(
                     "langgraph_step"))

@@ -13,7 +13,9 @@
   langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
   recorded on that node of the parent graph.
 * ``interrupt()`` (``GraphInterrupt``): a human intervention of kind ``interrupt``; a static breakpoint
-  (``breakpoints.py``): one of kind ``interrupt_before`` / ``interrupt_after``.
+  (``breakpoints.py``): one of kind ``interrupt_before`` / ``interrupt_after``. The resume: one of kind
+  ``resume`` on the resumed run, and the graph's delegate (reason ``resume``) to each node that asked, which
+  runs again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
-from orchestrace_langgraph.actors import Actor, InterruptLog, NamespaceIndex, Run, current_actor, current_run
+from orchestrace_langgraph.actors import (
+    Actor,
+    InterruptLog,
+    NamespaceIndex,
+    Node,
+    Run,
+    current_actor,
+    current_run,
+)
 from orchestrace_langgraph.content import content_ref
 
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
@@ -36,6 +46,8 @@ REASON_CONDITIONAL_EDGE = "conditional_edge"
 REASON_COMMAND = "command"
 #: ``orchestrace.reason`` of a delegate along a fixed edge of the graph (the graph's, not a node's choice).
 REASON_EDGE = "edge"
+#: ``orchestrace.reason`` of a delegate to a node that asked a human and runs again on the resume.
+REASON_RESUME = "resume"
 #: ``orchestrace.reason`` of the stop of a run whose last node had no next node.
 REASON_NO_NEXT_NODE = "no_next_node"
 #: ``orchestrace.reason`` of a handoff delegate.
@@ -172,7 +184,8 @@ def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, threa
         if not log.first_time(interrupt_id):
             continue  # already recorded by the node that asked, deeper in a subgraph
         if thread_id is not None:
-            log.asked(thread_id, actor.span.get_span_context())
+            node = actor.namespace.split("|", 1)[0].split(":", 1)[0] if isinstance(actor, Node) else None
+            log.asked(thread_id, actor.span.get_span_context(), node or None)
         actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
             sc.ORCH_HUMAN_KIND: HUMAN_INTERRUPT,
             sc.ORCH_HUMAN_ACTOR: actor.name,
@@ -190,11 +203,40 @@ def record_breakpoint(run: Run, kind: str, nodes: Sequence[str], log: InterruptL
     })
 
 
-def record_resume(actor: Actor, value: Any) -> None:
-    """A run that continues a paused one: ``value`` is ``Command.resume`` (None after a breakpoint)."""
+def record_resume(actor: Actor, value: Any, again: Sequence[str] = ()) -> None:
+    """A run that continues a paused one: ``value`` is ``Command.resume`` (None after a breakpoint);
+    ``again``: the nodes that asked (``interrupt()``) and run again, the graph's doing (reason ``resume``)."""
     actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
         sc.ORCH_HUMAN_KIND: HUMAN_RESUME, sc.ORCH_CONTENT_REF: content_ref(value),
     })
+    for node in again:
+        actor.span.add_event(sc.EVENT_DECISION, {
+            sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: node, sc.ORCH_REASON: REASON_RESUME,
+        })
+
+
+def channel_write(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    """Wrapper of ``_assemble_writes`` (called by ``ChannelWrite.do_write``): the ``Command`` a node returned,
+    seen where its writers turn it into writes (every execution mode passes here; streaming modes do not
+    return the node's value to the task runner)."""
+    _record_written_commands(args[0] if args else kwargs.get("writes"))
+    return wrapped(*args, **kwargs)
+
+
+@failsafe(None)
+def _record_written_commands(writes: Any) -> None:
+    if not isinstance(writes, list | tuple):
+        return
+    actor = current_actor()
+    if actor is None:
+        return
+    for write in writes:
+        value = getattr(write, "value", None)
+        if isinstance(value, Command | list | tuple) and getattr(write, "mapper", None) is not None:
+            for command in commands_in(value):
+                if actor.first_sight(command):
+                    record_commands(actor, command)
 
 
 def branch_finish(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],

@@ -139,14 +139,14 @@ class WorkflowTracer:
         command = isinstance(graph_input, Command) and graph_input.resume is not None
         # No input on a thread continues it from its checkpoint: after a static breakpoint, that resumes it.
         resume = not nested and (command or (graph_input is None and thread_id is not None))
-        links = (self._interrupts.resume_links(str(thread_id) if thread_id is not None else None,
-                                               {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
-                 if resume else [])
+        links, again = (self._interrupts.resumed(str(thread_id) if thread_id is not None else None,
+                                                 {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
+                        if resume else ([], ()))
         span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
         run = Run(span, name, str(thread_id) if thread_id is not None else None,
                   parent=current_run() if nested else None, edges=routing.fixed_edges(graph))
         if resume:
-            routing.record_resume(run, graph_input.resume if isinstance(graph_input, Command) else None)
+            routing.record_resume(run, graph_input.resume if isinstance(graph_input, Command) else None, again)
         return run
 
 

@@ -1,0 +1,83 @@
+"""Spans of a test converted to the written trace (validated), and the execution modes graphs run in."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from orchestrace_collector.convert import Episode, convert_episode
+from orchestrace_collector.inprocess import span_from_readable
+from orchestrace_collector.validate import validate_trace
+
+MODES = ("invoke", "ainvoke", "stream", "astream", "batch", "abatch", "astream_events")
+
+
+async def run_graph(graph: Any, graph_input: Any, config: dict[str, Any] | None, mode: str) -> None:
+    """Run ``graph`` once in ``mode`` (every public way: they reach LangGraph's loop differently)."""
+    if mode == "invoke":
+        graph.invoke(graph_input, config)
+    elif mode == "ainvoke":
+        await graph.ainvoke(graph_input, config)
+    elif mode == "stream":
+        list(graph.stream(graph_input, config, stream_mode="updates"))
+    elif mode == "astream":
+        [_ async for _ in graph.astream(graph_input, config, stream_mode="values")]
+    elif mode == "batch":
+        graph.batch([graph_input], [config] if config else None)
+    elif mode == "abatch":
+        await graph.abatch([graph_input], [config] if config else None)
+    elif mode == "astream_events":
+        [_ async for _ in graph.astream_events(graph_input, config, version="v2")]
+    else:
+        raise ValueError(mode)
+
+
+def convert(spans: Sequence[ReadableSpan]) -> tuple[dict[str, Any], Episode]:
+    """The written trace of these spans (one episode), after checking it validates."""
+    episode = convert_episode([span_from_readable(s) for s in spans])
+    written = json.loads(json.dumps(episode.trace.to_json_dict()))
+    assert validate_trace(written) == [], validate_trace(written)
+    return written, episode
+
+
+def of_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
+    return [e for e in written["events"] if e["type"] == type_]
+
+
+def base(label: str | None) -> str | None:
+    """The agent name of an instance label (``name#k`` -> ``name``)."""
+    return label.rsplit("#", 1)[0] if label and "#" in label else label
+
+
+def decisions(written: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Every decision as (agent, activation, decision, target name, reason, handoff)."""
+    return [
+        (e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("reason"), e.get("handoff"))
+        for e in of_type(written, "orchestrator_decision")
+    ]
+
+
+def check_causality(written: dict[str, Any]) -> None:
+    """Every spawn carries out a decision (a ``spawn`` edge into it) whose ``to`` names what it started, and
+    every decision that spawned names that target; identity fields are consistent."""
+    by_id = {e["id"]: e for e in written["events"]}
+    into: dict[str, list[str]] = {}
+    for edge in written["edges"]:
+        if edge["type"] == "spawn":
+            into.setdefault(edge["dst"], []).append(edge["src"])
+    for spawn in of_type(written, "spawn"):
+        sources = into.get(spawn["id"], [])
+        assert sources, f"spawn {spawn} carries out no decision"
+        for src in sources:
+            decision = by_id[src]
+            assert decision["type"] == "orchestrator_decision"
+            assert base(decision.get("to")) == base(spawn.get("to")), (decision, spawn)
+    seen: dict[str, set[int]] = {}
+    for e in written["events"]:
+        assert "#" not in e["agent"], e  # the stable name, never an instance label
+        if "activation" in e:
+            seen.setdefault(e["agent"], set()).add(e["activation"])
+    for name, activations in seen.items():
+        assert activations == set(range(1, len(activations) + 1)), (name, activations)

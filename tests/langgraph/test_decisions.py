@@ -1,0 +1,270 @@
+"""Held-out graphs (neutral names): one decision per routing choice, made by its decider, carried out by the
+spawn it led to; stable names plus activations; tool nodes are not agents; in every execution mode."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from episodes import MODES, check_causality, convert, decisions, of_type, run_graph
+from fakes import ScriptedChatModel, tool_call
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, Send, interrupt
+from span_checks import Spans
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class Desk(TypedDict, total=False):
+    n: int
+    parts: Annotated[list[str], operator.add]
+    out: str
+
+
+def desk() -> Any:
+    """dispatcher -Command-> pricing -conditional edge-> dispatcher -Command(Send x3)-> shard x3 -edge-> merge
+    -edge-> dispatcher -Command(END)."""
+
+    def dispatcher(state: Desk) -> Command:
+        n = state.get("n", 0)
+        if n >= 2:
+            return Command(goto=END)
+        if n == 0:
+            return Command(goto="pricing", update={"n": 1})
+        return Command(goto=[Send("shard", {"n": i}) for i in range(3)], update={"n": 2})
+
+    def pick(state: Desk) -> str:
+        return "dispatcher"
+
+    g = StateGraph(Desk)
+    g.add_node("dispatcher", dispatcher, destinations=("pricing", "shard", END))
+    g.add_node("pricing", lambda state: {"parts": ["p"]})
+    g.add_node("shard", lambda state: {"parts": [f"s{state['n']}"]})
+    g.add_node("merge", lambda state: {"out": ",".join(sorted(state["parts"]))})
+    g.add_edge(START, "dispatcher")
+    g.add_conditional_edges("pricing", pick, ["dispatcher", "merge"])
+    g.add_edge("shard", "merge")
+    g.add_edge("merge", "dispatcher")
+    return g.compile(name="desk")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_each_choice_is_one_decision_by_its_decider(spans: Spans, mode: str) -> None:
+    await run_graph(desk(), {"n": 0}, None, mode)
+    written, _ = convert(spans.all)
+    assert decisions(written) == [
+        ("desk", 1, "delegate", "dispatcher", "edge", None),  # START's fixed edge: the graph's wiring
+        ("dispatcher", 1, "delegate", "pricing", "command", None),
+        ("pricing", 1, "delegate", "dispatcher", "conditional_edge", None),
+        ("dispatcher", 2, "spawn", "shard", None, None),  # one decision for the three Sends
+        ("desk", 1, "delegate", "merge", "edge", None),  # once, though three shards completed
+        ("desk", 1, "delegate", "dispatcher", "edge", None),
+        ("dispatcher", 3, "stop", None, "command", None),
+    ]
+    check_causality(written)
+    spawns = [(e["agent"], e.get("activation"), e["to"]) for e in of_type(written, "spawn")]
+    assert spawns == [
+        ("desk", 1, "dispatcher#1"), ("desk", 1, "pricing"), ("desk", 1, "dispatcher#2"),
+        ("dispatcher", 2, "shard#1"), ("dispatcher", 2, "shard#2"), ("dispatcher", 2, "shard#3"),
+        ("desk", 1, "merge"), ("desk", 1, "dispatcher#3"),
+    ]
+    (stop,) = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert (stop["agent"], stop["activation"]) == ("dispatcher", 3)
+    (aggregate,) = of_type(written, "aggregate")
+    assert aggregate["agent"] == "merge"
+    assert len([e for e in written["edges"] if e["type"] == "aggregate" and e["dst"] == aggregate["id"]]) == 3
+
+
+def test_the_decision_of_a_node_is_linked_to_the_delegation_it_led_to(spans: Spans) -> None:
+    desk().invoke({"n": 0})
+    written, _ = convert(spans.all)
+    by_id = {e["id"]: e for e in written["events"]}
+    (chose,) = [e for e in of_type(written, "orchestrator_decision") if e.get("reason") == "command"
+                and e.get("decision") == "delegate"]
+    (spawn,) = [by_id[x["dst"]] for x in written["edges"] if x["type"] == "spawn" and x["src"] == chose["id"]]
+    assert spawn["to"] == "pricing"
+    (first,) = [by_id[x["dst"]] for x in written["edges"] if x["type"] == "causal" and x["src"] == spawn["id"]]
+    assert (first["agent"], first.get("decision"), first.get("to")) == ("pricing", "delegate", "dispatcher#2")
+
+
+class Route(TypedDict, total=False):
+    topic: str
+    log: Annotated[list[str], operator.add]
+
+
+def router_from_start() -> Any:
+    """A conditional edge from START chooses (the graph's run decides), a node's conditional edge ends."""
+
+    def classify(state: Route) -> str:
+        return "billing" if state["topic"] == "money" else "support"
+
+    def done(state: Route) -> str:
+        return END
+
+    g = StateGraph(Route)
+    g.add_node("billing", lambda state: {"log": ["billing"]})
+    g.add_node("support", lambda state: {"log": ["support"]})
+    g.add_conditional_edges(START, classify, ["billing", "support"])
+    g.add_conditional_edges("billing", done, [END])
+    g.add_edge("support", END)
+    return g.compile(name="frontdesk")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_conditional_edge_from_start_is_the_runs_one_decision(spans: Spans, mode: str) -> None:
+    await run_graph(router_from_start(), {"topic": "money"}, None, mode)
+    written, _ = convert(spans.all)
+    assert decisions(written) == [
+        ("frontdesk", 1, "delegate", "billing", "conditional_edge", None),
+        ("billing", 1, "stop", None, "conditional_edge", None),
+    ]
+    check_causality(written)
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+@tool
+def inventory(item: str) -> int:
+    """Units in stock."""
+    return 3
+
+
+def tool_loop() -> Any:
+    """A hand-written model + ToolNode loop (``tools_condition``): the tool node is no agent."""
+    model = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[tool_call("inventory", {"item": "bolt"}, "k1")]), AIMessage("3 bolts."),
+    ])
+
+    def clerk(state: Chat) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(Chat)
+    g.add_node("clerk", clerk)
+    g.add_node("stockroom", ToolNode([inventory]))
+    g.add_edge(START, "clerk")
+    g.add_conditional_edges("clerk", tools_condition, {"tools": "stockroom", END: END})
+    g.add_edge("stockroom", "clerk")
+    return g.compile(name="shop")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_node_is_not_an_agent(spans: Spans, mode: str) -> None:
+    await run_graph(tool_loop(), {"messages": [HumanMessage("bolts?")]}, None, mode)
+    written, episode = convert(spans.all)
+    agents = {e["agent"] for e in written["events"] if e["type"] != "tool_result"}
+    assert agents == {"shop", "clerk"}
+    (call,) = of_type(written, "tool_call")
+    assert (call["agent"], call["activation"], call["tool"]) == ("clerk", 1, "inventory")  # who asked for it
+    assert decisions(written) == [
+        ("shop", 1, "delegate", "clerk", "edge", None),
+        ("shop", 1, "delegate", "clerk", "edge", None),  # the tool node's fixed edge back
+        ("clerk", 2, "stop", None, "conditional_edge", None),
+    ]
+    assert of_type(written, "aggregate") == []
+    check_causality(written)
+    assert [(t.agent, t.activation) for t in episode.turns] == [("clerk", 1), ("clerk", 2)]
+
+
+class Case(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def handoff_team() -> Any:
+    """Two subgraph agents; the first hands off with a hand-written ``Command.PARENT``."""
+
+    def triage(state: Case) -> Command:
+        return Command(graph=Command.PARENT, goto="settlement", update={"log": ["triage"]})
+
+    intake = StateGraph(Case)
+    intake.add_node("triage", triage)
+    intake.add_edge(START, "triage")
+    settle = StateGraph(Case)
+    settle.add_node("settle", lambda state: {"log": ["settled"]})
+    settle.add_edge(START, "settle")
+    team = StateGraph(Case)
+    team.add_node("intake", intake.compile(name="intake"), destinations=("settlement",))
+    team.add_node("settlement", settle.compile(name="settlement"))
+    team.add_edge(START, "intake")
+    return team.compile(name="claims")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_command_parent_handoff_is_the_handing_off_agents_one_decision(spans: Spans, mode: str) -> None:
+    await run_graph(handoff_team(), {"log": []}, None, mode)
+    written, _ = convert(spans.all)
+    assert decisions(written) == [
+        ("claims", 1, "delegate", "intake", "edge", None),
+        ("intake", 1, "delegate", "settlement", "command_parent", True),
+        ("claims", 1, "stop", None, "no_next_node", None),
+    ]
+    check_causality(written)
+    (stop,) = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert stop["from"] == "settlement"
+
+
+def review_flow(**compile_kwargs: Any) -> Any:
+    def approve(state: Case) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        return {"log": [f"approved:{answer}"]}
+
+    g = StateGraph(Case)
+    g.add_node("draft", lambda state: {"log": ["draft"]})
+    g.add_node("approve", approve)
+    g.add_node("send", lambda state: {"log": ["sent"]})
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "approve")
+    g.add_edge("approve", "send")
+    return g.compile(checkpointer=InMemorySaver(), name="mailer", **compile_kwargs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pause", ["interrupt", "interrupt_before", "interrupt_after"])
+async def test_breakpoints_and_interrupts_record_the_human_and_the_resume(
+    spans: Spans, mode: str, pause: str
+) -> None:
+    kwargs = {pause: ["draft"]} if pause != "interrupt" else {}
+    graph = review_flow(**kwargs)
+    config = {"configurable": {"thread_id": f"t-{mode}-{pause}"}}
+    await run_graph(graph, {"log": []}, config, mode)
+    resumes = 2 if pause != "interrupt" else 1  # a breakpoint pauses before interrupt() pauses again
+    for _ in range(resumes):
+        state = graph.get_state(config)
+        resume: Any = Command(resume="yes") if state.interrupts else None
+        await run_graph(graph, resume, config, mode)
+    assert graph.get_state(config).values["log"] == ["draft", "approved:yes", "sent"]
+    written, _ = convert(spans.all)
+    humans = [(e["agent"], e.get("label")) for e in of_type(written, "human_intervention")]
+    paused = [label for _, label in humans if label != "resume"]
+    expected = ["interrupt"] if pause == "interrupt" else [pause, "interrupt"]
+    assert paused == expected
+    assert [label for _, label in humans].count("resume") == len(expected)
+    stops = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert len(stops) == 1 and stops[0]["from"] == "send"  # paused runs do not stop
+    check_causality(written)
+    # the node that asked runs again on the resume: the graph's doing, and it says so
+    assert [d[:5] for d in decisions(written) if d[2] == "delegate"] == [
+        ("mailer", 1, "delegate", "draft", "edge"), ("mailer", 1, "delegate", "approve", "edge"),
+        ("mailer", 1, "delegate", "approve", "resume"), ("mailer", 1, "delegate", "send", "edge"),
+    ]
+    returns = [(e["agent"], e["activation"]) for e in of_type(written, "return") if e["agent"] != "mailer"]
+    assert returns == [("draft", 1), ("approve", 1), ("approve", 2), ("send", 1)]
+
+
+def test_a_stop_names_the_activation_that_ran_not_a_later_one(spans: Spans) -> None:
+    g = StateGraph(Case)
+    g.add_node("probe", lambda state: {"log": ["probed"]})
+    g.add_edge(START, "probe")
+    graph = g.compile(name="scanner")
+    graph.invoke({"log": []})
+    graph.invoke({"log": []})
+    written, _ = convert(spans.all)  # both runs as one episode: the runs are one instance, probe runs twice
+    stops = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert [s["from"] for s in stops] == ["probe#1", "probe#2"]
