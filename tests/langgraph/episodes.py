@@ -54,7 +54,8 @@ def base(label: str | None) -> str | None:
 def decisions(written: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Every decision as (agent, activation, decision, target name, reason, handoff)."""
     return [
-        (e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("reason"), e.get("handoff"))
+        (e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("reason"),
+         e.get("handoff"))
         for e in of_type(written, "orchestrator_decision")
     ]
 

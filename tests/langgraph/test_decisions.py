@@ -3,55 +3,17 @@ spawn it led to; stable names plus activations; tool nodes are not agents; in ev
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from episodes import MODES, check_causality, convert, decisions, of_type, run_graph
-from fakes import ScriptedChatModel, tool_call
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, Send, interrupt
+from heldout_graphs import Case, desk, handoff_team, review_flow, router_from_start, tool_loop
+from langchain_core.messages import HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command
 from span_checks import Spans
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-class Desk(TypedDict, total=False):
-    n: int
-    parts: Annotated[list[str], operator.add]
-    out: str
-
-
-def desk() -> Any:
-    """dispatcher -Command-> pricing -conditional edge-> dispatcher -Command(Send x3)-> shard x3 -edge-> merge
-    -edge-> dispatcher -Command(END)."""
-
-    def dispatcher(state: Desk) -> Command:
-        n = state.get("n", 0)
-        if n >= 2:
-            return Command(goto=END)
-        if n == 0:
-            return Command(goto="pricing", update={"n": 1})
-        return Command(goto=[Send("shard", {"n": i}) for i in range(3)], update={"n": 2})
-
-    def pick(state: Desk) -> str:
-        return "dispatcher"
-
-    g = StateGraph(Desk)
-    g.add_node("dispatcher", dispatcher, destinations=("pricing", "shard", END))
-    g.add_node("pricing", lambda state: {"parts": ["p"]})
-    g.add_node("shard", lambda state: {"parts": [f"s{state['n']}"]})
-    g.add_node("merge", lambda state: {"out": ",".join(sorted(state["parts"]))})
-    g.add_edge(START, "dispatcher")
-    g.add_conditional_edges("pricing", pick, ["dispatcher", "merge"])
-    g.add_edge("shard", "merge")
-    g.add_edge("merge", "dispatcher")
-    return g.compile(name="desk")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -87,33 +49,13 @@ def test_the_decision_of_a_node_is_linked_to_the_delegation_it_led_to(spans: Spa
     by_id = {e["id"]: e for e in written["events"]}
     (chose,) = [e for e in of_type(written, "orchestrator_decision") if e.get("reason") == "command"
                 and e.get("decision") == "delegate"]
-    (spawn,) = [by_id[x["dst"]] for x in written["edges"] if x["type"] == "spawn" and x["src"] == chose["id"]]
+    def after(src: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        return [by_id[x["dst"]] for x in written["edges"] if x["type"] == kind and x["src"] == src["id"]]
+
+    (spawn,) = after(chose, "spawn")
     assert spawn["to"] == "pricing"
-    (first,) = [by_id[x["dst"]] for x in written["edges"] if x["type"] == "causal" and x["src"] == spawn["id"]]
+    (first,) = after(spawn, "causal")
     assert (first["agent"], first.get("decision"), first.get("to")) == ("pricing", "delegate", "dispatcher#2")
-
-
-class Route(TypedDict, total=False):
-    topic: str
-    log: Annotated[list[str], operator.add]
-
-
-def router_from_start() -> Any:
-    """A conditional edge from START chooses (the graph's run decides), a node's conditional edge ends."""
-
-    def classify(state: Route) -> str:
-        return "billing" if state["topic"] == "money" else "support"
-
-    def done(state: Route) -> str:
-        return END
-
-    g = StateGraph(Route)
-    g.add_node("billing", lambda state: {"log": ["billing"]})
-    g.add_node("support", lambda state: {"log": ["support"]})
-    g.add_conditional_edges(START, classify, ["billing", "support"])
-    g.add_conditional_edges("billing", done, [END])
-    g.add_edge("support", END)
-    return g.compile(name="frontdesk")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -125,34 +67,6 @@ async def test_a_conditional_edge_from_start_is_the_runs_one_decision(spans: Spa
         ("billing", 1, "stop", None, "conditional_edge", None),
     ]
     check_causality(written)
-
-
-class Chat(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-@tool
-def inventory(item: str) -> int:
-    """Units in stock."""
-    return 3
-
-
-def tool_loop() -> Any:
-    """A hand-written model + ToolNode loop (``tools_condition``): the tool node is no agent."""
-    model = ScriptedChatModel(replies=[
-        AIMessage("", tool_calls=[tool_call("inventory", {"item": "bolt"}, "k1")]), AIMessage("3 bolts."),
-    ])
-
-    def clerk(state: Chat) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    g = StateGraph(Chat)
-    g.add_node("clerk", clerk)
-    g.add_node("stockroom", ToolNode([inventory]))
-    g.add_edge(START, "clerk")
-    g.add_conditional_edges("clerk", tools_condition, {"tools": "stockroom", END: END})
-    g.add_edge("stockroom", "clerk")
-    return g.compile(name="shop")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -173,31 +87,8 @@ async def test_a_tool_node_is_not_an_agent(spans: Spans, mode: str) -> None:
     assert [(t.agent, t.activation) for t in episode.turns] == [("clerk", 1), ("clerk", 2)]
 
 
-class Case(TypedDict, total=False):
-    log: Annotated[list[str], operator.add]
-
-
-def handoff_team() -> Any:
-    """Two subgraph agents; the first hands off with a hand-written ``Command.PARENT``."""
-
-    def triage(state: Case) -> Command:
-        return Command(graph=Command.PARENT, goto="settlement", update={"log": ["triage"]})
-
-    intake = StateGraph(Case)
-    intake.add_node("triage", triage)
-    intake.add_edge(START, "triage")
-    settle = StateGraph(Case)
-    settle.add_node("settle", lambda state: {"log": ["settled"]})
-    settle.add_edge(START, "settle")
-    team = StateGraph(Case)
-    team.add_node("intake", intake.compile(name="intake"), destinations=("settlement",))
-    team.add_node("settlement", settle.compile(name="settlement"))
-    team.add_edge(START, "intake")
-    return team.compile(name="claims")
-
-
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_command_parent_handoff_is_the_handing_off_agents_one_decision(spans: Spans, mode: str) -> None:
+async def test_a_command_parent_handoff_is_the_handing_off_agents_decision(spans: Spans, mode: str) -> None:
     await run_graph(handoff_team(), {"log": []}, None, mode)
     written, _ = convert(spans.all)
     assert decisions(written) == [
@@ -208,21 +99,6 @@ async def test_a_command_parent_handoff_is_the_handing_off_agents_one_decision(s
     check_causality(written)
     (stop,) = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
     assert stop["from"] == "settlement"
-
-
-def review_flow(**compile_kwargs: Any) -> Any:
-    def approve(state: Case) -> dict[str, Any]:
-        answer = interrupt("approve?")
-        return {"log": [f"approved:{answer}"]}
-
-    g = StateGraph(Case)
-    g.add_node("draft", lambda state: {"log": ["draft"]})
-    g.add_node("approve", approve)
-    g.add_node("send", lambda state: {"log": ["sent"]})
-    g.add_edge(START, "draft")
-    g.add_edge("draft", "approve")
-    g.add_edge("approve", "send")
-    return g.compile(checkpointer=InMemorySaver(), name="mailer", **compile_kwargs)
 
 
 @pytest.mark.parametrize("mode", MODES)
