@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+from collector_fixtures import start_collector, validate_trace_dir
+from episodes import base, convert, run_graph
 from fakes import ScriptedChatModel, tool_call
+from heldout_graphs import desk, handoff_team, tool_loop
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from orchestrace_collector.convert import Episode
 from span_checks import Spans
 
 with warnings.catch_warnings():
@@ -89,3 +100,98 @@ def test_beside_openinference_and_openllmetry(spans: Spans, stream: bool) -> Non
     run = spans.one("invoke_workflow weather")
     assert all(spans.parent(s) is run for s in spans.ours if s.name in ("agent", "tools"))
 
+
+
+def signature(written: dict[str, Any], episode: Episode) -> tuple[Counter[tuple[Any, ...]], list[Any], float]:
+    """What must not change when other instrumentations run beside ours: events (by type, agent, activation,
+    decision, target, tool, reason, label), turns with their tokens, the token cost."""
+    events = Counter(
+        (e["type"], e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("tool"),
+         e.get("reason"), e.get("label"))
+        for e in written["events"]
+    )
+    turns = sorted((t.agent, t.activation, t.input_tokens, t.output_tokens) for t in episode.turns)
+    return events, turns, written["costs"]["tokens"]
+
+
+APPS: dict[str, tuple[Callable[[], Any], Any]] = {
+    "desk": (desk, {"n": 0}),
+    "tool_loop": (tool_loop, {"messages": [HumanMessage("bolts?")]}),
+    "handoff": (handoff_team, {"log": []}),
+}
+
+
+@pytest.mark.parametrize("others", ["openinference", "openllmetry", "both"])
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+@pytest.mark.parametrize("app", sorted(APPS))
+async def test_traces_are_the_same_beside_other_instrumentations(
+    spans: Spans, app: str, mode: str, others: str
+) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor as OpenInference
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetry
+
+    build, graph_input = APPS[app]
+    await run_graph(build(), graph_input, None, mode)
+    alone = signature(*convert(spans.all))
+    assert alone[0]  # something was recorded
+    spans.clear()
+
+    chosen = {"openinference": [OpenInference()], "openllmetry": [OpenLLMetry()],
+              "both": [OpenInference(), OpenLLMetry()]}[others]
+    for other in chosen:
+        other.instrument(tracer_provider=spans.provider)
+    try:
+        await run_graph(build(), graph_input, None, mode)
+    finally:
+        for other in chosen:
+            other.uninstrument()
+        remove_openllmetry_leftovers()
+    assert len(spans.all) > len(spans.ours)  # they did record
+    assert signature(*convert(spans.all)) == alone
+
+
+ZERO_CODE_APP = """
+import sys
+sys.path.insert(0, {tests!r})
+from heldout_graphs import desk, tool_loop
+from langchain_core.messages import HumanMessage
+desk().invoke({{"n": 0}})
+tool_loop().invoke({{"messages": [HumanMessage("bolts?")]}})
+from opentelemetry import trace
+trace.get_tracer_provider().shutdown()
+"""
+
+
+def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_path: Path) -> None:
+    """``opentelemetry-instrument`` loads ours, OpenInference's and OpenLLMetry's (all installed here): the
+    collected traces are those of ours alone (the other two disabled by their entry-point name)."""
+    app = tmp_path / "app.py"
+    app.write_text(ZERO_CODE_APP.format(tests=str(Path(__file__).parent)))
+    results = []
+    for disabled in ("langchain", ""):
+        collector = start_collector(tmp_path / f"out-{disabled or 'all'}", "--quiet-period", "0.2")
+        try:
+            env = {**os.environ, "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                   "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.http_endpoint,
+                   "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+                   "OTEL_SERVICE_NAME": "zero-code", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled}
+            proc = subprocess.run([str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable,
+                                   str(app)], env=env, capture_output=True, text=True, timeout=180, check=False)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        finally:
+            collector.stop()
+        traces = validate_trace_dir(collector.out)
+        turns = [json.loads(line) for f in sorted(collector.out.glob("turns*.jsonl"))
+                 for line in f.read_text().splitlines() if line.strip()]
+        results.append((
+            sorted(
+                sorted((e["type"], e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")),
+                        e.get("tool")) for e in t["events"])
+                for t in traces.values()
+            ),
+            sorted((t["agent"], t.get("activation"), t.get("input_tokens"), t.get("output_tokens"))
+                   for t in turns),
+        ))
+    alone, together = results
+    assert len(alone[0]) == 2 and alone[1]
+    assert together == alone
