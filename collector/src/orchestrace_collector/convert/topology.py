@@ -1,12 +1,13 @@
-"""The run's topology: declared (``orchestrace.task.topology``) or inferred from the structure.
+"""The run's topology: declared (``orchestrace.task.topology``) or inferred from the structure and the
+declared roles (``orchestrace.agent.role``), never from names: a graph or agent may be called anything.
 
 Inference, from these signals:
 
-- ``planner_executor_critic``: instances playing a planner, an executor and a critic (role, else name,
+- ``planner_executor_critic``: instances whose declared roles are a planner, an executor and a critic (roles
   containing ``plan``; ``exec``; ``critic`` / ``review`` / ``verif``).
 - ``debate``: at least two peers (not the top-level orchestrator) send messages to other peers, one of them
-  more than once (rounds), and something merges them (an ``aggregate`` event, or a ``judge`` / ``aggregat`` /
-  ``moderat`` role or name).
+  more than once (rounds), and something merges them (an ``aggregate`` event, or an instance whose declared
+  role is a ``judge`` / ``aggregat`` / ``moderat``).
 - ``swarm``: handoffs (a spawn/delegate/decision with ``orchestrace.handoff``) from two or more distinct
   agents to peers: control moves peer to peer. When every handoff comes from one hub agent (a supervisor whose
   ``transfer_to_*`` tools hand work out, the workers coming back to it), it is not a swarm.
@@ -31,8 +32,8 @@ _PEC = (("plan",), ("exec",), ("critic", "review", "verif"))
 _MERGERS = ("judge", "aggregat", "moderat")
 
 
-def _words(inst: Instance) -> str:
-    return f"{inst.role or ''} {inst.name}".lower()
+def _role(inst: Instance) -> str:
+    return (inst.role or "").lower()
 
 
 def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
@@ -40,10 +41,10 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
         return declared
     instances = [i for i in actors.instances if i.node is not None]
     signals = []
-    words = [_words(i) for i in instances]
-    if all(any(any(k in w for k in keys) for w in words) for keys in _PEC):
+    roles = [_role(i) for i in instances if i.role]
+    if all(any(any(k in r for k in keys) for r in roles) for keys in _PEC):
         signals.append("planner_executor_critic")
-    if _debate(instances, events, words):
+    if _debate(events, roles):
         signals.append("debate")
     if _swarm(events):
         signals.append("swarm")
@@ -75,7 +76,7 @@ def _hierarchical(instances: list[Instance]) -> bool:
     return False
 
 
-def _debate(instances: list[Instance], events: list[Ev], words: list[str]) -> bool:
+def _debate(events: list[Ev], roles: list[str]) -> bool:
     sent: dict[str, int] = {}
     for ev in events:
         if ev.type != "message" or ev.recipient is None or ev.recipient.parent is None:
@@ -86,4 +87,4 @@ def _debate(instances: list[Instance], events: list[Ev], words: list[str]) -> bo
         sent[sender.label] = sent.get(sender.label, 0) + 1
     if len(sent) < 2 or max(sent.values()) < 2:
         return False
-    return any(ev.type == "aggregate" for ev in events) or any(m in w for w in words for m in _MERGERS)
+    return any(ev.type == "aggregate" for ev in events) or any(m in r for r in roles for m in _MERGERS)
