@@ -9,9 +9,11 @@ Per channel (``rewards`` key, see ``rewards.py``):
   - ``uniform``: every turn gets ``R / N`` (N = the episode's turns).
   - ``causal`` (default): the final answer is the last ``aggregate`` or stop decision, else the last
     ``return`` (else the last event); the events it depends on are its ancestors along every edge (itself
-    included). A turn is causal when it links one of them (``event_ids``); each causal turn gets
-    ``R / |causal turns|``, every other turn 0 (work whose result never reached the answer: a branch nobody
-    aggregated, work after the answer). With no causal turn it falls back to ``uniform``.
+    included), except that a merge with inputs (``aggregate`` edges) depends on those inputs only, not on
+    every child that happened to return before it. A turn is causal when it links one of them
+    (``event_ids``); each causal turn gets ``R / |causal turns|``, every other turn 0 (work whose result
+    never reached the answer: a branch nobody aggregated, work after the answer). With no causal turn it
+    falls back to ``uniform``.
 
 - a channel of another unit goes to the turns of its unit instance, equally: an agent activation's turns
   (else the turns of the activations it started, else of those that started it), a role's activations'
@@ -30,7 +32,7 @@ credit (``annotate``) replaces all of it; recorded rewards are never touched.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from ..model import Trace, Turn
@@ -96,6 +98,19 @@ def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int
     return len(types) - 1
 
 
+def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
+                decisions: Sequence[str | None]) -> set[int]:
+    """Positions of the answer and of the events it depends on (``edges``: ``(src, dst, type)`` by
+    position)."""
+    edges = list(edges)
+    merges = {dst for _, dst, kind in edges if kind == "aggregate"}
+    parents: dict[int, list[int]] = {}
+    for src, dst, kind in edges:
+        if not (kind == "return" and dst in merges and types[dst] == "aggregate"):
+            parents.setdefault(dst, []).append(src)
+    return ancestors(parents, final_position(types, decisions))
+
+
 def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
     """``start`` and everything that reaches it through ``parents`` (node -> its direct predecessors)."""
     seen = {start}
@@ -112,13 +127,11 @@ def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
 
 
 def causal_positions(trace: Trace) -> set[int]:
-    """Positions of the final event and of every event it depends on through edges."""
+    """``causal_path`` of a written trace."""
     position = {ev.id: i for i, ev in enumerate(trace.events)}
-    parents: dict[int, list[int]] = {}
-    for edge in trace.edges:
-        parents.setdefault(position[edge.dst], []).append(position[edge.src])
     events = trace.events
-    return ancestors(parents, final_position([e.type for e in events], [e.decision for e in events]))
+    return causal_path(((position[e.src], position[e.dst], e.type) for e in trace.edges),
+                       [e.type for e in events], [e.decision for e in events])
 
 
 def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None, strategy: str,

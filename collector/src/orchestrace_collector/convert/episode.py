@@ -14,7 +14,7 @@ from .chat import ChatMessage
 from .classify import Kind
 from .construct import Constructor
 from .content import ContentStore
-from .credit import agent_totals, ancestors, check_strategy, final_position, shares, spread, turn_weights
+from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
 from .edges import EdgeRec, build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
@@ -139,10 +139,7 @@ def _owner(ev: Ev) -> str:
 
 
 def _on_path(events: list[Ev], edges: list[EdgeRec]) -> set[int]:
-    parents: dict[int, list[int]] = {}
-    for src, dst, _ in edges:
-        parents.setdefault(dst, []).append(src)
-    return ancestors(parents, final_position([ev.type for ev in events], [ev.decision for ev in events]))
+    return causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
 
 
 def _credit(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], reward_set: RewardSet,
