@@ -171,12 +171,14 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
     for disabled in ("langchain", ""):
         collector = start_collector(tmp_path / f"out-{disabled or 'all'}", "--quiet-period", "0.2")
         try:
-            env = {**os.environ, "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            env = {**os.environ, "OTEL_TRACES_EXPORTER": "otlp",
+                   "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.http_endpoint,
                    "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
                    "OTEL_SERVICE_NAME": "zero-code", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled}
-            proc = subprocess.run([str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable,
-                                   str(app)], env=env, capture_output=True, text=True, timeout=180, check=False)
+            instrument = str(Path(sys.executable).parent / "opentelemetry-instrument")
+            command = [instrument, sys.executable, str(app)]
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180, check=False)
             assert proc.returncode == 0, proc.stderr[-3000:]
         finally:
             collector.stop()

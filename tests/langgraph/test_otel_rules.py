@@ -55,7 +55,8 @@ async def test_the_given_provider_gets_the_sdk_spans_inside_nodes(spans: Spans, 
     tool_span = spans.one("execute_tool square")
     agent_span = spans.one("invoke_agent checker")
     assert spans.parent_name(tool_span) == spans.parent_name(agent_span) == "calc"
-    assert tool_span.instrumentation_scope is not None and tool_span.instrumentation_scope.name == "orchestrace"
+    scope = tool_span.instrumentation_scope
+    assert scope is not None and scope.name == "orchestrace"
     assert global_memory.get_finished_spans() == ()
 
 

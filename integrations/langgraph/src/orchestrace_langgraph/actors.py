@@ -215,7 +215,8 @@ class InterruptLog:
             while len(self._by_thread) > self._size:
                 self._by_thread.popitem(last=False)
 
-    def resumed(self, thread_id: str | None, attributes: dict[str, str]) -> tuple[list[Link], tuple[str, ...]]:
+    def resumed(self, thread_id: str | None,
+                attributes: dict[str, str]) -> tuple[list[Link], tuple[str, ...]]:
         """The link of a resume to the span that last asked on its thread, and the nodes that run again."""
         with self._lock:
             asked = self._by_thread.pop(thread_id, None) if thread_id is not None else None

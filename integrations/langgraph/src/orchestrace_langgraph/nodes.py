@@ -13,8 +13,8 @@ from typing import Any, Final
 from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, PUSH, TASKS
 from langgraph.constants import START
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
-from langgraph.types import Command, PregelExecutableTask, Send
 from langgraph.prebuilt import ToolNode
+from langgraph.types import PregelExecutableTask, Send
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue

@@ -211,7 +211,9 @@ def record_resume(actor: Actor, value: Any, again: Sequence[str] = ()) -> None:
     })
     for node in again:
         actor.span.add_event(sc.EVENT_DECISION, {
-            sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: node, sc.ORCH_REASON: REASON_RESUME,
+            sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
+            sc.ORCH_TARGET_AGENT: node,
+            sc.ORCH_REASON: REASON_RESUME,
         })
 
 

@@ -7,8 +7,6 @@ a non-recording span, so that all code after it (events, links, context) runs un
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -34,13 +32,9 @@ class Suppressible(Tracer):
             return INVALID_SPAN
         return self._tracer.start_span(*args, **kwargs)
 
-    @contextmanager  # type: ignore[override]
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[Span]:
-        if suppressed():
-            yield INVALID_SPAN
-            return
-        with self._tracer.start_as_current_span(*args, **kwargs) as span:
-            yield span
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        # Through start_span, so that the check above holds here too.
+        return trace.use_span(self.start_span(*args, **kwargs), end_on_exit=True)
 
 
 def sdk_scope(provider: TracerProvider | None) -> dict[str, object]:
