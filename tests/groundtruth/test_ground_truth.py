@@ -83,9 +83,13 @@ def test_rewards_of_every_unit_land_on_their_turns_and_add_up(tmp_path: Path,
             assert turn["reward"] == pytest.approx(sum(turn["credit"].values()))
         assert sum(t["reward"] for t in turns) == pytest.approx(sum(UNITS_REWARDS.values()))
 
-        by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by activation label
+        activations = defaultdict(set)
         for turn in turns:
-            by_agent[turn["agent"]].append(turn)
+            activations[turn["agent"]].add(turn["activation"])
+        for turn in turns:
+            several = len(activations[turn["agent"]]) > 1
+            by_agent[f"{turn['agent']}#{turn['activation']}" if several else turn["agent"]].append(turn)
         first, second = sorted(a for a in by_agent if a.startswith("writer"))
         # The agent reward with target "writer" lands on the writer that had just finished, the handle's on
         # the writer that recorded it; neither reaches the lead.

@@ -48,18 +48,30 @@ def run_agent(stream: bool) -> None:
 
 
 def remove_openllmetry_leftovers() -> None:
-    """OpenLLMetry's uninstrument misses its ``Pregel.stream``/``astream`` and ``Command.__init__`` patches
-    (it unwraps ``"Pregel.stream"`` on the ``langgraph.pregel`` module); a later test must not run them."""
+    """The other instrumentors' uninstrument leaves patches behind (OpenLLMetry unwraps ``"Pregel.stream"``
+    and ``"BaseCallbackManager.__init__"`` by dotted names its ``unwrap`` does not resolve; one library's
+    unwrap may remove the other's wrapper instead of its own): splice every wrapper of theirs out of the
+    chain, so that a later test does not run them."""
     import langgraph.pregel
     import langgraph.types
-    from opentelemetry.instrumentation.utils import unwrap
+    from langchain_core.callbacks import BaseCallbackManager
 
+    theirs = ("opentelemetry.instrumentation.langchain", "openinference.instrumentation.langchain")
     for owner, attribute in ((langgraph.pregel.Pregel, "stream"), (langgraph.pregel.Pregel, "astream"),
-                             (langgraph.types.Command, "__init__")):
+                             (langgraph.types.Command, "__init__"), (BaseCallbackManager, "__init__")):
+        outer: Any = None
         current = owner.__dict__.get(attribute)
-        wrapper = getattr(current, "_self_wrapper", None)
-        if wrapper is not None and "opentelemetry.instrumentation.langchain" in wrapper.__module__:
-            unwrap(owner, attribute)
+        while hasattr(current, "__wrapped__") and hasattr(current, "_self_wrapper"):
+            module = getattr(current._self_wrapper, "__module__", "") or type(current._self_wrapper).__module__
+            inner = current.__wrapped__
+            if module.startswith(theirs):
+                if outer is None:
+                    setattr(owner, attribute, inner)
+                else:
+                    outer.__wrapped__ = inner
+            else:
+                outer = current
+            current = inner
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -143,7 +155,7 @@ async def test_traces_are_the_same_beside_other_instrumentations(
     try:
         await run_graph(build(), graph_input, None, mode)
     finally:
-        for other in chosen:
+        for other in reversed(chosen):  # last in, first out: each unwraps its own patch
             other.uninstrument()
         remove_openllmetry_leftovers()
     assert len(spans.all) > len(spans.ours)  # they did record

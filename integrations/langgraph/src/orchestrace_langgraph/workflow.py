@@ -24,7 +24,7 @@ from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
 
 from orchestrace_langgraph import routing
-from orchestrace_langgraph.actors import InterruptLog, Run, current_run, with_run
+from orchestrace_langgraph.actors import InterruptLog, Run, current_run, parent_context, with_run
 from orchestrace_langgraph.content import content_ref
 from orchestrace_langgraph.episodes import Episodes, is_resume
 
@@ -142,7 +142,9 @@ class WorkflowTracer:
         links, again = (self._interrupts.resumed(str(thread_id) if thread_id is not None else None,
                                                  {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
                         if resume else ([], ()))
-        span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", attributes=attrs, links=links)
+        # A subgraph's run under the node that runs it, also when a callback tracer's span is current.
+        span = self._tracer.start_span(f"{sc.OP_INVOKE_WORKFLOW} {name}", context=parent_context(),
+                                       attributes=attrs, links=links)
         run = Run(span, name, str(thread_id) if thread_id is not None else None,
                   parent=current_run() if nested else None, edges=routing.fixed_edges(graph))
         if resume:
