@@ -62,7 +62,8 @@ def remove_openllmetry_leftovers() -> None:
         outer: Any = None
         current = owner.__dict__.get(attribute)
         while hasattr(current, "__wrapped__") and hasattr(current, "_self_wrapper"):
-            module = getattr(current._self_wrapper, "__module__", "") or type(current._self_wrapper).__module__
+            wrapper = current._self_wrapper
+            module = getattr(wrapper, "__module__", "") or type(wrapper).__module__
             inner = current.__wrapped__
             if module.startswith(theirs):
                 if outer is None:
