@@ -1,20 +1,22 @@
 """Spans of a small LangGraph agent run under another project's LangChain instrumentor, written as OTLP-JSON.
 
-Run as a script (``python foreign_spans.py openinference|openllmetry OUT``), in its own process: these
-instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's ``uninstrument``
-leaves its ``Pregel.stream`` patch), which would leak into every later test of the session.
+Run as a script (``python foreign_spans.py openinference|openllmetry OUT [fanout]``), in its own process:
+these instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's
+``uninstrument`` leaves its ``Pregel.stream`` patch), which would leak into every later test of the session.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Send
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from orchestrace.exporters import OtlpJsonFileExporter
@@ -62,7 +64,28 @@ def run_graph() -> None:
     assert result["messages"][-1].content == "2 + 3 = 5"
 
 
-def main(which: str, out: str) -> None:
+class FanState(TypedDict, total=False):
+    items: list[int]
+    done: Annotated[list[int], operator.add]
+    total: int
+
+
+def run_fan_out() -> None:
+    """plan -> Send("work") x3 (a conditional edge) -> gather (the reducer)."""
+    graph = StateGraph(FanState)
+    graph.add_node("plan", lambda state: {"items": [1, 2, 3]})
+    graph.add_node("work", lambda state: {"done": [state["items"][0] * 10]})
+    graph.add_node("gather", lambda state: {"total": sum(state["done"])})
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", lambda state: [Send("work", {"items": [i]}) for i in state["items"]],
+                                ["work"])
+    graph.add_edge("work", "gather")
+    graph.add_edge("gather", END)
+    result = graph.compile(name="fan").invoke({"items": []})
+    assert result["total"] == 60
+
+
+def main(which: str, out: str, shape: str = "agent") -> None:
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(out)))
     if which == "openinference":
@@ -75,9 +98,9 @@ def main(which: str, out: str) -> None:
         LangchainInstrumentor().instrument(tracer_provider=tp)
     else:
         raise SystemExit(f"unknown instrumentation {which!r}")
-    run_graph()
+    run_fan_out() if shape == "fanout" else run_graph()
     tp.shutdown()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

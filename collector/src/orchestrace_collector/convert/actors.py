@@ -2,8 +2,9 @@
 
 An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges: a
 wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
-``invoke_agent X`` around ``X.workflow``), and top-level actors of the same name in different OTel traces of
-one episode are one instance (a LangGraph run and its resume after an interrupt).
+``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps), and top-level actors of the
+same name in different OTel traces of one episode are one instance (a LangGraph run and its resume after an
+interrupt).
 
 An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
 nearest enclosing actor is an agent (directly or through such inner spans) belongs to that agent, like any
@@ -30,8 +31,9 @@ from typing import TYPE_CHECKING
 
 from orchestrace import semconv as sc
 
-from .classify import AGENT, NODE, TOOL_NODE, Kind, actor_name, agent_id
+from .classify import AGENT, NODE, TOOL_NODE, WORKFLOW, Kind, actor_name, agent_id
 from .forest import Forest, Node
+from .vocabularies import TL_SPAN_KIND
 
 if TYPE_CHECKING:
     from .events import Ev
@@ -135,6 +137,11 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             and enclosing.name == name
         ):
             inst = enclosing  # a wrapper span around the same actor
+            if node.sub_kind == WORKFLOW and node.span.attributes.get(TL_SPAN_KIND) == "workflow":
+                # OpenLLMetry's graph run, which it wraps in an agent span of the same name (every graph
+                # run, agent or not): a graph run, whose nodes are actors as in any graph run. (An agent
+                # that runs its own graph, recorded by orchestrace, stays an agent.)
+                inst.sub_kind = WORKFLOW
         elif enclosing is None:
             inst = top_level.get(name)  # the same run continued in another OTel trace
         elif enclosing.sub_kind == AGENT and node.sub_kind != AGENT:

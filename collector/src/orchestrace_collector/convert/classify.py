@@ -3,7 +3,8 @@
 Recognised vocabularies, in order of precedence:
 
 1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are
-   actors, ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
+   actors (an ``invoke_agent`` that Traceloop calls a ``workflow`` is OpenLLMetry's graph run: a workflow),
+   ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
    ``create_agent`` an explicit spawn of ``gen_ai.agent.name``.
 2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``, ``tool_node``: not an actor).
 3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that
@@ -32,6 +33,7 @@ from .vocabularies import (
     OI_TOOL_NAME,
     TL_ENTITY_NAME,
     TL_LANGGRAPH_NODE,
+    TL_LANGGRAPH_STEP,
     TL_REQUEST_TYPE,
     TL_SPAN_KIND,
 )
@@ -81,6 +83,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     if isinstance(op, str):
         found = _GENAI_KINDS.get(op)
         if found is not None:
+            if found[1] == AGENT and attrs.get(TL_SPAN_KIND) == "workflow":
+                return Kind.ACTOR, WORKFLOW  # OpenLLMetry's graph run, which it also calls an agent
             return found
     orch_op = attrs.get(sc.ORCH_OPERATION)
     if orch_op == sc.OPERATION_NODE:
@@ -128,13 +132,30 @@ def _own_name(span: Span) -> object:
 
 
 def _metadata_node(metadata: object) -> object:
-    if not isinstance(metadata, str) or "langgraph_node" not in metadata:
+    return _metadata_value(metadata, "langgraph_node")
+
+
+def _metadata_value(metadata: object, key: str) -> object:
+    if not isinstance(metadata, str) or key not in metadata:
         return None
     try:
         parsed = json.loads(metadata)
     except ValueError:
         return None
-    return parsed.get("langgraph_node") if isinstance(parsed, dict) else None
+    return parsed.get(key) if isinstance(parsed, dict) else None
+
+
+def foreign_step(span: Span) -> int | None:
+    """The LangGraph step of a node span written by another instrumentation (OpenLLMetry's association
+    property, OpenInference's run metadata); ``None`` for orchestrace's own node spans, which link what they
+    aggregate themselves."""
+    attrs = span.attributes
+    if sc.LANGGRAPH_NODE in attrs:
+        return None
+    step = attrs.get(TL_LANGGRAPH_STEP)
+    if step is None:
+        step = _metadata_value(attrs.get(OI_METADATA), "langgraph_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _strip_operation(name: str) -> str:

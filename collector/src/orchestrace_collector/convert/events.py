@@ -15,7 +15,7 @@ from orchestrace import semconv as sc
 
 from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
 from .actors import Actors, Instance
-from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, tool_name
+from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, foreign_step, tool_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
 
@@ -167,6 +167,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     model_nodes: list[Node] = []
     evaluations: list[tuple[Node, SpanEvent]] = []
     spawns: list[_Spawn] = []
+    fan_ins = _fan_ins(actors)
     for node in forest.nodes:
         owner = node.instance
         assert owner is not None  # assign_instances gives every node one
@@ -176,11 +177,13 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             _tool(b, node, owner)
         elif kind is Kind.MODEL:
             model_nodes.append(node)
-        elif kind is Kind.AGGREGATE or (kind is Kind.ACTOR and _aggregate_links(node)):
+        elif kind is Kind.AGGREGATE or (
+            kind is Kind.ACTOR and (_aggregate_links(node) or id(node) in fan_ins)
+        ):
             ev = b.at_start("aggregate", node, owner)
             ev.t_end_ns = node.end_ns
             ev.content_ref = store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
-            ev.inputs = _aggregate_links(node)
+            ev.inputs = _aggregate_links(node) or fan_ins.get(id(node))
             _reason(ev, attrs)
             b.aggregates.append(ev)
             if kind is Kind.AGGREGATE:
@@ -195,6 +198,31 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
 
     _spawns_and_returns(b, actors, spawns)
     return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
+
+
+def _fan_ins(actors: Actors) -> dict[int, list[str]]:
+    """Node spans of other instrumentations that aggregate a fan-out: the nodes that ran in the step right
+    after two or more parallel tasks of one node (a ``Send`` fan-out), by ``id(node)``, with the span ids of
+    those tasks (orchestrace's own node spans link their inputs instead)."""
+    found: dict[int, list[str]] = {}
+    for inst in actors.instances:
+        by_step: dict[int, list[Instance]] = {}
+        for child in inst.children:
+            if child.node is None or child.sub_kind != NODE:
+                continue
+            step = foreign_step(child.node.span)
+            if step is not None:
+                by_step.setdefault(step, []).append(child)
+        for step, group in by_step.items():
+            names: dict[str, list[Instance]] = {}
+            for child in group:
+                names.setdefault(child.name, []).append(child)
+            fanned = [c for same in names.values() if len(same) >= 2 for c in same]
+            inputs = [c.node.span.span_id for c in fanned if c.node is not None]
+            for after in by_step.get(step + 1, ()):
+                if after.node is not None and inputs:
+                    found[id(after.node)] = inputs
+    return found
 
 
 def _aggregate_links(node: Node) -> list[str]:

@@ -51,6 +51,7 @@ TL_ENTITY_NAME: Final = "traceloop.entity.name"
 TL_INPUT: Final = "traceloop.entity.input"
 TL_OUTPUT: Final = "traceloop.entity.output"
 TL_LANGGRAPH_NODE: Final = "traceloop.association.properties.langgraph_node"
+TL_LANGGRAPH_STEP: Final = "traceloop.association.properties.langgraph_step"
 TL_REQUEST_TYPE: Final = "llm.request.type"
 
 # --- deprecated GenAI names (older OpenLLMetry releases)
