@@ -86,6 +86,6 @@ def test_command_line_writes_valid_traces(tmp_path: Path, trace_dir_validator: A
     merged = [edge for edge in trace["edges"] if edge["type"] == "aggregate" and edge["dst"] == merge["id"]]
     assert len(merged) == 3  # the three researchers' returns
     assert trace["costs"]["tool_calls"] == 3
-    senders = {e["agent"] for e in trace["events"] if e["type"] == "message"}
-    assert len(senders) == 3  # each researcher instance sent its own message
+    senders = {(e["agent"], e["activation"]) for e in trace["events"] if e["type"] == "message"}
+    assert len(senders) == 3  # each researcher activation sent its own message
     assert trace["rewards"]["team"] == 1.0

@@ -33,6 +33,8 @@ from orchestrace.context import (
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, chunk_text, input_messages, output_messages
 from orchestrace.tracing import get_tracer
+
+_OK = Status(StatusCode.OK)
 from orchestrace.usage import Usage, extract_usage, response_model
 
 _ERROR_TYPE = "error.type"
@@ -79,6 +81,7 @@ class Invocation:
                 _detach(token)
                 if self.span.is_recording():
                     self.spec.record_result(self, result)
+                    self.span.set_status(_OK)  # standard backends show OK / ERROR, not Unset
             finally:
                 self.span.end()  # a span with incomplete attributes beats a span never exported
         except Exception as exc:

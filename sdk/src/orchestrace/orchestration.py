@@ -292,7 +292,7 @@ class Aggregation:
         config = get_config()
         captured = capture_messages(output_messages(value), config) if config.capture_content else None
         if captured is not None:
-            self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, captured.text)
+            self.span.set_attribute(sc.OUTPUT_VALUE, captured.text)
 
 
 class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case: used like a function
@@ -350,6 +350,8 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
             if exc is not None:
                 span.record_exception(exc, escaped=True)
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            else:
+                span.set_status(Status(StatusCode.OK))
         finally:
             span.end()
 

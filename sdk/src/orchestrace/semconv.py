@@ -104,6 +104,9 @@ OPERATION_NODE: Final = "node"
 OPERATION_AGGREGATE: Final = "aggregate"
 #: A graph node that only runs the tools a model asked for (LangGraph's ``ToolNode``): not an agent.
 OPERATION_TOOL_NODE: Final = "tool_node"
+#: Captured output of a span that is no model call (an aggregate): OpenInference's neutral value, which
+#: standard backends show as a chain's output (``gen_ai.output.messages`` would make it look like a model call).
+OUTPUT_VALUE: Final = "output.value"
 
 ORCH_AGENT_ROLE: Final = "orchestrace.agent.role"
 #: ``gen_ai.agent.id`` of the actor that invoked this one (the delegating parent), when there is one.

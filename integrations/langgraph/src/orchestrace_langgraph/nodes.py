@@ -12,11 +12,11 @@ from typing import Any, Final
 
 from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, PUSH, TASKS
 from langgraph.constants import START
-from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
+from langgraph.errors import GraphInterrupt, ParentCommand
 from langgraph.prebuilt import ToolNode
 from langgraph.types import PregelExecutableTask, Send
 from opentelemetry import context as otel_context
-from opentelemetry.trace import Link, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.context import AGENT_KEY, AgentFrame, traced_by_caller
@@ -38,6 +38,7 @@ from orchestrace_langgraph.actors import (
     with_node,
 )
 from orchestrace_langgraph.content import content_ref
+from orchestrace_langgraph.values import input_attributes, set_outcome, set_output
 
 #: ``add_node(..., metadata={AGENT_METADATA_KEY: True})`` marks a node as an agent (an ``invoke_agent`` span).
 AGENT_METADATA_KEY: Final = "orchestrace.agent"
@@ -164,6 +165,8 @@ class NodeTracer:
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
                      for done in run.take_aggregate_inputs(triggers)]
+        if sc.GEN_AI_AGENT_NAME in attrs:  # an agent's input and output (a plain node's would repeat the state)
+            attrs.update(input_attributes(task.input))
         span = self._tracer.start_span(name, context=parent_context(context=ctx) or ctx, attributes=attrs,
                                        links=links)
         node = Node(span, task.name, namespace, task.id if sc.GEN_AI_AGENT_ID in attrs else None)
@@ -191,17 +194,17 @@ class NodeTracer:
                     routing.record_interrupt(actor, exc, self._interrupts, started.thread_id)
             if node is None:
                 return
+            set_outcome(node.span, exc)
             if exc is None:
                 node.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+                if node.agent_id is not None:
+                    set_output(node.span, result)
                 if started.run is not None:
                     started.run.last_node = task.name
                 if started.pushed and not started.tool_node and started.run is not None:
                     started.run.add_send_result(
                         SendResult(node.span.get_span_context(), frozenset([str(c) for c, _ in task.writes]))
                     )
-            elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
-                node.span.record_exception(exc)
-                node.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
         finally:
             if node is not None:
                 self._namespaces.remove(node)

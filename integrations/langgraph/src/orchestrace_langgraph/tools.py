@@ -10,10 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import ToolMessage
-from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from opentelemetry import context as otel_context
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.context import traced_by_caller
@@ -23,6 +22,7 @@ from orchestrace.invocation import ToolSpec
 
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context, with_own_span
 from orchestrace_langgraph.content import capture, content_ref
+from orchestrace_langgraph.values import set_outcome
 
 _MAX_DESCRIPTION = 512
 # Where a LangChain tool keeps the function a run calls: StructuredTool / Tool, or a BaseTool subclass's
@@ -123,8 +123,6 @@ def _finish(span: Span, result: Any, exc: BaseException | None) -> None:
             captured = capture(content)
             if captured is not None:
                 span.set_attributes(captured.attributes(sc.GEN_AI_TOOL_CALL_RESULT))
-        elif isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+        set_outcome(span, exc)
     finally:
         span.end()

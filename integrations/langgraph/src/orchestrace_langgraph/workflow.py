@@ -15,10 +15,9 @@ from typing import Any
 
 from langchain_core.runnables.config import ensure_config
 from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID
-from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from opentelemetry import context as otel_context
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
@@ -27,6 +26,7 @@ from orchestrace_langgraph import routing
 from orchestrace_langgraph.actors import InterruptLog, Run, current_run, parent_context, with_run
 from orchestrace_langgraph.content import content_ref
 from orchestrace_langgraph.episodes import Episodes, is_resume
+from orchestrace_langgraph.values import input_attributes, set_outcome, set_output
 
 
 class WorkflowTracer:
@@ -60,13 +60,14 @@ class WorkflowTracer:
             yield from inner
             return
         ctx = with_run(run, self._scope)
+        last: Any = None
         try:
             while True:
                 token = otel_context.attach(ctx)
                 try:
-                    item = next(inner)
+                    item = last = next(inner)
                 except StopIteration:
-                    routing.record_run_end(run)
+                    _finish(run, last)
                     return
                 finally:
                     otel_context.detach(token)
@@ -92,13 +93,14 @@ class WorkflowTracer:
                 yield item
             return
         ctx = with_run(run, self._scope)
+        last: Any = None
         try:
             while True:
                 token = otel_context.attach(ctx)
                 try:
-                    item = await inner.__anext__()
+                    item = last = await inner.__anext__()
                 except StopAsyncIteration:
-                    routing.record_run_end(run)
+                    _finish(run, last)
                     return
                 finally:
                     otel_context.detach(token)
@@ -129,6 +131,7 @@ class WorkflowTracer:
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
             sc.ORCH_INPUT_REF: content_ref(graph_input),
+            **input_attributes(graph_input),
         }
         if nested:
             attrs[sc.LANGGRAPH_CHECKPOINT_NS] = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
@@ -154,9 +157,16 @@ class WorkflowTracer:
 
 
 @failsafe(None)
+def _finish(run: Run, last: Any) -> None:
+    """The run completed: its stop when it is one, status OK, and ``last`` (the last chunk it yielded: the
+    final state for ``invoke``) as its output when content is captured."""
+    routing.record_run_end(run)
+    set_outcome(run.span, None)
+    set_output(run.span, last)
+
+
+@failsafe(None)
 def _fail(run: Run, exc: BaseException) -> None:
-    # An interrupt or a Command.PARENT leaving a subgraph is control flow; closing a stream is the caller's
-    # choice: neither is an error.
-    if isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
-        run.span.record_exception(exc)
-        run.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+    # An interrupt or a Command.PARENT leaving a subgraph is control flow (status OK); closing a stream is the
+    # caller's choice (GeneratorExit: no status).
+    set_outcome(run.span, exc)
