@@ -33,9 +33,9 @@ from orchestrace.context import (
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, chunk_text, input_messages, output_messages
 from orchestrace.tracing import get_tracer
+from orchestrace.usage import Usage, extract_usage, response_model
 
 _OK = Status(StatusCode.OK)
-from orchestrace.usage import Usage, extract_usage, response_model
 
 _ERROR_TYPE = "error.type"
 Attributes = dict[str, Any]

@@ -105,7 +105,7 @@ OPERATION_AGGREGATE: Final = "aggregate"
 #: A graph node that only runs the tools a model asked for (LangGraph's ``ToolNode``): not an agent.
 OPERATION_TOOL_NODE: Final = "tool_node"
 #: Captured output of a span that is no model call (an aggregate): OpenInference's neutral value, which
-#: standard backends show as a chain's output (``gen_ai.output.messages`` would make it look like a model call).
+#: standard backends show as a chain's output (``gen_ai.output.messages`` would make it a model call).
 OUTPUT_VALUE: Final = "output.value"
 
 ORCH_AGENT_ROLE: Final = "orchestrace.agent.role"

@@ -165,7 +165,7 @@ class NodeTracer:
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})
                      for done in run.take_aggregate_inputs(triggers)]
-        if sc.GEN_AI_AGENT_NAME in attrs:  # an agent's input and output (a plain node's would repeat the state)
+        if sc.GEN_AI_AGENT_NAME in attrs:  # an agent's input and output (a plain node's repeats the state)
             attrs.update(input_attributes(task.input))
         span = self._tracer.start_span(name, context=parent_context(context=ctx) or ctx, attributes=attrs,
                                        links=links)
