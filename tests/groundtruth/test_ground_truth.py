@@ -286,3 +286,25 @@ def test_rollouts_in_two_processes_are_two_traces(tmp_path: Path, collector: Run
     assert sorted(traces) == sorted(episodes)
     assert sorted(t["rewards"]["team"] for t in traces.values()) == [0.0, 1.0]
     assert {t["task_id"] for t in traces.values()} == {"shared-task"}
+
+
+@pytest.mark.parametrize("app", ["units", "parallel"])
+def test_the_recompute_recipe_gives_the_written_numbers(tmp_path: Path, collector: RunningCollector,
+                                                        app: str) -> None:
+    """``examples/recompute_trace.py`` rebuilds rewards, credit, parallelism and cost from the files."""
+    from examples.recompute_trace import latest, recompute
+
+    outputs = run_three_ways(tmp_path, collector, units_app if app == "units" else parallel_app("tool", True))
+    for way in WAYS:
+        traces, turns = latest(outputs[way].out)
+        for trace_id, trace in traces.items():
+            got = recompute(trace, turns.get(trace_id, []))
+            assert got["rewards"] == pytest.approx({k: v for k, v in trace["rewards"].items()
+                                                    if ":" not in k or k.startswith("verifier:")}), way
+            for turn in turns.get(trace_id, []):
+                for key, share in got["team_credit"][turn["turn_id"]].items():
+                    assert turn["credit"][key] == pytest.approx(share), (way, key)
+            assert got["parallelism_efficiency"] == pytest.approx(
+                trace["metrics"]["parallelism_efficiency"], rel=0.02), way
+            assert (got["tokens"], got["tool_calls"], got["messages"]) == (
+                trace["costs"]["tokens"], trace["costs"]["tool_calls"], trace["costs"]["messages"])
