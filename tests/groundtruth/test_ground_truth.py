@@ -23,6 +23,7 @@ from ground_truth_apps import (
     run_three_ways,
     units_app,
 )
+from opentelemetry.sdk.trace import TracerProvider
 
 
 def channel_sums(turns: list[dict[str, Any]]) -> dict[str, float]:
@@ -200,3 +201,114 @@ def test_sequential_work_reads_about_one(tmp_path: Path, collector: RunningColle
     for way in WAYS:
         trace, _ = outputs[way].only()
         assert 0.9 <= trace["metrics"]["parallelism_efficiency"] <= 1.1, (way, trace["metrics"])
+
+
+def test_an_annotation_survives_a_late_span(tmp_path: Path, collector: RunningCollector) -> None:
+    """A late span reopens a trace that ``annotate`` already revised: the new revision is numbered above the
+    annotated one and keeps its reward (in-process and through the collector)."""
+    from collector_fixtures import validate_trace_dir
+    from opentelemetry import trace as otel_trace
+    from orchestrace_collector.annotate import annotate
+    from orchestrace_collector.output import latest_turns
+
+    handle = ot.configure("late", exporter="otlp", endpoint=collector.base_url, trace_dir=tmp_path / "dir",
+                          tracer_provider=TracerProvider(shutdown_on_exit=False), batch=False)
+    try:
+        with ot.task("late-task") as run:
+            ask("first")
+            root = otel_trace.get_current_span().get_span_context()
+        assert handle.force_flush()
+        outs = [tmp_path / "dir", collector.out]
+        for out in outs:
+            _wait_for(lambda out=out: run.episode_id in _latest(out))
+            annotate(out, reward=0.75, family="verifier", name="judge", trace_id=run.episode_id)
+        # A span of the same run arrives late (a straggling worker's export).
+        parent = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(root))
+        late = handle.tracer_provider.get_tracer("late").start_span(
+            "execute_tool straggler", context=parent,
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "straggler"})
+        late.end()
+        assert handle.force_flush()
+        for out in outs:
+            _wait_for(lambda out=out: _latest(out)[run.episode_id]["metrics"]["revision"] == 2)
+    finally:
+        handle.shutdown()
+    assert collector.stop() == 0
+    for out in outs:
+        traces = validate_trace_dir(out)
+        trace = traces[run.episode_id]
+        assert trace["metrics"]["revision"] == 2  # 0 converted, 1 annotated, 2 the late span
+        assert trace["rewards"]["verifier:judge"] == 0.75
+        assert "straggler" in {e.get("tool") for e in trace["events"]}
+        (turn,) = latest_turns(out, traces)[run.episode_id]
+        assert turn["credit"] == {"verifier:judge": 0.75}
+
+
+def _latest(out: Path) -> dict[str, Any]:
+    from orchestrace_collector.output import latest_traces
+
+    return latest_traces([out]) if out.exists() else {}
+
+
+def _wait_for(condition: Any, timeout_s: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (KeyError, FileNotFoundError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+ROLLOUT_SCRIPT = """
+import sys
+import orchestrace as ot
+handle = ot.configure("rollout-worker", exporter="otlp", endpoint=sys.argv[1])
+with ot.task("shared-task") as run:
+    ot.reward(float(sys.argv[2]), family="team")
+print(run.episode_id)
+handle.shutdown()
+"""
+
+
+def test_rollouts_in_two_processes_are_two_traces(tmp_path: Path, collector: RunningCollector) -> None:
+    import subprocess
+    import sys
+
+    workers = [subprocess.Popen([sys.executable, "-c", ROLLOUT_SCRIPT, collector.base_url, value],
+                                stdout=subprocess.PIPE, text=True) for value in ("1.0", "0.0")]
+    episodes = [worker.communicate(timeout=120)[0].strip() for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers)
+    assert collector.stop() == 0
+    from collector_fixtures import validate_trace_dir
+
+    traces = validate_trace_dir(collector.out)
+    assert sorted(traces) == sorted(episodes)
+    assert sorted(t["rewards"]["team"] for t in traces.values()) == [0.0, 1.0]
+    assert {t["task_id"] for t in traces.values()} == {"shared-task"}
+
+
+@pytest.mark.parametrize("app", ["units", "parallel"])
+def test_the_recompute_recipe_gives_the_written_numbers(tmp_path: Path, collector: RunningCollector,
+                                                        app: str) -> None:
+    """``examples/recompute_trace.py`` rebuilds rewards, credit, parallelism and cost from the files."""
+    from examples.recompute_trace import latest, recompute
+
+    outputs = run_three_ways(tmp_path, collector, units_app if app == "units" else parallel_app("tool", True))
+    for way in WAYS:
+        traces, turns = latest(outputs[way].out)
+        for trace_id, trace in traces.items():
+            got = recompute(trace, turns.get(trace_id, []))
+            assert got["rewards"] == pytest.approx({k: v for k, v in trace["rewards"].items()
+                                                    if ":" not in k or k.startswith("verifier:")}), way
+            for turn in turns.get(trace_id, []):
+                for key, share in got["team_credit"][turn["turn_id"]].items():
+                    assert turn["credit"][key] == pytest.approx(share), (way, key)
+            assert got["parallelism_efficiency"] == pytest.approx(
+                trace["metrics"]["parallelism_efficiency"], rel=0.02), way
+            assert (got["tokens"], got["tool_calls"], got["messages"]) == (
+                trace["costs"]["tokens"], trace["costs"]["tool_calls"], trace["costs"]["messages"])
