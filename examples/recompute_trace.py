@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,16 +83,17 @@ def busy_seconds(trace: Trace, turns: list[dict[str, Any]]) -> float:
     containers: dict[str, list[tuple[float, float]]] = defaultdict(list)  # activation -> its tools, merges
     others: dict[str, list[tuple[float, float]]] = defaultdict(list)  # activation -> its calls, children
     activations: dict[str, tuple[float, float]] = {}
+    label = activation_labels(trace)
     for e in trace["events"]:
         if e["type"] == "return":
             activations[e["from"]] = (e["t_start"], e["t"])
             if e.get("to"):
                 others[e["to"]].append((e["t_start"], e["t"]))
         elif e["type"] in ("tool_call", "aggregate") and e.get("t_end") is not None:
-            containers[e["agent"]].append((e["t"], e["t_end"]))
+            containers[label(e)].append((e["t"], e["t_end"]))
     total = 0.0
     for turn in turns:
-        others[turn["agent"]].append((turn["t"], turn["t_end"]))
+        others[label(turn)].append((turn["t"], turn["t_end"]))
         total += turn["t_end"] - turn["t"]  # a model call's own time is all of it
     for name, (start, end) in activations.items():
         inside: dict[int, list[tuple[float, float]]] = defaultdict(list)  # container index (-1: none)
@@ -102,6 +104,21 @@ def busy_seconds(trace: Trace, turns: list[dict[str, Any]]) -> float:
         total += end - start - _union(boxes + inside[-1])
         total += sum(e - s - _union(inside[i]) for i, (s, e) in enumerate(boxes))
     return total
+
+
+def activation_labels(trace: Trace) -> Callable[[dict[str, Any]], str]:
+    """``label(event_or_turn)``: the activation's label, ``name#k`` (``activation`` k) when the episode has
+    several activations of that name, else the name: what ``to`` / ``from`` and reward keys use."""
+    count: dict[str, int] = defaultdict(int)
+    for e in trace["events"]:
+        if isinstance(e.get("activation"), int):
+            count[e["agent"]] = max(count[e["agent"]], e["activation"])
+
+    def label(item: dict[str, Any]) -> str:
+        name, k = item["agent"], item.get("activation")
+        return f"{name}#{k}" if isinstance(k, int) and count[name] > 1 else name
+
+    return label
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

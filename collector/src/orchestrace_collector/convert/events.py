@@ -119,6 +119,7 @@ class _Builder:
         # activation of that target started without an explicit spawn (see ``_chosen``).
         self.routes: dict[str, list[Ev]] = {}
         self.used: set[int] = set()  # id() of routing decisions that led to a spawn
+        self.route_start: dict[str, int] = {}  # by target name: routes before this index are all taken
 
     def add(
         self,
@@ -458,8 +459,12 @@ def _chosen(b: _Builder, inst: Instance, parent: Instance) -> list[Ev]:
     routes = b.routes.get(inst.name)
     if not routes:
         return []
+    start = b.route_start.get(inst.name, 0)
+    while start < len(routes) and id(routes[start]) in b.used:
+        start += 1  # taken decisions at the front are skipped once (linear over a long loop)
+    b.route_start[inst.name] = start
     chosen = []
-    for ev in routes:
+    for ev in routes[start:]:
         if ev.t_ns > inst.start_ns:
             break
         if id(ev) in b.used or not (ev.owner is parent or ev.owner.parent is parent):
