@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +31,8 @@ console = Console()
 errors = Console(stderr=True)
 
 _MIB = 1 << 20
+#: The collector's bearer token, when no --token-file is given.
+TOKEN_ENV = "ORCHESTRACE_TOKEN"
 _MAX_FAILURE_ROWS = 50
 
 
@@ -62,8 +65,56 @@ RewardOption = Annotated[
 @app.command()
 def collect(
     out: Annotated[Path, typer.Option("--out", help="Output directory (traces, turns, content, wal).")],
-    port: Annotated[int, typer.Option(help="OTLP/HTTP port on 127.0.0.1.")] = 4318,
-    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port on 127.0.0.1.")] = 4317,
+    port: Annotated[int, typer.Option(help="OTLP/HTTP port.", min=0, max=65535)] = 4318,
+    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port.", min=0, max=65535)] = 4317,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address both receivers bind. Not loopback: a token is required (or --insecure-no-auth)."
+        ),
+    ] = "127.0.0.1",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="File holding the bearer token senders must present (else the ORCHESTRACE_TOKEN variable).",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option("--insecure-no-auth", help="Serve a non-loopback address WITHOUT authentication."),
+    ] = False,
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="PEM certificate (chain): both receivers use TLS.")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")] = None,
+    memory_limit_mb: Annotated[
+        float,
+        typer.Option(
+            "--memory-limit-mb",
+            help="Above this estimate of held spans, queues and request bodies, answer 503 + Retry-After.",
+        ),
+    ] = 1024,
+    max_open_episodes: Annotated[
+        int,
+        typer.Option("--max-open-episodes", help="Above this, the oldest open episode is written as it is."),
+    ] = 10_000,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            help="Seconds to write open episodes at shutdown; the rest stays in the WAL for the next start.",
+        ),
+    ] = 20.0,
+    header_timeout: Annotated[
+        float, typer.Option("--header-timeout", help="Seconds a connection may take to send its headers.")
+    ] = 10.0,
+    keepalive_timeout: Annotated[
+        float, typer.Option("--keepalive-timeout", help="Seconds an idle connection is kept open.")
+    ] = 30.0,
+    max_connections: Annotated[
+        int, typer.Option("--max-connections", help="HTTP connections served at once; more are closed.")
+    ] = 1024,
     forward: Annotated[
         str | None,
         typer.Option(
@@ -105,10 +156,19 @@ def collect(
     reward: RewardOption = None,
 ) -> None:
     """Receive OTLP (HTTP and gRPC) and write each orchestration trace when it completes."""
-    from orchestrace_collector.collect import CollectorOptions, run_collector
+    from orchestrace_collector.collect import CollectorOptions, ExposureError, check_exposure, run_collector
+    from orchestrace_collector.http_server import HttpLimits
 
     if fsync not in FSYNC_POLICIES:
         raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
+    token = os.environ.get(TOKEN_ENV) or None
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise _fail(f"cannot read --token-file: {exc}") from None
+        if not token:
+            raise _fail(f"--token-file {token_file} is empty")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = CollectorOptions(
         out=out,
@@ -123,7 +183,24 @@ def collect(
         wal_segment_bytes=int(wal_segment_mb * _MIB),
         rotate_bytes=int(rotate_mb * _MIB),
         hook=_hook(reward),
+        host=host,
+        token=token,
+        allow_unauthenticated=insecure_no_auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        memory_limit_bytes=int(memory_limit_mb * _MIB),
+        max_open_episodes=max_open_episodes,
+        shutdown_timeout_s=shutdown_timeout,
+        limits=HttpLimits(
+            header_timeout_s=header_timeout,
+            keepalive_timeout_s=keepalive_timeout,
+            max_connections=max_connections,
+        ),
     )
+    try:
+        check_exposure(options)
+    except ExposureError as exc:
+        raise _fail(str(exc)) from None
     try:
         run_collector(options)
     except OSError as exc:

@@ -9,17 +9,38 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 EventType = Literal[
-    "orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return", "aggregate",
-    "human_intervention", "safety_event",
+    "orchestrator_decision",
+    "spawn",
+    "despawn",
+    "message",
+    "tool_call",
+    "tool_result",
+    "return",
+    "aggregate",
+    "human_intervention",
+    "safety_event",
 ]
 EdgeType = Literal[
-    "temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow",
+    "temporal",
+    "causal",
+    "spawn",
+    "message",
+    "tool_dependency",
+    "return",
+    "aggregate",
+    "safety_flow",
 ]
 Topology = Literal[
-    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed",
+    "centralized",
+    "planner_executor_critic",
+    "debate",
+    "swarm",
+    "hierarchical",
+    "harness",
+    "mixed",
     "unknown",
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
@@ -91,6 +112,13 @@ class Trace(BaseModel):
     rewards: dict[str, float]
     costs: Costs
     metrics: dict[str, float] = Field(default_factory=dict)
+
+    @field_serializer("metrics")
+    def _int_revision(self, metrics: dict[str, float]) -> dict[str, float | int]:
+        # ``revision`` counts versions: written as an int (other metrics stay floats).
+        if "revision" not in metrics:
+            return metrics
+        return {**metrics, "revision": int(metrics["revision"])}
 
     def to_json_dict(self) -> dict[str, object]:
         """The trace as written: aliases (``from``) applied, unset optional fields left out."""

@@ -23,6 +23,7 @@ already on disk when a reader sees it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from orchestrace_collector.model import Trace, Turn
 
@@ -40,10 +41,14 @@ CONTENT_DIR = "content"
 WAL_DIR = "wal"
 REVISION = "revision"
 SPAN_COUNT = "spans"
+SPAN_CONFLICTS = "span_conflicts"
 _FILE_RE = re.compile(r"^(traces|turns)-(\d{5,})\.jsonl$")
 
 
 class _RotatingJsonl:
+    """An append-only ``prefix<n>.jsonl`` file written with ``write(2)``: a write that fails (``ENOSPC``) is
+    cut off again, so a later line never continues half of an earlier one."""
+
     def __init__(self, directory: Path, prefix: str, rotate_bytes: int) -> None:
         self.directory = directory
         self.prefix = prefix
@@ -54,29 +59,51 @@ class _RotatingJsonl:
             if p.stem[len(prefix) :].isdigit()
         ]
         self._index = max(existing, default=0)
-        self._file: IO[str] | None = None
+        self._fd = -1
+        self._size = 0
 
-    def write_lines(self, lines: Sequence[str]) -> None:
+    def write_lines(self, lines: Sequence[str]) -> int:
+        """Append ``lines``; returns the file size before them (for :meth:`truncate`)."""
         if not lines:
-            return
-        handle = self._handle()
-        handle.write("".join(lines))
-        handle.flush()  # each trace reaches the OS before its WAL marker is written
-        if handle.tell() >= self.rotate_bytes:
-            handle.close()
-            self._file = None
+            return -1
+        fd = self._handle()
+        start = self._size
+        try:
+            data = "".join(lines).encode("utf-8")
+            _write_all(fd, data)
+        except OSError:
+            self.truncate(start)
+            raise
+        self._size = start + len(data)
+        if self._size >= self.rotate_bytes:
+            os.fsync(fd)  # a closed file cannot be synced later by :meth:`sync`
+            self.close()
             self._index += 1
+        return start
 
-    def _handle(self) -> IO[str]:
-        if self._file is None:
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` (a write of several files failed part way)."""
+        if self._fd >= 0 and size >= 0:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+                self._size = size
+
+    def sync(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def _handle(self) -> int:
+        if self._fd < 0:
             path = self.directory / f"{self.prefix}{self._index:05d}.jsonl"
-            self._file = path.open("a", encoding="utf-8")
-        return self._file
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._size = os.fstat(fd).st_size
+            self._fd = fd
+        return self._fd
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class TraceDirWriter:
@@ -98,7 +125,7 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
-        trace.metrics[REVISION] = float(revision)
+        trace.metrics[REVISION] = revision
         # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
         trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"
         revision_field = f',"{REVISION}":{revision}}}\n'
@@ -121,12 +148,24 @@ class TraceDirWriter:
     def write_raw(
         self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
     ) -> None:
+        """Write one trace; on ``OSError`` nothing of it is left in the jsonl files (content files, being
+        addressed by their hash, may stay) and the error propagates: the caller keeps the episode."""
         with self._lock:
             for ref, text in (contents or {}).items():
                 self._write_content(ref, text)
-            self._turns.write_lines(turn_lines)
-            self._traces.write_lines([trace_line])
+            turns_start = self._turns.write_lines(turn_lines)
+            try:
+                self._traces.write_lines([trace_line])
+            except OSError:
+                self._turns.truncate(turns_start)
+                raise
             self.written += 1
+
+    def sync(self) -> None:
+        """``fsync`` what was written (the collector calls it before it marks episodes written)."""
+        with self._lock:
+            self._turns.sync()
+            self._traces.sync()
 
     def _write_content(self, ref: str, text: str) -> None:
         digest = ref.removeprefix("sha256:")
@@ -137,8 +176,13 @@ class TraceDirWriter:
             return  # content addressed: same name, same bytes
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # atomic, so a reader never sees half a file
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)  # atomic, so a reader never sees half a file
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -183,9 +227,9 @@ def iter_jsonl(files: Iterable[Path]) -> Iterator[tuple[Path, int, Any]]:
                     yield file, number, exc
 
 
-def revision_of(obj: Mapping[str, Any]) -> float:
+def revision_of(obj: Mapping[str, Any]) -> int:
     metrics = obj.get("metrics")
-    return float(metrics.get(REVISION, 0)) if isinstance(metrics, Mapping) else 0.0
+    return int(metrics.get(REVISION, 0)) if isinstance(metrics, Mapping) else 0
 
 
 def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
@@ -208,3 +252,9 @@ def latest_turns(out_dir: Path, traces: Mapping[str, Mapping[str, Any]]) -> dict
         if float(obj.get(REVISION, 0)) == revision_of(traces[obj["trace_id"]]):
             turns[obj["trace_id"]][str(obj.get("turn_id"))] = obj
     return {trace_id: list(by_id.values()) for trace_id, by_id in turns.items()}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

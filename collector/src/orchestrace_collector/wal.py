@@ -268,7 +268,10 @@ def iter_records(data: bytes, where: str = "WAL") -> Iterator[tuple[int, bytes]]
         following = data.find(MAGIC, offset + 1)
         resume = len(data) if following < 0 else following
         log.warning(
-            "orchestrace: %s: torn or corrupt record at byte %d, %d bytes skipped", where, offset, resume - offset
+            "orchestrace: %s: torn or corrupt record at byte %d, %d bytes skipped",
+            where,
+            offset,
+            resume - offset,
         )
         offset = resume
 
