@@ -155,6 +155,7 @@ class Assembler:
         hook: EpisodeHook | None = None,
         wal: WriteAheadLog | None = None,
         max_open_episodes: int = 0,
+        max_bytes: int = 0,
         retry_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -176,6 +177,9 @@ class Assembler:
         self.failed = 0
         #: 0: no cap; else above this many open episodes the oldest is written as it is (``incomplete``).
         self.max_open_episodes = max_open_episodes
+        #: 0: no bound. Else open + retained spans above this many wire bytes: retained episodes are let go
+        #: first (a late span for them becomes a fragment), then the oldest open ones written as they are.
+        self.max_bytes = max_bytes
         self.retry_s = retry_s
         #: Why the last write failed, None when writing works: the receivers answer 503 meanwhile.
         self.storage_error: str | None = None
@@ -258,7 +262,26 @@ class Assembler:
                 chosen = {id(e) for e in due}
                 rest = [e for e in self._open.values() if id(e) not in chosen]
                 due.extend(rest[: len(rest) - self.max_open_episodes])
+            if self.max_bytes and self.open_bytes + self.retained_bytes > self.max_bytes:
+                due.extend(self._shed(due))
             return self._complete_all(due)
+
+    def _shed(self, due: Sequence[_Episode]) -> list[_Episode]:
+        """Over ``max_bytes``: drop retained episodes, then pick the oldest open episodes to write, until a
+        quarter below the bound (so that it is not crossed again at once)."""
+        target = self.max_bytes * 3 // 4
+        while self._retained and self.open_bytes + self.retained_bytes > target:
+            self._evict_oldest_retained()
+        chosen = {id(e) for e in due}
+        remaining = self.open_bytes - sum(e.nbytes for e in due)
+        extra: list[_Episode] = []
+        for episode in self._open.values():
+            if remaining <= target:
+                break
+            if id(episode) not in chosen:
+                extra.append(episode)
+                remaining -= episode.nbytes
+        return extra
 
     def flush(self, *, only_ended: bool = False, deadline: float | None = None) -> int:
         """Write every open episode now (``only_ended``: those whose root has ended). ``deadline``
@@ -362,12 +385,15 @@ class Assembler:
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
         while self._retained and self._retained_spans > self.retain_spans:
-            old_key, old = self._retained.popitem(last=False)
-            self._retained_spans -= len(old.spans)
-            self.retained_bytes -= old.nbytes
-            for trace_id in old.otel_traces:
-                if self._trace_keys.get(trace_id) == old_key:
-                    del self._trace_keys[trace_id]
+            self._evict_oldest_retained()
+
+    def _evict_oldest_retained(self) -> None:
+        old_key, old = self._retained.popitem(last=False)
+        self._retained_spans -= len(old.spans)
+        self.retained_bytes -= old.nbytes
+        for trace_id in old.otel_traces:
+            if self._trace_keys.get(trace_id) == old_key:
+                del self._trace_keys[trace_id]
 
     def _retire_wal(self) -> None:
         if self.wal is None:

@@ -115,6 +115,16 @@ def collect(
     max_connections: Annotated[
         int, typer.Option("--max-connections", help="HTTP connections served at once; more are closed.")
     ] = 1024,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", help="Seconds a request body may take to arrive (else 408).")
+    ] = 30.0,
+    spool_only: Annotated[
+        bool,
+        typer.Option(
+            "--spool-only",
+            help="Only keep what arrives (OUT/wal is the spool); assemble later with `convert --engine ray`.",
+        ),
+    ] = False,
     forward: Annotated[
         str | None,
         typer.Option(
@@ -191,6 +201,8 @@ def collect(
         memory_limit_bytes=int(memory_limit_mb * _MIB),
         max_open_episodes=max_open_episodes,
         shutdown_timeout_s=shutdown_timeout,
+        body_timeout_s=body_timeout,
+        spool_only=spool_only,
         limits=HttpLimits(
             header_timeout_s=header_timeout,
             keepalive_timeout_s=keepalive_timeout,

@@ -9,6 +9,10 @@ start), then the log and the files are closed.
 Exposure: the receivers bind ``host`` (default loopback). On loopback, the ``Host`` header must name a
 loopback address (a web page cannot reach the port by DNS rebinding); on any other address a bearer token is
 required unless ``allow_unauthenticated``. ``tls_cert`` / ``tls_key`` serve both receivers over TLS.
+
+Many machines: with ``spool_only`` the collector only logs what it acknowledges; its WAL segments are the
+spool, and ``orchestrace convert --engine ray`` over the spools of every collector assembles the episodes
+whose spans arrived at different collectors.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ class CollectorOptions:
     memory_limit_bytes: int = 1 << 30
     max_open_episodes: int = 10_000
     shutdown_timeout_s: float = 20.0
+    body_timeout_s: float = 30.0
+    spool_only: bool = False
     limits: HttpLimits = field(default_factory=HttpLimits)
 
 
@@ -123,6 +129,7 @@ def run_collector(options: CollectorOptions) -> None:
         forwarder=forwarder,
         max_queued_batches=options.max_queued_batches,
         memory_limit_bytes=options.memory_limit_bytes,
+        spool_only=options.spool_only,
     )
     replayed = ingest.replay()
     if replayed:
@@ -156,6 +163,7 @@ def run_collector(options: CollectorOptions) -> None:
             max_body_bytes=options.max_body_bytes,
             token=options.token,
             allowed_hosts=LOOPBACK_NAMES if is_loopback(options.host) else None,
+            body_timeout_s=options.body_timeout_s,
         )
         server = make_server(app, options.limits, tls_cert=options.tls_cert, tls_key=options.tls_key)
         http_port = http_socket.getsockname()[1]

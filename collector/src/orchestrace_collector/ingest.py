@@ -51,14 +51,19 @@ class Ingest:
         forwarder: Forwarder | None = None,
         max_queued_batches: int = 512,
         memory_limit_bytes: int = 0,
+        spool_only: bool = False,
     ) -> None:
         self.wal = wal
+        #: Only log batches (the WAL segments are kept as the spool ``convert`` assembles); no assembly.
+        self.spool_only = spool_only
         self.assembler = assembler
         self.forwarder = forwarder
         self.max_queued_batches = max_queued_batches
         #: 0: no limit. Else queued batches + open and retained spans + request bodies being read, in wire
         #: bytes times :data:`MEMORY_FACTOR`, above which requests are refused with 503.
         self.memory_limit_bytes = memory_limit_bytes
+        # The assembler sheds held spans before the limit refuses requests for long.
+        assembler.max_bytes = memory_limit_bytes // MEMORY_FACTOR * 3 // 4
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
@@ -132,6 +137,8 @@ class Ingest:
     def replay(self) -> int:
         """Feed the WAL left by a previous run to the assembler (before serving). Returns batches replayed."""
         batches = 0
+        if self.spool_only:
+            return batches
         for segment, kind, payload in self.wal.replay():
             if kind == KIND_BATCH:
                 request = ExportTraceServiceRequest()
@@ -154,7 +161,8 @@ class Ingest:
             try:
                 if isinstance(item, tuple):
                     request, segment, nbytes = item
-                    self.assembler.add(spans_from_request(request), segment, nbytes)
+                    if not self.spool_only:
+                        self.assembler.add(spans_from_request(request), segment, nbytes)
                     self.wal.done(segment)
                     with self._bytes_lock:
                         self.queued_bytes -= nbytes

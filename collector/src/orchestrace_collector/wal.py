@@ -280,6 +280,12 @@ def is_wal(data: bytes) -> bool:
     return data[: len(MAGIC)] == MAGIC
 
 
+def batches_as_request(data: bytes) -> bytes:
+    """The ``BATCH`` records of a segment as one serialized ``ExportTraceServiceRequest`` (protobuf merges
+    concatenated messages: their ``resource_spans`` add up). How ``convert`` reads a spool."""
+    return b"".join(payload for kind, payload in iter_records(data) if kind == KIND_BATCH)
+
+
 def _crc(kind: int, payload: bytes) -> int:
     return zlib.crc32(payload, zlib.crc32(bytes((kind,))))
 
