@@ -346,7 +346,9 @@ class Assembler:
 
     def _write(self, episode: _Episode) -> None:
         """Convert and write one episode. A conversion error is logged and counted (the episode counts as
-        written: it would fail again); an ``OSError`` of the writer propagates."""
+        written: it would fail again). An ``OSError``, from the writer or the converter (a lazy import
+        without a descriptor left), is about the machine, not the episode: it propagates and the episode is
+        kept."""
         spans = list(episode.spans.values())
         try:
             converted = self.converter(spans)
@@ -358,16 +360,11 @@ class Assembler:
             trace.metrics[SPAN_COUNT] = float(len(spans))
             if episode.conflicts:
                 trace.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
-        except Exception:
-            # One bad episode must never stop the collector; it is logged with enough to find it again.
-            self.failed += 1
-            log.exception("orchestrace: could not convert episode %s (%d spans)", episode.key, len(spans))
-            return
-        try:
             self.writer.write(trace, converted.turns, converted.contents, revision=episode.revision)
         except OSError:
             raise
         except Exception:
+            # One bad episode must never stop the collector; it is logged with enough to find it again.
             self.failed += 1
             log.exception("orchestrace: could not write episode %s (%d spans)", episode.key, len(spans))
 
@@ -431,6 +428,7 @@ class _WrittenIndex:
         self.path = path
         self.limit = limit
         self._fd = -1
+        self._failing = False
 
     def load(self) -> OrderedDict[str, int]:
         known: OrderedDict[str, int] = OrderedDict()
@@ -457,9 +455,12 @@ class _WrittenIndex:
             if self._fd < 0:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(self._fd, _index_line(key, revision).encode())
+            self._failing = False
         except OSError as exc:
-            # Only a late span after a restart needs it (it then starts at the next free number anyway).
-            log.warning("orchestrace: %s not updated: %s", self.path, exc)
+            # Only a late span after a restart whose WAL marker is gone needs it; logged once per failure.
+            if not self._failing:
+                log.warning("orchestrace: %s not updated: %s", self.path, exc)
+            self._failing = True
 
 
 def _index_line(key: str, revision: int) -> str:
