@@ -153,9 +153,7 @@ def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) ->
     scope.spans.append(child)
     scope.spans[0].span_id = bytes.fromhex("00000000000000ff")  # a new span of the same run
     restarted = start_collector(out, "--quiet-period", "0.2")
-    response = httpx.post(
-        restarted.http_endpoint, content=late.SerializeToString(), headers=PROTOBUF_HEADERS
-    )
+    response = httpx.post(restarted.http_endpoint, content=late.SerializeToString(), headers=PROTOBUF_HEADERS)
     assert response.status_code == 200
     assert restarted.stop() == 0
     (latest,) = validate_trace_dir(out).values()
@@ -223,7 +221,15 @@ def test_flood_of_large_never_ending_episodes_stays_under_the_memory_limit(tmp_p
 def test_idle_and_half_sent_connections_are_closed_and_others_served(tmp_path: Path) -> None:
     out = tmp_path / "out"
     collector = start_collector(
-        out, "--quiet-period", "0.2", "--header-timeout", "1", "--max-connections", "64", "--body-timeout", "1"
+        out,
+        "--quiet-period",
+        "0.2",
+        "--header-timeout",
+        "1",
+        "--max-connections",
+        "64",
+        "--body-timeout",
+        "1",
     )
     rss = PeakRss(collector.process.pid)
     slow_body = socket.create_connection(("127.0.0.1", collector.port))

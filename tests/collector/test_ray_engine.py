@@ -31,7 +31,14 @@ ray = pytest.importorskip("ray")
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster() -> Iterator[None]:
-    ray.init("local", num_cpus=2, log_to_driver=False, include_dashboard=False, configure_logging=False)
+    ray.init(
+        "local",
+        num_cpus=2,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        include_dashboard=False,
+        configure_logging=False,
+    )
     yield
     ray.shutdown()
 

@@ -282,6 +282,8 @@ def convert_with_ray(
         # directory (which a bare ray.init() would join); address None with RAY_ADDRESS: ray.init reads it.
         ray.init(
             address="local" if local else address,
+            # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
+            **({"_node_ip_address": "127.0.0.1"} if local else {}),
             log_to_driver=False,
             include_dashboard=False,
             configure_logging=False,

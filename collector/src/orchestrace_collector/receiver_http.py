@@ -73,12 +73,12 @@ def create_app(
     """``token``: required as ``Authorization: Bearer <token>``. ``allowed_hosts``: the ``Host`` header
     values (without port) accepted; None accepts any."""
 
-    def refused(request: Request) -> Response | None:
+    def refused(request: Request, *, auth: bool = True) -> Response | None:
         if allowed_hosts is not None:
             host = _host_name(request.headers.get("host", ""))
             if host not in allowed_hosts:
                 return PlainTextResponse(f"host {host!r} not allowed", status_code=403)
-        if token is not None and not bearer_matches(request.headers.get("authorization"), token):
+        if auth and token is not None and not bearer_matches(request.headers.get("authorization"), token):
             return PlainTextResponse(
                 "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
@@ -138,7 +138,7 @@ def create_app(
         return _encode(media, response, 200)
 
     async def health(request: Request) -> Response:
-        denied = refused(request) if allowed_hosts is not None else None
+        denied = refused(request, auth=False)  # health tells no data: no token needed
         if denied is not None:
             return denied
         problem = ingest.storage_error()
