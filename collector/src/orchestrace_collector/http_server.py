@@ -21,6 +21,9 @@ from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
+GRACEFUL_SHUTDOWN_S = 3
+
+
 @dataclass(frozen=True)
 class HttpLimits:
     header_timeout_s: float = 10.0
@@ -58,6 +61,9 @@ def make_server(
         access_log=False,
         lifespan="off",
         timeout_keep_alive=max(1, round(limits.keepalive_timeout_s)),
+        # Requests in flight get this long at shutdown; a TLS peer that never answers the close (asyncio
+        # waits 30 s for it) must not hold the shutdown.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
     )
