@@ -138,7 +138,8 @@ def test_spools_of_two_collectors_assemble_like_one_collector(tmp_path: Path) ->
     try:
         for index in range(6):
             spans = record_run(f"spread-{index}", tools=1 + index % 3, episode_id=f"episode-{index}")
-            assert httpx.post(single.http_endpoint, content=encode_protobuf(spans), headers=headers).is_success
+            whole = encode_protobuf(spans)
+            assert httpx.post(single.http_endpoint, content=whole, headers=headers).is_success
             for part, spool in enumerate(spools):
                 body = encode_protobuf(spans[part::2])  # every other span: no machine sees a whole run
                 assert httpx.post(spool.http_endpoint, content=body, headers=headers).is_success

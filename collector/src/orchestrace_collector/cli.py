@@ -118,6 +118,10 @@ def collect(
     body_timeout: Annotated[
         float, typer.Option("--body-timeout", help="Seconds a request body may take to arrive (else 408).")
     ] = 30.0,
+    forward_queue_mb: Annotated[
+        float,
+        typer.Option("--forward-queue-mb", help="Bytes of batches held for --forward; the oldest go beyond."),
+    ] = 256,
     spool_only: Annotated[
         bool,
         typer.Option(
@@ -203,6 +207,7 @@ def collect(
         shutdown_timeout_s=shutdown_timeout,
         body_timeout_s=body_timeout,
         spool_only=spool_only,
+        forward_queue_bytes=int(forward_queue_mb * _MIB),
         limits=HttpLimits(
             header_timeout_s=header_timeout,
             keepalive_timeout_s=keepalive_timeout,

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOST = "127.0.0.1"
+FORWARD_DIR = "forward"  # the forward queue saved at shutdown
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: The assembly thread is CPU-bound; a request needs the GIL a few times before it is acknowledged, and with
 #: CPython's default 5 ms switch interval each of those waits for it. 0.5 ms doubled the acknowledged rate
@@ -70,6 +71,7 @@ class CollectorOptions:
     max_open_episodes: int = 10_000
     shutdown_timeout_s: float = 20.0
     body_timeout_s: float = 30.0
+    forward_queue_bytes: int = 256 << 20
     spool_only: bool = False
     limits: HttpLimits = field(default_factory=HttpLimits)
 
@@ -122,7 +124,11 @@ def run_collector(options: CollectorOptions) -> None:
         wal=wal,
         max_open_episodes=options.max_open_episodes,
     )
-    forwarder = Forwarder(options.forward) if options.forward else None
+    forwarder = None
+    if options.forward:
+        forwarder = Forwarder(
+            options.forward, max_queued_bytes=options.forward_queue_bytes, state_dir=options.out / FORWARD_DIR
+        )
     ingest = Ingest(
         wal,
         assembler,
@@ -188,7 +194,12 @@ def run_collector(options: CollectorOptions) -> None:
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written"
-            + (f", {left} episodes left in the write-ahead log for the next start" if left else ""),
+            + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
+            + (
+                f"; forwarded {forwarder.sent}, dropped {forwarder.dropped}, rejected {forwarder.rejected}"
+                if forwarder is not None
+                else ""
+            ),
             file=sys.stderr,
             flush=True,
         )

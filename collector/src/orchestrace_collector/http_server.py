@@ -20,7 +20,6 @@ import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-
 GRACEFUL_SHUTDOWN_S = 3
 
 

@@ -283,7 +283,7 @@ def convert_with_ray(
         ray.init(
             address="local" if local else address,
             # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
-            **({"_node_ip_address": "127.0.0.1"} if local else {}),
+            _node_ip_address="127.0.0.1" if local else None,
             log_to_driver=False,
             include_dashboard=False,
             configure_logging=False,

@@ -96,12 +96,12 @@ class WriteAheadLog:
     def append(self, payload: bytes, kind: int = KIND_BATCH) -> tuple[int, int]:
         """Append one record. Returns ``(segment, seq)``: pass ``seq`` to :meth:`sync` before acknowledging,
         and ``segment`` to :meth:`done` once the batch has been handed to assembly."""
-        header = _HEADER.pack(MAGIC, len(payload), _crc(kind, payload), kind)
+        record = frame(kind, payload)
         with self._lock:
             if self._closed:
                 raise RuntimeError("write-ahead log is closed")
             try:
-                _write_all(self._fd, header + payload)
+                _write_all(self._fd, record)
             except OSError as exc:
                 self.error = f"write-ahead log append failed: {exc}"
                 # Cut the half-written record off so the segment stays a sequence of whole records.
@@ -109,8 +109,8 @@ class WriteAheadLog:
                     os.ftruncate(self._fd, self._size)
                 raise
             self.error = None
-            self._size += len(header) + len(payload)
-            self.total_bytes += len(header) + len(payload)
+            self._size += len(record)
+            self.total_bytes += len(record)
             self._written_seq += 1
             seq, segment = self._written_seq, self._segment
             if kind == KIND_BATCH:
@@ -274,6 +274,11 @@ def iter_records(data: bytes, where: str = "WAL") -> Iterator[tuple[int, bytes]]
             resume - offset,
         )
         offset = resume
+
+
+def frame(kind: int, payload: bytes) -> bytes:
+    """One record: header, then payload."""
+    return _HEADER.pack(MAGIC, len(payload), _crc(kind, payload), kind) + payload
 
 
 def is_wal(data: bytes) -> bool:
