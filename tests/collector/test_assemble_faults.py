@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -157,3 +158,33 @@ def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
     assert assembler.tick() == 2, "12 kB open: the two oldest are written"
     assert assembler.open_bytes == 6_000
     assert assembler.retained_bytes == 6_000, "the first episode was let go, the two written are retained"
+
+
+def test_a_long_open_episode_does_not_pin_the_wal_past_its_limit(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=2_000, max_bytes=8_000)
+    writer = TraceDirWriter(tmp_path)
+    clock = Clock()
+    assembler = Assembler(writer, quiet_period_s=1, wal=wal, clock=clock)
+    ingest = Ingest(wal, assembler)
+    ingest.start()
+    try:
+        never_ends = [s for s in record_run("never-ends") if s.parent is not None]
+        ingest.submit(encode_spans(never_ends))
+        for index in range(40):
+            ingest.submit(encode_spans(record_run(f"short-{index}")))
+            clock.now += 2
+            time.sleep(0.02)
+        deadline = time.monotonic() + 10
+        while wal.total_bytes > 2 * wal.max_bytes and time.monotonic() < deadline:
+            clock.now += 2
+            time.sleep(0.1)
+        assert wal.total_bytes <= 2 * wal.max_bytes, f"WAL at {wal.total_bytes} bytes"
+    finally:
+        ingest.stop()
+        wal.close()
+        writer.close()
+    tasks = {t["task_id"] for t in latest_traces([tmp_path]).values()}
+    assert {f"short-{i}" for i in range(40)} <= tasks
+    assert f"{never_ends[0].context.trace_id:032x}" in {
+        t["trace_id"] for t in latest_traces([tmp_path]).values()
+    }

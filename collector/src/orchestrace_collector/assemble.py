@@ -264,7 +264,26 @@ class Assembler:
                 due.extend(rest[: len(rest) - self.max_open_episodes])
             if self.max_bytes and self.open_bytes + self.retained_bytes > self.max_bytes:
                 due.extend(self._shed(due))
+            if self.wal is not None and self.wal.max_bytes and self.wal.total_bytes > self.wal.max_bytes:
+                due.extend(self._compact(due))
             return self._complete_all(due)
+
+    def _compact(self, due: Sequence[_Episode]) -> list[_Episode]:
+        """The WAL is over its size limit: written (retained) episodes stop holding segments (a late span
+        for them after a restart becomes a fragment), and the open episodes holding the oldest segment are
+        written as they are, so that segment can go. Returns those episodes."""
+        assert self.wal is not None
+        for episode in self._retained.values():
+            episode.first_segment = None
+        chosen = {id(e) for e in due}
+        pinned = [e for e in self._open.values() if e.first_segment is not None and id(e) not in chosen]
+        if not pinned:
+            self._retire_wal()
+            return []
+        oldest = min(e.first_segment for e in pinned if e.first_segment is not None)
+        if oldest >= self.wal.segments[-1]:
+            return []  # only the live segment is held: nothing to gain
+        return [e for e in pinned if e.first_segment == oldest]
 
     def _shed(self, due: Sequence[_Episode]) -> list[_Episode]:
         """Over ``max_bytes``: drop retained episodes, then pick the oldest open episodes to write, until a

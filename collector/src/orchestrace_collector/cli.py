@@ -164,6 +164,14 @@ def collect(
         ),
     ] = "batch",
     wal_segment_mb: Annotated[float, typer.Option("--wal-segment-mb", help="WAL segment size.")] = 64,
+    wal_max_mb: Annotated[
+        float,
+        typer.Option(
+            "--wal-max-mb",
+            help="Above this WAL size, written episodes stop holding segments and the open episodes holding "
+            "the oldest one are written as they are, so it can be deleted.",
+        ),
+    ] = 1024,
     rotate_mb: Annotated[
         float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")
     ] = 128,
@@ -195,6 +203,7 @@ def collect(
         max_queued_batches=max_queued_batches,
         fsync=fsync,
         wal_segment_bytes=int(wal_segment_mb * _MIB),
+        wal_max_bytes=int(wal_max_mb * _MIB),
         rotate_bytes=int(rotate_mb * _MIB),
         hook=_hook(reward),
         host=host,

@@ -60,6 +60,7 @@ class CollectorOptions:
     max_queued_batches: int = 512
     fsync: FsyncPolicy = "batch"
     wal_segment_bytes: int = 64 << 20
+    wal_max_bytes: int = 1 << 30
     rotate_bytes: int = 128 << 20
     hook: EpisodeHook | None = None
     host: str = HOST
@@ -115,7 +116,12 @@ def run_collector(options: CollectorOptions) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop_requested.set())
     writer = TraceDirWriter(options.out, rotate_bytes=options.rotate_bytes)
-    wal = WriteAheadLog(options.out / WAL_DIR, fsync=options.fsync, segment_bytes=options.wal_segment_bytes)
+    wal = WriteAheadLog(
+        options.out / WAL_DIR,
+        fsync=options.fsync,
+        segment_bytes=options.wal_segment_bytes,
+        max_bytes=0 if options.spool_only else options.wal_max_bytes,
+    )
     assembler = Assembler(
         writer,
         quiet_period_s=options.quiet_period_s,

@@ -60,12 +60,16 @@ class WriteAheadLog:
         fsync: FsyncPolicy = "batch",
         segment_bytes: int = 64 << 20,
         interval_s: float = 0.05,
+        max_bytes: int = 0,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync policy must be one of {FSYNC_POLICIES}, not {fsync!r}")
         self.directory = directory
         self.fsync = fsync
         self.segment_bytes = segment_bytes
+        #: 0: no limit. Above it the assembler compacts (see ``Assembler._compact``): episodes stop holding
+        #: old segments, so they are deleted.
+        self.max_bytes = max_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards the open segment and the counters below
         self._sync_lock = threading.Lock()  # one fsync at a time; the others find their record covered
