@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from orchestrace_collector.assemble import Assembler, EpisodeHook
+from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
@@ -75,6 +75,7 @@ class CollectorOptions:
     forward_queue_bytes: int = 256 << 20
     spool_only: bool = False
     limits: HttpLimits = field(default_factory=HttpLimits)
+    converter: Converter = default_converter
 
 
 class ExposureError(ValueError):
@@ -126,6 +127,7 @@ def run_collector(options: CollectorOptions) -> None:
         writer,
         quiet_period_s=options.quiet_period_s,
         idle_timeout_s=options.idle_timeout_s,
+        converter=options.converter,
         hook=options.hook,
         wal=wal,
         max_open_episodes=options.max_open_episodes,
