@@ -7,6 +7,7 @@ spans after the fault and a restart) and that the collector keeps serving (answe
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import threading
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from collector_fixtures import encode_protobuf, record_run, start_collector, validate_trace_dir
+from collector_fixtures import (
+    RunningCollector,
+    encode_protobuf,
+    record_run,
+    start_collector,
+    validate_trace_dir,
+)
 from fault_support import (
     PROTOBUF_HEADERS,
     PeakRss,
@@ -162,6 +169,8 @@ def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) ->
     assert latest["metrics"]["revision"] == 1
     lines = (out / "traces-00000.jsonl").read_text().splitlines()
     assert '"revision":1' in lines[-1], "revision is written as an int"
+    sent = Sent(sent=2, acked={"late-after-restart": len(spans) + 1})
+    record_fault("restart, then a late span of a written trace", sent, latest["metrics"]["spans"], 0)
 
 
 @pytest.mark.slow
@@ -267,3 +276,38 @@ def test_idle_and_half_sent_connections_are_closed_and_others_served(tmp_path: P
     assert collector.stop() == 0
     written = assert_acked_written(sent, out)
     record_fault("100 idle / half-sent connections + a stalled body", sent, written, rss.stop())
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rng = random.Random(16)
+    sent = Sent()
+    peak = 0
+    runs = iter(range(100_000))
+    for _round in range(3):
+        collector = start_collector(out, "--quiet-period", "0.3", "--wal-segment-mb", "0.05")
+        rss = PeakRss(collector.process.pid)
+        stop = threading.Event()
+
+        def send(collector: RunningCollector = collector, stop: threading.Event = stop) -> None:
+            with httpx.Client() as client:
+                while not stop.is_set():
+                    task = f"kill-{next(runs)}"
+                    body, spans = run_body(task, tools=1 + len(task) % 3)
+                    sent.post(client, collector.http_endpoint, task, body, spans)
+
+        senders = [threading.Thread(target=send) for _ in range(3)]
+        for thread in senders:
+            thread.start()
+        time.sleep(rng.uniform(0.5, 2.0))  # some written, some open, some in flight
+        collector.kill()
+        stop.set()
+        for thread in senders:
+            thread.join()
+        peak = max(peak, rss.stop())
+    final = start_collector(out, "--quiet-period", "0.2")
+    assert final.stop() == 0
+    assert len(sent.acked) > 30, "too little traffic to prove anything"
+    written = assert_acked_written(sent, out)
+    record_fault("kill -9 at 3 random points under 3 senders, restart each time", sent, written, peak)
