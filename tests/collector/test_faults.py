@@ -311,3 +311,40 @@ def test_kill_9_at_random_points_loses_no_acknowledged_span(tmp_path: Path) -> N
     assert len(sent.acked) > 30, "too little traffic to prove anything"
     written = assert_acked_written(sent, out)
     record_fault("kill -9 at 3 random points under 3 senders, restart each time", sent, written, peak)
+
+
+@pytest.mark.slow
+def test_many_large_bodies_at_once_are_refused_before_they_add_up(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    limit_mb = 64
+    collector = start_collector(out, "--quiet-period", "0.2", "--memory-limit-mb", str(limit_mb))
+    idle = PeakRss(collector.process.pid)
+    time.sleep(0.3)
+    idle_rss = idle.stop()
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    stop = time.monotonic() + 4.0
+    filler = "y" * (1 << 20)
+
+    def large(worker: int) -> None:
+        with httpx.Client() as client:
+            index = 0
+            while time.monotonic() < stop:
+                task = f"large-{worker}-{index}"
+                index += 1
+                spans = record_run(task, tools=3)
+                for span in spans[1:]:
+                    span._attributes = {**span.attributes, "filler": filler}  # type: ignore[attr-defined]
+                sent.post(client, collector.http_endpoint, task, encode_protobuf(spans), len(spans))
+
+    threads = [threading.Thread(target=large, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    peak = rss.stop()
+    assert sent.refused > 0, "the limit was never reached: the test proves nothing"
+    assert peak - idle_rss < 3 * (limit_mb << 20), f"RSS grew {(peak - idle_rss) >> 20} MiB"
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault(f"6 senders of 4 MiB bodies for 4 s, --memory-limit-mb {limit_mb}", sent, written, peak)

@@ -85,11 +85,13 @@ class Ingest:
         )
         return wire * MEMORY_FACTOR
 
-    def pressure(self) -> str | None:
-        """Why new batches are refused now (None: they are accepted)."""
+    def pressure(self, reserved: int = 0) -> str | None:
+        """Why new batches are refused now (None: they are accepted). ``reserved``: bytes the asking request
+        already holds (it passed the memory limit's admission with them)."""
         if self._queue.qsize() >= self.max_queued_batches:
             return "collector busy (assembly queue full), retry later"
-        if self.memory_limit_bytes and self.memory_bytes >= self.memory_limit_bytes:
+        used = self.memory_bytes - reserved * MEMORY_FACTOR
+        if self.memory_limit_bytes and used >= self.memory_limit_bytes:
             return "collector over its memory limit, retry later"
         return self.storage_error()
 
@@ -106,15 +108,30 @@ class Ingest:
         with self._bytes_lock:
             self.request_bytes += nbytes
 
+    def try_reserve(self, nbytes: int) -> bool:
+        """:meth:`reserve` if ``nbytes`` more fit under the memory limit, or if no other request holds
+        any (so one request larger than the limit allows still gets through, alone)."""
+        with self._bytes_lock:
+            if (
+                self.memory_limit_bytes
+                and self.request_bytes > 0
+                and self.memory_bytes + nbytes * MEMORY_FACTOR > self.memory_limit_bytes
+            ):
+                return False
+            self.request_bytes += nbytes
+            return True
+
     def release(self, nbytes: int) -> None:
         with self._bytes_lock:
             self.request_bytes -= nbytes
 
-    def submit(self, request: ExportTraceServiceRequest, raw_protobuf: bytes | None = None) -> Accepted:
+    def submit(
+        self, request: ExportTraceServiceRequest, raw_protobuf: bytes | None = None, reserved: int = 0
+    ) -> Accepted:
         """Log one batch (its valid spans) and queue it. ``raw_protobuf``: the request's own bytes, reused
-        for the log when every span is valid. Raises :class:`Overloaded`; ``OSError`` when the log cannot
-        be written (nothing was acknowledged)."""
-        pressure = self.pressure()
+        for the log when every span is valid; ``reserved``: see :meth:`pressure`. Raises
+        :class:`Overloaded`; ``OSError`` when the log cannot be written (nothing was acknowledged)."""
+        pressure = self.pressure(reserved)
         # A failing WAL is tried again by every request (the append is the probe that sees storage return);
         # the other pressures refuse before any work.
         if pressure is not None and not (self.wal.error and pressure == self.wal.error):

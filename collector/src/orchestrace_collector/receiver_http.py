@@ -101,14 +101,14 @@ def create_app(
         pressure = ingest.pressure()
         if pressure is not None and pressure != ingest.wal.error:  # a failing WAL is probed by the append
             return _unavailable(media, pressure)
-        held = 0
+        held = _Held()
         try:
-            raw = await asyncio.wait_for(_read_body(request, max_body_bytes, ingest), body_timeout_s)
-            held = len(raw)
+            raw = await asyncio.wait_for(_read_body(request, max_body_bytes, ingest, held), body_timeout_s)
             body = await run_in_threadpool(_gunzip, raw, max_body_bytes) if encoding == "gzip" else raw
-            ingest.reserve(len(body) - held)
-            held = len(body)
-            accepted = await run_in_threadpool(_store, ingest, media, body)
+            if len(body) > held.bytes:
+                ingest.reserve(len(body) - held.bytes)
+                held.bytes = len(body)
+            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes)
         except _TooLarge:
             return _status(media, 413, f"payload larger than {max_body_bytes} bytes")
         except PayloadError as exc:
@@ -125,7 +125,7 @@ def create_app(
             log.error("orchestrace: write-ahead log append failed: %s", exc)
             return _unavailable(media, f"collector cannot store batches now: {exc.strerror or exc}")
         finally:
-            ingest.release(held)
+            ingest.release(held.bytes)
         if ingest.forwarder is not None:
             ingest.forwarder.submit(
                 raw, request.headers.get("content-type", media), request.headers.get("content-encoding")
@@ -154,10 +154,10 @@ def create_app(
     )
 
 
-def _store(ingest: Ingest, media: str, body: bytes) -> Accepted:
+def _store(ingest: Ingest, media: str, body: bytes, reserved: int) -> Accepted:
     """Decode, log and make durable (a worker thread's part of a request)."""
     message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
-    accepted = ingest.submit(message, body if media == PROTOBUF else None)
+    accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved)
     ingest.wal.sync(accepted.seq)
     return accepted
 
@@ -178,24 +178,36 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _read_body(request: Request, limit: int, ingest: Ingest) -> bytes:
+class _Held:
+    """Bytes of memory a request has reserved (released when it is answered)."""
+
+    bytes = 0
+
+
+async def _read_body(request: Request, limit: int, ingest: Ingest, held: _Held) -> bytes:
+    """Read the body, reserving its size against the memory limit first (the declared length up front):
+    when many large bodies arrive at once, the ones that do not fit are refused before they are read."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise _TooLarge
+        _reserve(ingest, held, int(declared))
     chunks: list[bytes] = []
     size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            ingest.reserve(len(chunk))
-            if size > limit:
-                raise _TooLarge
-            chunks.append(chunk)
-    finally:
-        ingest.release(size)
-    body = b"".join(chunks)
-    ingest.reserve(len(body))  # held by the caller from here on
-    return body
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        if size > held.bytes:
+            _reserve(ingest, held, size - held.bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _reserve(ingest: Ingest, held: _Held, nbytes: int) -> None:
+    if not ingest.try_reserve(nbytes):
+        raise Overloaded("collector over its memory limit, retry later")
+    held.bytes += nbytes
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
