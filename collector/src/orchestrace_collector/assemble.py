@@ -29,8 +29,11 @@ into them as the next revision.
 Conflicts. A span id seen again with different content keeps the first copy; the trace counts the copies it
 refused in ``metrics.span_conflicts``.
 
-Memory is bounded by the open episodes plus the retention budget, not by the total traffic. With a write-ahead
-log, the oldest segment any open or retained episode still needs is kept and older ones are deleted; a
+Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
+bounded: above ``max_open_episodes`` or ``max_bytes`` (wire bytes of open and retained spans) retained
+episodes are let go and the oldest open ones written as they are. With a write-ahead log, the oldest segment
+any open or retained episode still needs is kept and older ones are deleted; above the log's ``max_bytes``
+written episodes stop holding segments and the open ones holding the oldest are written (``_compact``). A
 ``WRITTEN`` marker per written episode lets a replay skip what was already written.
 """
 
