@@ -12,35 +12,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 EventType = Literal[
-    "orchestrator_decision",
-    "spawn",
-    "despawn",
-    "message",
-    "tool_call",
-    "tool_result",
-    "return",
-    "aggregate",
-    "human_intervention",
-    "safety_event",
+    "orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return", "aggregate",
+    "human_intervention", "safety_event",
 ]
 EdgeType = Literal[
-    "temporal",
-    "causal",
-    "spawn",
-    "message",
-    "tool_dependency",
-    "return",
-    "aggregate",
-    "safety_flow",
+    "temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow",
 ]
 Topology = Literal[
-    "centralized",
-    "planner_executor_critic",
-    "debate",
-    "swarm",
-    "hierarchical",
-    "harness",
-    "mixed",
+    "centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness", "mixed",
     "unknown",
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
