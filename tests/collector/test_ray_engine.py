@@ -22,6 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.offline import ConvertResult, convert_local
 from orchestrace_collector.output import TraceDirWriter
 
+# Slow (each test starts a Ray cluster): `make test` runs it after the fast suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 # Read when ray is first imported, so set before it. As convert_with_ray does for the local cluster it
 # starts, workers share this interpreter's environment. With Ray's `uv run` hook on, workers start through
 # the driver's `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv`).
