@@ -125,7 +125,8 @@ def episode(
         {"turn_id": f"{trace_id}-p", "agent": "planner", "activation": 1, "t": 0.05, "t_end": 0.1,
          "event_ids": ["e2", "e3"], "reward": reward("e2", "e3"), "prompt": [system, question],
          "completion": planner_completion, "tools": TOOLS,
-         "credit": None if team is None else {"team": reward("e2", "e3")}},
+         "credit": None if team is None else {"team": reward("e2", "e3")},
+         **(recorded_ids([system, question], planner_completion) if token_ids else {})},
         {"turn_id": f"{trace_id}-w1", "agent": "worker", "activation": 1, "t": 0.15, "t_end": 0.2,
          "event_ids": ["e4"], "reward": reward("e4"), "prompt": w_prompt1, "completion": w_completion1,
          **(recorded_ids(w_prompt1, w_completion1) if token_ids else {})},
@@ -157,7 +158,9 @@ CHAT_TEMPLATE = (
     "{%- for m in messages -%}"
     "<|{{ m.role }}|>{{ m.content }}"
     "{%- if m.tool_calls %}{% for c in m.tool_calls %}<call>{{ c.function.name }} "
-    "{{ c.function.arguments | tojson }}</call>{% endfor %}{% endif -%}"
+    # Arguments as the OpenAI wire shape (JSON text) or as an object, as current templates take both.
+    "{% if c.function.arguments is string %}{{ c.function.arguments }}"
+    "{%- else %}{{ c.function.arguments | tojson }}{% endif %}</call>{% endfor %}{% endif -%}"
     "<|end|>\n"
     "{%- endfor -%}"
     "{%- if add_generation_prompt %}<|assistant|>{% endif -%}"

@@ -4,7 +4,8 @@
 - ``pairs`` (DPO): for each prompt that several rollouts of one task gave the same agent, the completion with
   the highest turn reward as ``chosen``, the lowest as ``rejected`` (none when they tie);
 - ``labels`` (KTO): each turn labelled by its reward against the mean of that agent's turns in the rollouts of
-  its task (above: True, below: False; equal to the mean: no signal, left out).
+  its task, when the task has several rollouts (above: True, below: False; equal to the mean: no signal,
+  left out).
 
 ``tools`` is the turn's tool definitions as JSON text, which TRL's trainers parse; tool-call arguments are
 JSON text (the OpenAI wire shape). Turns without captured content give no row (an empty prompt trains
@@ -72,6 +73,8 @@ def kto_rows(turns: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
         if turn["reward"] is not None:
             groups[(turn["task_id"], turn["agent"])].append(turn)
     for group in groups.values():
+        if len({t["trace_id"] for t in group}) < 2:
+            continue  # one rollout of a task is no group to compare with
         mean = sum(t["reward"] for t in group) / len(group)
         for turn in group:
             if math.isclose(turn["reward"], mean, abs_tol=1e-12):
