@@ -39,7 +39,7 @@ def recorded_ids(prompt: list[dict[str, Any]], completion: list[dict[str, Any]])
     }
 
 
-# --- episodes ------------------------------------------------------------------------------------------------
+# --- episodes ---------------------------------------------------------------------------------------------
 
 TOOLS = [
     {
@@ -93,11 +93,26 @@ def episode(
     w_completion2 = [{"role": "assistant", "content": answer}]
     events: list[dict[str, Any]] = [
         {"id": "e1", "t": 0.0, "type": "spawn", "agent": "root", "to": "planner", "role": "orchestrator"},
-        {"id": "e2", "t": 0.1, "type": "orchestrator_decision", "agent": "planner", "to": "worker",
-         "decision": "delegate", "options": ["worker", "critic"], "content_ref": "sha256:" + "a" * 64},
+        {
+            "id": "e2",
+            "t": 0.1,
+            "type": "orchestrator_decision",
+            "agent": "planner",
+            "to": "worker",
+            "decision": "delegate",
+            "options": ["worker", "critic"],
+            "content_ref": "sha256:" + "a" * 64,
+        },
         {"id": "e3", "t": 0.1, "type": "spawn", "agent": "planner", "to": "worker", "role": "orchestrator"},
-        {"id": "e4", "t": 0.2, "type": "tool_call", "agent": "worker", "tool": "calc", "role": "executor",
-         "content_ref": "sha256:" + "b" * 64},
+        {
+            "id": "e4",
+            "t": 0.2,
+            "type": "tool_call",
+            "agent": "worker",
+            "tool": "calc",
+            "role": "executor",
+            "content_ref": "sha256:" + "b" * 64,
+        },
         {"id": "e5", "t": 0.3, "type": "tool_result", "agent": "calc", "tool": "calc"},
         {"id": "e6", "t": 0.4, "type": "return", "agent": "worker", "from": "worker", "to": "planner"},
         {"id": "e7", "t": 0.5, "type": "orchestrator_decision", "agent": "planner", "decision": "stop"},
@@ -111,7 +126,10 @@ def episode(
         "task_id": task_id,
         "topology": "centralized",
         "events": events,
-        "edges": [{"src": "e1", "dst": "e2", "type": "temporal"}, {"src": "e2", "dst": "e3", "type": "causal"}],
+        "edges": [
+            {"src": "e1", "dst": "e2", "type": "temporal"},
+            {"src": "e2", "dst": "e3", "type": "causal"},
+        ],
         "rewards": {"team": team} if team is not None else {},
         "costs": {"tokens": 100.0, "wall_clock_s": 0.5},
         "metrics": {"incomplete": 0.0, "revision": 0.0, **(metrics or {})},
@@ -122,17 +140,45 @@ def episode(
         return None if team is None else sum(credit[e] * team for e in event_ids)
 
     turns = [
-        {"turn_id": f"{trace_id}-p", "agent": "planner", "activation": 1, "t": 0.05, "t_end": 0.1,
-         "event_ids": ["e2", "e3"], "reward": reward("e2", "e3"), "prompt": [system, question],
-         "completion": planner_completion, "tools": TOOLS,
-         "credit": None if team is None else {"team": reward("e2", "e3")},
-         **(recorded_ids([system, question], planner_completion) if token_ids else {})},
-        {"turn_id": f"{trace_id}-w1", "agent": "worker", "activation": 1, "t": 0.15, "t_end": 0.2,
-         "event_ids": ["e4"], "reward": reward("e4"), "prompt": w_prompt1, "completion": w_completion1,
-         **(recorded_ids(w_prompt1, w_completion1) if token_ids else {})},
-        {"turn_id": f"{trace_id}-w2", "agent": "worker", "activation": 1, "t": 0.35, "t_end": 0.4,
-         "event_ids": ["e6"], "reward": reward("e6"), "prompt": w_prompt2, "completion": w_completion2,
-         **(recorded_ids(w_prompt2, w_completion2) if token_ids else {}), **(worker_extra or {})},
+        {
+            "turn_id": f"{trace_id}-p",
+            "agent": "planner",
+            "activation": 1,
+            "t": 0.05,
+            "t_end": 0.1,
+            "event_ids": ["e2", "e3"],
+            "reward": reward("e2", "e3"),
+            "prompt": [system, question],
+            "completion": planner_completion,
+            "tools": TOOLS,
+            "credit": None if team is None else {"team": reward("e2", "e3")},
+            **(recorded_ids([system, question], planner_completion) if token_ids else {}),
+        },
+        {
+            "turn_id": f"{trace_id}-w1",
+            "agent": "worker",
+            "activation": 1,
+            "t": 0.15,
+            "t_end": 0.2,
+            "event_ids": ["e4"],
+            "reward": reward("e4"),
+            "prompt": w_prompt1,
+            "completion": w_completion1,
+            **(recorded_ids(w_prompt1, w_completion1) if token_ids else {}),
+        },
+        {
+            "turn_id": f"{trace_id}-w2",
+            "agent": "worker",
+            "activation": 1,
+            "t": 0.35,
+            "t_end": 0.4,
+            "event_ids": ["e6"],
+            "reward": reward("e6"),
+            "prompt": w_prompt2,
+            "completion": w_completion2,
+            **(recorded_ids(w_prompt2, w_completion2) if token_ids else {}),
+            **(worker_extra or {}),
+        },
     ]
     for turn in turns:
         turn.update(trace_id=trace_id, task_id=task_id, model="m", provider="fake")
@@ -151,7 +197,7 @@ def write(out: Path, *episodes: tuple[dict[str, Any], list[dict[str, Any]]], rev
     return out
 
 
-# --- a tokenizer with a chat template that renders tools and tool calls ---------------------------------------
+# --- a tokenizer with a chat template that renders tools and tool calls ------------------------------------
 
 CHAT_TEMPLATE = (
     "{%- if tools %}<|system|>tools: {{ tools | tojson }}<|end|>\n{% endif -%}"
@@ -183,6 +229,8 @@ def build_tokenizer(directory: Path) -> Path:
             vocab_size=400, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
         ),
     )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|end|>", chat_template=CHAT_TEMPLATE)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|end|>", chat_template=CHAT_TEMPLATE
+    )
     fast.save_pretrained(str(directory))
     return directory

@@ -66,16 +66,26 @@ def test_several_output_directories_one_row_per_turn(tmp_path: Path) -> None:
 
 def test_every_turn_field_is_exported(tmp_path: Path) -> None:
     extra = {
-        "t_end": 0.4, "truncated": {"completion": 120}, "request": {"temperature": 0.7, "stop": ["x"]},
-        "response_id": "resp-1", "response_model": "m-2024", "finish_reason": "stop", "agent_id": "w-1",
+        "t_end": 0.4,
+        "truncated": {"completion": 120},
+        "request": {"temperature": 0.7, "stop": ["x"]},
+        "response_id": "resp-1",
+        "response_model": "m-2024",
+        "finish_reason": "stop",
+        "agent_id": "w-1",
         "credit": {"team": 0.3, "verifier:unit_tests": 0.1},
     }
-    write(tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42", token_ids=True, worker_extra=extra))
+    write(
+        tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42", token_ids=True, worker_extra=extra)
+    )
     export([tmp_path / "out"], "parquet", tmp_path / "turns.parquet")
     table = pq.read_table(tmp_path / "turns.parquet")
     assert table.schema.equals(TURNS)
     row = {r["turn_id"]: r for r in table.to_pylist()}["ta-w2"]
-    assert row["credit"] == [{"channel": "team", "share": 0.3}, {"channel": "verifier:unit_tests", "share": 0.1}]
+    assert row["credit"] == [
+        {"channel": "team", "share": 0.3},
+        {"channel": "verifier:unit_tests", "share": 0.1},
+    ]
     assert row["truncated"] == [{"field": "completion", "bytes": 120}] and row["flags"] == ["truncated"]
     assert json.loads(row["request"]) == {"temperature": 0.7, "stop": ["x"]}
     assert (row["response_id"], row["response_model"], row["finish_reason"]) == ("resp-1", "m-2024", "stop")
@@ -98,8 +108,15 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
     write(tmp_path / "run1", bare)
     write(
         tmp_path / "run2",
-        episode("r2", "task-1", team=1.0, answer="2", route_args={"to": "worker", "n": 3}, token_ids=True,
-                worker_extra={"truncated": {"prompt": 9}, "credit": {"team": 0.3}}),
+        episode(
+            "r2",
+            "task-1",
+            team=1.0,
+            answer="2",
+            route_args={"to": "worker", "n": 3},
+            token_ids=True,
+            worker_extra={"truncated": {"prompt": 9}, "credit": {"team": 0.3}},
+        ),
         episode("r3", "task-2", team=0.5, answer="3", route_args={"to": ["worker"], "n": "three"}),
     )
     return tmp_path / "run1", tmp_path / "run2"
@@ -113,17 +130,28 @@ def test_files_of_any_runs_load_together_in_any_order(tmp_path: Path, fmt: str) 
     export([run2], fmt, files[1])
     for order in (files, files[::-1]):
         if fmt == "parquet":
-            data = load_dataset("parquet", data_files=[str(f) for f in order], split="train",
-                                cache_dir=str(tmp_path / "cache"))
+            data = load_dataset(
+                "parquet",
+                data_files=[str(f) for f in order],
+                split="train",
+                cache_dir=str(tmp_path / "cache"),
+            )
             assert pads.dataset([str(f) for f in order], format="parquet").to_table().num_rows == 9
         else:  # JSON lines: every field in every row; the types come from the published features
-            data = load_dataset("json", data_files=[str(f) for f in order], split="train",
-                                features=features(TURNS), cache_dir=str(tmp_path / "cache"))
+            data = load_dataset(
+                "json",
+                data_files=[str(f) for f in order],
+                split="train",
+                features=features(TURNS),
+                cache_dir=str(tmp_path / "cache"),
+            )
         assert data.num_rows == 9
         by_id = {r["turn_id"]: r for r in data}
         assert by_id["r1-p"]["completion"][0]["tool_calls"] is None
-        args = {t: json.loads(by_id[f"{t}-p"]["completion"][0]["tool_calls"][0]["function"]["arguments"])
-                for t in ("r2", "r3")}
+        args = {
+            t: json.loads(by_id[f"{t}-p"]["completion"][0]["tool_calls"][0]["function"]["arguments"])
+            for t in ("r2", "r3")
+        }
         assert args == {"r2": {"to": "worker", "n": 3}, "r3": {"to": ["worker"], "n": "three"}}
         assert by_id["r2-w2"]["prompt_token_ids"] and by_id["r1-w2"]["prompt_token_ids"] is None
     for file in files:  # the same keys, in every row of every file
@@ -150,14 +178,22 @@ def test_filters(tmp_path: Path) -> None:
     assert kept(agents=("planner",)) == {"ta-p", "tb-p", "tc-p"}
     assert kept(roles=("executor",)) == {"ta-w1", "ta-w2", "tb-w1", "tb-w2", "tc-w1", "tc-w2"}
     assert kept(tasks=("task-2", "task-3")) == {t for t in everything if t[:2] in ("tb", "tc")}
-    assert kept(drop_flagged=True) == {"ta-p", "ta-w1", "tc-p", "tc-w1"}  # truncated, rejected, partial prompt
+    assert kept(drop_flagged=True) == {
+        "ta-p",
+        "ta-w1",
+        "tc-p",
+        "tc-w1",
+    }  # truncated, rejected, partial prompt
     flags = {r["turn_id"]: r["flags"] for r in rows(tmp_path / "f.jsonl")}
     assert all(f == [] for f in flags.values())
 
 
 def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
-    out = write(tmp_path / "out", episode("ta", "task-1", team=2.0, answer="42"),
-                episode("tb", "task-1", team=0.0, answer="41"))
+    out = write(
+        tmp_path / "out",
+        episode("ta", "task-1", team=2.0, answer="42"),
+        episode("tb", "task-1", team=0.0, answer="41"),
+    )
     assert export([out], "decisions", tmp_path / "d.parquet") == 4
     table = pq.read_table(tmp_path / "d.parquet")
     assert table.schema.equals(DECISIONS)
@@ -167,7 +203,11 @@ def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
         index = next(i for i, e in enumerate(events) if e["id"] == row["decision_id"])
         event = events[index]
         assert event["type"] == "orchestrator_decision"
-        assert (row["decision"], row["agent"], row["choice"]) == (event["decision"], event["agent"], event.get("to"))
+        assert (row["decision"], row["agent"], row["choice"]) == (
+            event["decision"],
+            event["agent"],
+            event.get("to"),
+        )
         assert row["context_event_ids"] == [e["id"] for e in events[:index]]
         assert row["context_refs"] == [e["content_ref"] for e in events[:index] if e.get("content_ref")]
         assert row["reward"] == event["credit"]
@@ -184,8 +224,21 @@ def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
 
 def test_cli_export_and_its_errors(tmp_path: Path) -> None:
     out = write(tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42"))
-    done = runner.invoke(app, ["export", str(out), "--format", "jsonl", "--to", str(tmp_path / "t.jsonl"),
-                               "--agent", "worker", "--min-reward", "0.25"])
+    done = runner.invoke(
+        app,
+        [
+            "export",
+            str(out),
+            "--format",
+            "jsonl",
+            "--to",
+            str(tmp_path / "t.jsonl"),
+            "--agent",
+            "worker",
+            "--min-reward",
+            "0.25",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert [r["turn_id"] for r in rows(tmp_path / "t.jsonl")] == ["ta-w2"]
     for args, message in [

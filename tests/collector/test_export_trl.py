@@ -32,8 +32,13 @@ def out(tmp_path: Path) -> Path:
 
 
 def load(path: Path, schema: Any) -> list[dict[str, Any]]:
-    data = load_dataset("json", data_files=str(path), features=features(schema), split="train",
-                        cache_dir=str(path.parent / "cache"))
+    data = load_dataset(
+        "json",
+        data_files=str(path),
+        features=features(schema),
+        split="train",
+        cache_dir=str(path.parent / "cache"),
+    )
     return list(data)
 
 
@@ -58,7 +63,9 @@ def test_prompt_completion_rows_render_with_trl(out: Path, tokenizer: Any) -> No
     rendered = maybe_apply_chat_template(
         {"prompt": planner["prompt"], "completion": planner["completion"]}, tokenizer, tools=tools_of(planner)
     )
-    assert rendered["prompt"].startswith('<|system|>tools: [{"type": "function", "function": {"name": "route"')
+    assert rendered["prompt"].startswith(
+        '<|system|>tools: [{"type": "function", "function": {"name": "route"'
+    )
     assert rendered["completion"] == '<call>route {"to": "worker", "n": 3}</call><|end|>'
     assert next(r for r in rows if r["turn_id"] == "ta-w2")["reward"] == pytest.approx(0.3)
 
@@ -77,7 +84,9 @@ def test_dpo_pairs_from_rollouts_of_one_task(out: Path, tokenizer: Any) -> None:
     assert set(TRL_DPO.names) == set(pair)
     # The worker's last call saw the same prompt in both rollouts of task-1; the better-rewarded answer wins.
     assert (pair["task_id"], pair["agent"]) == ("task-1", "worker")
-    assert pair["chosen"][0]["content"] == "The answer is 42." and pair["rejected"][0]["content"] == "It is 41."
+    assert (
+        pair["chosen"][0]["content"] == "The answer is 42." and pair["rejected"][0]["content"] == "It is 41."
+    )
     assert (pair["chosen_trace_id"], pair["rejected_trace_id"]) == ("ta", "tb")
     assert pair["chosen_reward"] == pytest.approx(0.3) and pair["rejected_reward"] == pytest.approx(0.06)
     assert is_conversational(pair)
@@ -86,7 +95,10 @@ def test_dpo_pairs_from_rollouts_of_one_task(out: Path, tokenizer: Any) -> None:
     assert rendered["chosen"] == "<|assistant|>The answer is 42.<|end|>".removeprefix("<|assistant|>")
     assert rendered["rejected"] == "It is 41.<|end|>"
     # The filters pick the turns pairs are made of: no worker turns, no pairs.
-    assert export([out], "trl", out.parent / "none.jsonl", trl_kind="dpo", filters=Filters(agents=("planner",))) == 0
+    assert (
+        export([out], "trl", out.parent / "none.jsonl", trl_kind="dpo", filters=Filters(agents=("planner",)))
+        == 0
+    )
 
 
 def test_kto_labels_against_the_task_group(out: Path, tokenizer: Any) -> None:
@@ -94,7 +106,14 @@ def test_kto_labels_against_the_task_group(out: Path, tokenizer: Any) -> None:
     rows = load(out.parent / "kto.jsonl", TRL_KTO)
     labels = {r["turn_id"]: r["label"] for r in rows}
     # task-1's worker turns: rewards 0.2, 0.3 (ta) and 0.04, 0.06 (tb), mean 0.15. Planners: 0.3 and 0.06.
-    assert labels == {"ta-w1": True, "ta-w2": True, "tb-w1": False, "tb-w2": False, "ta-p": True, "tb-p": False}
+    assert labels == {
+        "ta-w1": True,
+        "ta-w2": True,
+        "tb-w1": False,
+        "tb-w2": False,
+        "ta-p": True,
+        "tb-p": False,
+    }
     for row in rows:
         assert is_conversational(row)
         example = {k: row[k] for k in ("prompt", "completion", "label")}
