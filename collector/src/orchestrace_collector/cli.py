@@ -257,7 +257,8 @@ def validate(
 def stats(
     out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
 ) -> None:
-    """Summarize a dataset: traces, events by type, topologies, rewards, costs."""
+    """Summarize a dataset: traces, events by type, topologies, rewards, costs, and the groups of rollouts
+    of each task (rollouts per task, reward spread within groups)."""
     from orchestrace_collector.output import latest_traces, latest_turns
     from orchestrace_collector.stats import compute_stats, stats_tables
 
