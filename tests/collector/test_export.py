@@ -11,7 +11,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
-from export_support import episode, write
+from export_fixtures import episode, write
 from orchestrace_collector.annotate import annotate
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import DECISIONS, TURNS, ExportError, Filters, export, features

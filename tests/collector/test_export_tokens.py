@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from export_support import build_tokenizer, decode, encode, episode, render, write
+from export_fixtures import build_tokenizer, decode, encode, episode, render, write
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import TOKENS, ExportError, export, template_messages
 from orchestrace_collector.export.tokens import load_tokenizer

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from datasets import load_dataset
-from export_support import build_tokenizer, episode, write
+from export_fixtures import build_tokenizer, episode, write
 from orchestrace_collector.export import TRL, TRL_DPO, TRL_KTO, Filters, export, features, template_messages
 from orchestrace_collector.export.tokens import load_tokenizer
 from trl.data_utils import is_conversational, maybe_apply_chat_template

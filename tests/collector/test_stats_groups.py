@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from export_support import episode, write
+from export_fixtures import episode, write
 from orchestrace_collector.cli import app
 from orchestrace_collector.output import latest_traces
 from orchestrace_collector.stats import compute_stats
