@@ -54,21 +54,8 @@ def supervisor(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExampleRun, Pa
         done = runner.invoke(app, ["convert", str(base / "a" / "spans.jsonl"), "--out", str(out)])
         assert done.exit_code == 0, done.output
     (trace_id,) = [t["trace_id"] for t in first.traces]
-    done = runner.invoke(
-        app,
-        [
-            "annotate",
-            str(out),
-            "--trace-id",
-            trace_id,
-            "--reward",
-            "1",
-            "--family",
-            "verifier",
-            "--name",
-            "unit_tests",
-        ],
-    )
+    annotation = f"annotate {out} --trace-id {trace_id} --reward 1 --family verifier --name unit_tests"
+    done = runner.invoke(app, annotation.split())
     assert done.exit_code == 0, done.output
     merged = ExampleRun(
         first.stdout, first.spans + second.spans, first.traces + second.traces, first.turns + second.turns
