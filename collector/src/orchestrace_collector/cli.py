@@ -1,4 +1,4 @@
-"""The ``orchestrace`` command: collect, convert, validate, stats, annotate.
+"""The ``orchestrace`` command: collect, convert, validate, stats, annotate, export.
 
 Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr
 and exit code 1, never a traceback.
@@ -380,7 +380,8 @@ def validate(
 def stats(
     out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
 ) -> None:
-    """Summarize a dataset: traces, events by type, topologies, rewards, costs."""
+    """Summarize a dataset: traces, events by type, topologies, rewards, costs, and the groups of rollouts
+    of each task (rollouts per task, reward spread within groups)."""
     from orchestrace_collector.output import latest_traces, latest_turns
     from orchestrace_collector.stats import compute_stats, stats_tables
 
@@ -390,6 +391,92 @@ def stats(
     turns = sum(len(t) for t in latest_turns(out, traces).values()) if out.is_dir() else 0
     for table in stats_tables(compute_stats(traces.values(), turns)):
         console.print(table)
+
+
+@app.command()
+def export(
+    outs: Annotated[list[Path], typer.Argument(help="Output directories (e.g. one per collector).")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="jsonl | parquet (turns), trl (conversational prompt/completion), tokens (token ids and "
+            "masks per agent trajectory), decisions (orchestrator sub-decisions).",
+        ),
+    ],
+    to: Annotated[
+        Path,
+        typer.Option("--to", help="File to write (Parquet when it ends with .parquet, else JSON lines)."),
+    ],
+    min_reward: Annotated[
+        float | None, typer.Option("--min-reward", help="Keep rows rewarded at least this.")
+    ] = None,
+    max_reward: Annotated[
+        float | None, typer.Option("--max-reward", help="Keep rows rewarded at most this.")
+    ] = None,
+    agent: Annotated[
+        list[str] | None, typer.Option("--agent", help="Keep this agent's rows (repeatable).")
+    ] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", help="Keep this role's rows (repeatable).")
+    ] = None,
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="Keep this task's rows (repeatable).")
+    ] = None,
+    drop_flagged: Annotated[
+        bool,
+        typer.Option(
+            "--drop-flagged",
+            help="Drop rows flagged truncated, prompt_incomplete, error, incomplete (trace) or "
+            "rejected_rewards.",
+        ),
+    ] = False,
+    pairs: Annotated[
+        bool, typer.Option("--pairs", help="trl: DPO pairs (best vs worst rollout of a task for one prompt).")
+    ] = False,
+    labels: Annotated[
+        bool,
+        typer.Option("--labels", help="trl: KTO labels (a turn's reward against its task group's mean)."),
+    ] = False,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="tokens: a saved Hugging Face tokenizer with a chat template, for turns without recorded "
+            "token ids.",
+        ),
+    ] = None,
+) -> None:
+    """Write a training set from the latest revision of every trace: one row per turn, TRL sample, agent
+    trajectory or orchestrator decision, in a schema that is the same for every run."""
+    try:
+        from orchestrace_collector.export import ExportError, Filters
+        from orchestrace_collector.export import export as export_rows
+    except ImportError as exc:
+        raise _fail(f"export needs {exc.name}: pip install 'orchestrace-collector[export]'") from None
+
+    if pairs and labels:
+        raise _fail("give at most one of --pairs and --labels")
+    filters = Filters(
+        min_reward=min_reward,
+        max_reward=max_reward,
+        agents=tuple(agent or ()),
+        roles=tuple(role or ()),
+        tasks=tuple(task or ()),
+        drop_flagged=drop_flagged,
+    )
+    try:
+        rows = export_rows(
+            outs,
+            fmt,
+            to,
+            filters=filters,
+            trl_kind="dpo" if pairs else "kto" if labels else "sft",
+            tokenizer=tokenizer,
+        )
+    except ExportError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"{rows} rows -> {to}")
 
 
 @app.command()

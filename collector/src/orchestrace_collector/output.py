@@ -278,10 +278,15 @@ def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     return latest
 
 
-def latest_turns(out_dir: Path, traces: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The turns of the given (latest) traces, keyed by trace id (a turn written twice counts once)."""
+def latest_turns(
+    out_dirs: Path | Iterable[Path], traces: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The turns of the given (latest) traces, keyed by trace id, from one output directory or several: only
+    the turns of each trace's revision, and a turn written twice (a repeated conversion, a rewrite after a
+    restart) counts once, as its last line."""
+    dirs = [out_dirs] if isinstance(out_dirs, Path) else list(out_dirs)
     turns: dict[str, dict[str, dict[str, Any]]] = {trace_id: {} for trace_id in traces}
-    for _, _, obj in iter_jsonl(jsonl_files([out_dir], TURNS_PREFIX)):
+    for _, _, obj in iter_jsonl(jsonl_files([d for d in dirs if d.is_dir()], TURNS_PREFIX)):
         if not isinstance(obj, dict) or obj.get("trace_id") not in traces:
             continue
         if float(obj.get(REVISION, 0)) == revision_of(traces[obj["trace_id"]]):
