@@ -66,7 +66,10 @@ def rebuild_prompt(span: ReadableSpan, by_id: dict[str, ReadableSpan]) -> list[d
     if prefix_id is None:
         return list(own)
     earlier = by_id[str(prefix_id)]
-    full = rebuild_prompt(earlier, by_id) + json.loads(str(earlier.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))
+    # A completion's finish_reason belongs to the reply, not to the message a later prompt holds.
+    completion = [{k: v for k, v in m.items() if k != "finish_reason"}
+                  for m in json.loads(str(earlier.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))]
+    full = rebuild_prompt(earlier, by_id) + completion
     return full[: int(span.attributes[PREFIX_LENGTH])] + own
 
 

@@ -19,7 +19,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.arguments import CallArguments, request_attributes
-from orchestrace.config import CaptureConfig, get_config
+from orchestrace.config import get_config
 from orchestrace.content import Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
     AGENT_KEY,
@@ -31,7 +31,7 @@ from orchestrace.context import (
 )
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, input_messages, output_messages
-from orchestrace.replies import Reply, ReplyStream, normalize
+from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
 from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage, extract_usage, response_model
 
@@ -366,8 +366,9 @@ class LlmSpec(Spec):
         else:
             return
         # A result of no known reply shape (the user's own dict or object) may still state usage and model.
-        self._record_reply(invocation, reply if reply is not None else Reply(
-            usage=extract_usage(result), response_model=response_model(result)), config)
+        stated = reply or Reply(usage=extract_usage(result), response_model=response_model(result))
+        span.set_attributes(reply_attributes(stated, config.capture_content,
+                                             with_usage=not invocation.explicit_usage))
         if not config.capture_content:
             return
         messages = [reply.message()] if reply is not None else output_messages(result)
@@ -376,23 +377,6 @@ class LlmSpec(Spec):
             if cut_bytes:
                 captured = Captured(captured.text, True, captured.cut_bytes + cut_bytes)
             span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
-
-    def _record_reply(self, invocation: Invocation, reply: Reply, config: CaptureConfig) -> None:
-        span = invocation.span
-        if reply.usage is not None and not invocation.explicit_usage:
-            set_usage_on(span, reply.usage)
-        if reply.response_model:
-            span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, reply.response_model)
-        if reply.response_id:
-            span.set_attribute(sc.GEN_AI_RESPONSE_ID, reply.response_id)
-        if reply.finish_reason:
-            span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, [reply.finish_reason])
-        if config.capture_content:  # token ids are the content, in another form
-            for key, values in ((sc.ORCH_PROMPT_TOKEN_IDS, reply.prompt_token_ids),
-                                (sc.ORCH_COMPLETION_TOKEN_IDS, reply.completion_token_ids),
-                                (sc.ORCH_COMPLETION_LOGPROBS, reply.completion_logprobs)):
-                if values:
-                    span.set_attribute(key, values)
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""

@@ -12,11 +12,12 @@ from typing import Any
 
 from orchestrace.fields import field_of
 from orchestrace.replies import anthropic, langchain, openai_chat, openai_responses
-from orchestrace.replies.reply import Reply, ToolCall, finish_reason
+from orchestrace.replies.reply import Reply, ToolCall, finish_reason, reply_attributes
 from orchestrace.replies.stream import ReplyStream, StreamedText
 from orchestrace.usage import extract_usage
 
-__all__ = ["Reply", "ReplyStream", "StreamedText", "ToolCall", "finish_reason", "normalize", "parse_chunk"]
+__all__ = ["Reply", "ReplyStream", "StreamedText", "ToolCall", "finish_reason", "normalize", "parse_chunk",
+           "reply_attributes"]
 
 
 def normalize(result: Any) -> Reply | None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace import semconv as sc
 from orchestrace.fields import field_of
 from orchestrace.usage import Usage
 
@@ -73,6 +74,30 @@ class Reply:
                      for call in self.tool_calls)
         reason = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
         return {"role": "assistant", "parts": parts, "finish_reason": reason}
+
+
+def reply_attributes(reply: Reply, capture_content: bool, with_usage: bool = True) -> dict[str, Any]:
+    """Span attributes of a reply: usage (unless ``with_usage`` is false: set by the user), response model,
+    id and finish reason; with content capture, token ids and logprobs (the content in another form)."""
+    attributes: dict[str, Any] = {}
+    if with_usage and reply.usage is not None:
+        if reply.usage.input_tokens is not None:
+            attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = reply.usage.input_tokens
+        if reply.usage.output_tokens is not None:
+            attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = reply.usage.output_tokens
+    if reply.response_model:
+        attributes[sc.GEN_AI_RESPONSE_MODEL] = reply.response_model
+    if reply.response_id:
+        attributes[sc.GEN_AI_RESPONSE_ID] = reply.response_id
+    if reply.finish_reason:
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = [reply.finish_reason]
+    if capture_content:
+        for key, values in ((sc.ORCH_PROMPT_TOKEN_IDS, reply.prompt_token_ids),
+                            (sc.ORCH_COMPLETION_TOKEN_IDS, reply.completion_token_ids),
+                            (sc.ORCH_COMPLETION_LOGPROBS, reply.completion_logprobs)):
+            if values:
+                attributes[key] = values
+    return attributes
 
 
 def add_block(reply: Reply, block: Any) -> None:
