@@ -17,9 +17,15 @@ from orchestrace_collector.output import latest_turns
 def record_turns(out: Path, body: Callable[[], Any], **options: Any) -> list[dict[str, Any]]:
     """Run ``body`` inside a task and an agent with content capture on (``options`` go to
     ``ot.configure``); return the written turns in call order."""
-    handle = ot.configure(exporter="none", trace_dir=out, tracer_provider=TracerProvider(shutdown_on_exit=False),
-                          batch=False, **{"capture_content": True, **options})
+    handle = ot.configure(
+        exporter="none",
+        trace_dir=out,
+        tracer_provider=TracerProvider(shutdown_on_exit=False),
+        batch=False,
+        **{"capture_content": True, **options},
+    )
     try:
+
         @ot.agent
         def caller() -> None:
             body()
