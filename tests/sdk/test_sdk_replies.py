@@ -61,7 +61,7 @@ def picked(turn: dict[str, Any]) -> dict[str, Any]:
     return {key: turn.get(key) for key in TURN_KEYS}
 
 
-# --- OpenAI Chat Completions ---------------------------------------------------------------------------------
+# --- OpenAI Chat Completions -------------------------------------------------------------------------------
 
 CHAT_COMPLETION = {
     "id": "resp-42",
@@ -167,7 +167,7 @@ def test_abandoned_stream_records_what_arrived(tmp_path: Path) -> None:
     assert "finish_reason" not in turn or turn["finish_reason"] == "stop"
 
 
-# --- OpenAI Responses API ------------------------------------------------------------------------------------
+# --- OpenAI Responses API ----------------------------------------------------------------------------------
 
 
 def test_openai_responses_api(tmp_path: Path) -> None:
@@ -219,7 +219,7 @@ def test_openai_responses_api(tmp_path: Path) -> None:
     }
 
 
-# --- Anthropic -----------------------------------------------------------------------------------------------
+# --- Anthropic ---------------------------------------------------------------------------------------------
 
 ANTHROPIC_MESSAGE = {
     "id": "resp-42",
@@ -296,7 +296,7 @@ def test_anthropic_stream(tmp_path: Path) -> None:
     assert picked(streamed_turn(tmp_path, events)) == WITH_THINKING
 
 
-# --- LangChain -----------------------------------------------------------------------------------------------
+# --- LangChain ---------------------------------------------------------------------------------------------
 
 
 def test_langchain_ai_message(tmp_path: Path) -> None:
@@ -330,7 +330,7 @@ def test_langchain_ai_message_chunks(tmp_path: Path) -> None:
     assert picked(streamed_turn(tmp_path, chunks)) == EXPECTED
 
 
-# --- Plain text ----------------------------------------------------------------------------------------------
+# --- Plain text --------------------------------------------------------------------------------------------
 
 
 def test_plain_string(tmp_path: Path) -> None:
