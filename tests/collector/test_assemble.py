@@ -108,12 +108,14 @@ def test_episode_id_stitches_otel_traces_even_when_it_arrives_last() -> None:
     assert {e.otel_trace_id for e in trace.events} == {first[0].trace_id, second[0].trace_id}
 
 
-def test_conversation_id_groups_like_an_episode_id() -> None:
+def test_a_conversation_id_never_merges_rollouts() -> None:
+    # One chat session (or LangGraph thread) holds many rollouts: only orchestrace.episode.id groups traces.
     runs = [spans_of("t5"), spans_of("t5")]
     for spans in runs:
         spans[0].attributes[sc.GEN_AI_CONVERSATION_ID] = "conv-1"
     traces = convert_spans([s for spans in runs for s in spans])
-    assert len(traces) == 1 and traces[0].metrics["spans"] == 8
+    assert len(traces) == 2 and [t.metrics["spans"] for t in traces] == [4, 4]
+    assert {t.task_id for t in traces} == {"t5"}
 
 
 def test_orphans_are_written_after_the_idle_timeout() -> None:

@@ -38,7 +38,7 @@ _PLACEHOLDERS = {
     "input_ref": "ref",
     "output_ref": "ref",
 }
-_TIMING = {"t", "t_end", "wall_clock_s", "parallelism_efficiency"}
+_TIMING = {"t", "t_end", "t_start", "wall_clock_s", "parallelism_efficiency"}
 
 
 class _Normalizer:
@@ -175,7 +175,7 @@ def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExpo
         "return",
         "return",
     ]
-    assert w["topology"] == "centralized" and w["rewards"]["team"] == 0.8
+    assert w["topology"] == "centralized" and w["rewards"]["team:judge"] == 0.8  # its name is kept
     assert w["costs"]["tokens"] == 80 and len(episode.turns) == 3
     assert episode.turns[0].completion is not None and episode.turns[1].agent == "booking"
     assert episode.contents[by_type(w, "tool_result")[0]["content_ref"]] == "sunny, 24C"

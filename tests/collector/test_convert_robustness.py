@@ -148,8 +148,8 @@ def test_an_episode_stitched_from_several_traces_keeps_one_orchestrator() -> Non
     assert {e["otel_trace_id"] for e in w["events"]} == {"01" * 16, "02" * 16}
     assert by_type(w, "return")[-1]["otel_trace_id"] == "02" * 16  # the resumed run closes the graph
     assert w["costs"]["wall_clock_s"] == 103
-    # the idle time between the interrupt and the resume is not counted as parallel time
-    assert w["metrics"]["parallelism_efficiency"] == pytest.approx(2 / 5)
+    # Sequential work reads 1: the idle time between the interrupt and the resume counts on neither side.
+    assert w["metrics"]["parallelism_efficiency"] == pytest.approx(1.0)
 
 
 def test_many_instances_of_one_name_are_numbered_in_start_order() -> None:

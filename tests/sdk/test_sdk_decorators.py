@@ -348,15 +348,19 @@ def test_task_decorator_and_context_manager(spans: Spans) -> None:
     decorated = spans.one("invoke_workflow episode")
     assert decorated.attributes[sc.GEN_AI_OPERATION_NAME] == "invoke_workflow"
     assert decorated.attributes[sc.ORCH_TOPOLOGY] == "single"
-    assert len(str(decorated.attributes[sc.ORCH_TASK_ID])) == 36  # a fresh uuid
+    # No task id: the task is its own rollout, named by the episode's fresh id.
+    assert decorated.attributes[sc.ORCH_TASK_ID] == decorated.attributes[sc.ORCH_EPISODE_ID]
+    assert len(str(decorated.attributes[sc.ORCH_EPISODE_ID])) == 32
     block = spans.one("invoke_workflow task-7")
+    assert block.attributes[sc.ORCH_EPISODE_ID] == run.episode_id != "task-7"
     assert block.attributes[sc.ORCH_TASK_ID] == "task-7"
     assert block.attributes[sc.ORCH_SYSTEM] == "demo"
     assert block.attributes[sc.ORCH_TASK_SUCCESS] == 1.0
     agents = spans.named("invoke_agent solo")
     assert {spans.parent_of(a).name for a in agents} == {"invoke_workflow episode", "invoke_workflow task-7"}  # type: ignore[union-attr]
+    # The conversation is the episode (one rollout), never the task that groups rollouts.
     assert {a.attributes[sc.GEN_AI_CONVERSATION_ID] for a in agents} == {
-        decorated.attributes[sc.ORCH_TASK_ID], "task-7"}
+        decorated.attributes[sc.ORCH_EPISODE_ID], run.episode_id}
 
 
 async def test_async_task_block_and_bare_task(spans: Spans) -> None:

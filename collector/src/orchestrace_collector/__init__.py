@@ -29,12 +29,14 @@ class _TraceList:
         self.traces.append(trace)
 
 
-def convert_spans(spans: Iterable[Span]) -> list[Trace]:
-    """Group spans into episodes (as ``orchestrace collect`` does) and convert each to a Trace, in memory."""
-    from orchestrace_collector.assemble import Assembler  # keeps ``import orchestrace_collector`` light
+def convert_spans(spans: Iterable[Span], *, credit: str = "causal") -> list[Trace]:
+    """Group spans into episodes (as ``orchestrace collect`` does) and convert each to a Trace, in memory,
+    with the ``credit`` strategy (``uniform`` or ``causal``)."""
+    # Imported here: keeps ``import orchestrace_collector`` light.
+    from orchestrace_collector.assemble import Assembler, EpisodeConverter
 
     sink = _TraceList()
-    assembler = Assembler(sink)
+    assembler = Assembler(sink, converter=EpisodeConverter(credit))
     assembler.add(spans)
     assembler.flush()
     return sink.traces

@@ -1,7 +1,8 @@
 """Assembly: spans arrive in any order, from any number of processes; episodes leave, complete, as traces.
 
-Grouping. An *episode* is keyed by the ``orchestrace.episode.id`` attribute (else ``gen_ai.conversation.id``)
-found on any span of an OTel trace, else by the OTel trace id. Spans of an OTel trace that arrived before the
+Grouping. An *episode* (one rollout) is keyed by the ``orchestrace.episode.id`` attribute found on any span
+of an OTel trace, else by the OTel trace id. ``gen_ai.conversation.id`` never groups: a conversation (a chat
+session, a LangGraph thread) may hold many rollouts. Spans of an OTel trace that arrived before the
 attribute did are moved into the episode when it appears, so a LangGraph interrupt and its resume (two OTel
 traces, one thread id) become one orchestration trace. A span id seen twice (an exporter retry) counts once.
 
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrace.semconv import GEN_AI_CONVERSATION_ID, ORCH_EPISODE_ID
+from orchestrace.semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.output import SPAN_COUNT
@@ -66,16 +67,28 @@ Converter = Callable[[Sequence[Span]], ConvertedEpisode]
 EpisodeHook = Callable[[ConvertedEpisode], None]
 
 
-def default_converter(spans: Sequence[Span]) -> ConvertedEpisode:
-    from orchestrace_collector.convert import (
-        convert_episode,  # imported late: the converter is the heavy part
-    )
+class EpisodeConverter:
+    """``convert_episode`` with a credit strategy (a class, so that Ray can ship it to its workers)."""
 
-    return convert_episode(spans)
+    def __init__(self, credit: str = "causal") -> None:
+        from orchestrace_collector.convert.credit import check_strategy
+
+        check_strategy(credit)
+        self.credit = credit
+
+    def __call__(self, spans: Sequence[Span]) -> ConvertedEpisode:
+        from orchestrace_collector.convert import (
+            convert_episode,  # imported late: the converter is the heavy part
+        )
+
+        return convert_episode(spans, credit=self.credit)
+
+
+default_converter: Converter = EpisodeConverter()
 
 
 def episode_key_of(span: Span) -> str | None:
-    value = span.attributes.get(ORCH_EPISODE_ID) or span.attributes.get(GEN_AI_CONVERSATION_ID)
+    value = span.attributes.get(ORCH_EPISODE_ID)
     return str(value) if value else None
 
 

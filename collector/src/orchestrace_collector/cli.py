@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrace_collector.assemble import EpisodeHook
+from orchestrace_collector.assemble import Converter, EpisodeConverter, EpisodeHook
 from orchestrace_collector.wal import FSYNC_POLICIES
 
 app = typer.Typer(
@@ -38,17 +38,32 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _hook(reward: str | None) -> EpisodeHook | None:
+def _hook(reward: str | None, credit: str) -> EpisodeHook | None:
     if reward is None:
         return None
     from orchestrace_collector.reward_fn import RewardSpecError, load_reward_function, reward_hook
 
     try:
-        return reward_hook(load_reward_function(reward))
+        return reward_hook(load_reward_function(reward), credit)
     except RewardSpecError as exc:
         raise _fail(str(exc)) from None
 
 
+def _converter(credit: str) -> Converter:
+    try:
+        return EpisodeConverter(credit)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+
+CreditOption = Annotated[
+    str,
+    typer.Option(
+        "--credit",
+        help="How rewards are credited to turns and events: causal (the work the answer depends on) "
+        "or uniform.",
+    ),
+]
 RewardOption = Annotated[
     str | None,
     typer.Option(
@@ -103,6 +118,7 @@ def collect(
         float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")
     ] = 128,
     reward: RewardOption = None,
+    credit: CreditOption = "causal",
 ) -> None:
     """Receive OTLP (HTTP and gRPC) and write each orchestration trace when it completes."""
     from orchestrace_collector.collect import CollectorOptions, run_collector
@@ -122,7 +138,8 @@ def collect(
         fsync=fsync,
         wal_segment_bytes=int(wal_segment_mb * _MIB),
         rotate_bytes=int(rotate_mb * _MIB),
-        hook=_hook(reward),
+        converter=_converter(credit),
+        hook=_hook(reward, credit),
     )
     try:
         run_collector(options)
@@ -148,6 +165,7 @@ def convert(
         ),
     ] = None,
     reward: RewardOption = None,
+    credit: CreditOption = "causal",
 ) -> None:
     """Convert span dumps offline into the same output directory that collect writes."""
     from orchestrace_collector.offline import input_files, load_engine
@@ -165,10 +183,12 @@ def convert(
         raise _fail(str(exc)) from None
     from orchestrace_collector.output import TraceDirWriter
 
-    hook = _hook(reward)
+    converter = _converter(credit)
+    hook = _hook(reward, credit)
     writer = TraceDirWriter(out)
     try:
-        result = run(inputs, writer, hook=hook, **({"address": address} if address else {}))
+        result = run(inputs, writer, converter=converter, hook=hook,
+                     **({"address": address} if address else {}))
     finally:
         writer.close()
     for problem in result.bad_files:
@@ -291,8 +311,13 @@ def annotate(
         str | None, typer.Option("--task-id", help="Annotate every trace of this task.")
     ] = None,
     name: Annotated[str | None, typer.Option(help="Reward name; the key becomes family:name.")] = None,
+    mode: Annotated[
+        str,
+        typer.Option(help="replace: the reward is the channel's value (an outcome); add: added to it."),
+    ] = "replace",
+    credit: CreditOption = "causal",
 ) -> None:
-    """Add a late reward (verifier, human feedback): writes a new revision of the trace."""
+    """Add a late team-unit reward (verifier, human feedback): writes a new revision of the trace."""
     from orchestrace.semconv import REWARD_FAMILIES
 
     from orchestrace_collector.annotate import NoSuchTrace
@@ -313,7 +338,9 @@ def annotate(
             name=name,
             trace_id=trace_id,
             task_id=task_id,
+            mode=mode,
             validate=validate_trace,
+            strategy=credit,
         )
     except (NoSuchTrace, ValueError) as exc:
         raise _fail(str(exc)) from None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
-from orchestrace_collector.assemble import Assembler, EpisodeHook
+from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
@@ -48,6 +48,7 @@ class CollectorOptions:
     wal_segment_bytes: int = 64 << 20
     rotate_bytes: int = 128 << 20
     hook: EpisodeHook | None = None
+    converter: Converter = default_converter
 
 
 def run_collector(options: CollectorOptions) -> None:
@@ -64,6 +65,7 @@ def run_collector(options: CollectorOptions) -> None:
         writer,
         quiet_period_s=options.quiet_period_s,
         idle_timeout_s=options.idle_timeout_s,
+        converter=options.converter,
         hook=options.hook,
         wal=wal,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 EventType = Literal[
     "orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return", "aggregate",
@@ -23,6 +23,12 @@ Topology = Literal[
     "unknown",
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
+#: Metrics that are counts, written as JSON integers.
+INTEGER_METRICS = frozenset({"revision", "spans", "critical_steps", "incomplete", "rejected_rewards"})
+
+
+def _is_count(metric: str) -> bool:
+    return metric in INTEGER_METRICS or metric.startswith("rejected_rewards:")
 
 
 class Event(BaseModel):
@@ -49,11 +55,12 @@ class Event(BaseModel):
     handoff: bool | None = None  # a delegate that transfers control without a return
     agent_id: str | None = None  # raw ``gen_ai.agent.id`` (or node instance id) behind ``agent``
     t_end: float | None = None  # end time (seconds) for events that last (a tool call, an aggregate)
+    t_start: float | None = None  # ``return`` only: when the activation that returns started
     span_id: str | None = None  # the OTel span the event came from
     otel_trace_id: str | None = None  # the OTel trace of that span (an episode may stitch several)
     tokens: int | None = None
-    reward: float | None = None  # reward recorded on, or credited to, this event
-    credit: float | None = None  # share of the team reward assigned by the credit strategy
+    reward: float | None = None  # rewards recorded for the unit this event stands for (agent, tool, event)
+    credit: float | None = None  # share of the team-unit rewards assigned by the credit strategy
     incomplete: bool | None = None  # the span behind it never arrived complete (orphan, missing parent)
     #: The span it closes ended with status ERROR (``tool_result`` of a failed tool, ``return`` of a failed
     #: actor, ``aggregate``); control flow that LangGraph signals with exceptions (``Command.PARENT``
@@ -91,6 +98,11 @@ class Trace(BaseModel):
     rewards: dict[str, float]
     costs: Costs
     metrics: dict[str, float] = Field(default_factory=dict)
+
+    @field_serializer("metrics")
+    def _metrics(self, metrics: dict[str, float]) -> dict[str, float | int]:
+        # Counts (``revision``, ``spans``, ``rejected_rewards``) are JSON integers, whatever their type here.
+        return {k: int(v) if _is_count(k) and float(v).is_integer() else v for k, v in metrics.items()}
 
     def to_json_dict(self) -> dict[str, object]:
         """The trace as written: aliases (``from``) applied, unset optional fields left out."""
@@ -148,13 +160,16 @@ class Turn(BaseModel):
     agent_id: str | None = None
     model: str | None = None
     provider: str | None = None
-    t: float
+    t: float  # start of the model call, seconds from the trace's first span
+    t_end: float | None = None  # its end
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_ref: str | None = None
     output_ref: str | None = None
     event_ids: list[str] = Field(default_factory=list)  # trace events this turn led to
-    reward: float | None = None  # reward credited to this turn
+    reward: float | None = None  # credited to this turn: the sum of ``credit``
+    #: The turn's share of each reward channel (``rewards`` key -> share); see ``convert/credit.py``.
+    credit: dict[str, float] | None = None
     prompt: list[Message] | None = None  # when content was captured
     completion: list[Message] | None = None
     #: The prompt is known only in part: it was stored as a reference to an earlier model call's history

@@ -1,8 +1,9 @@
 """``orchestrace convert``: dumps in, the same output directory ``collect`` writes out.
 
-Engines share one signature, ``engine(inputs, writer, *, hook=None) -> ConvertResult``, and are looked up by
-name in :data:`ENGINES`: ``local`` (:func:`convert_local`: one process, every span in memory) and ``ray``
-(``orchestrace_collector.ray_engine.convert_with_ray``, for dumps larger than one machine's memory).
+Engines share one signature, ``engine(inputs, writer, *, converter=..., hook=None) -> ConvertResult``, and
+are looked up by name in :data:`ENGINES`: ``local`` (:func:`convert_local`: one process, every span in
+memory) and ``ray`` (``orchestrace_collector.ray_engine.convert_with_ray``, for dumps larger than one
+machine's memory).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from orchestrace_collector.assemble import Assembler, EpisodeHook
+from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.convert.gcpause import gc_paused
 from orchestrace_collector.decode import PayloadError, decode_file
 from orchestrace_collector.output import TraceDirWriter
@@ -75,13 +76,17 @@ def input_files(inputs: Sequence[Path]) -> list[Path]:
 
 
 def convert_local(
-    inputs: Sequence[Path], writer: TraceDirWriter, *, hook: EpisodeHook | None = None
+    inputs: Sequence[Path],
+    writer: TraceDirWriter,
+    *,
+    converter: Converter = default_converter,
+    hook: EpisodeHook | None = None,
 ) -> LocalConvertResult:
     bad: list[str] = []
     spans: list[Span] = []
     files = input_files(inputs)
     before = writer.written
-    assembler = Assembler(writer, hook=hook)
+    assembler = Assembler(writer, converter=converter, hook=hook)
     # Decoding a dump allocates a few objects per span that all live until the end: without a pause the
     # cyclic collector's full passes over them cost a third of the run (see convert/gcpause.py).
     with gc_paused():

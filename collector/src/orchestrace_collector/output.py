@@ -21,6 +21,10 @@ the highest ``metrics.revision``), and the turns whose ``revision`` equals it: :
 spans it was built from. After a crash between writing a trace and logging that it was written, the restarted
 collector writes it again with the same revision: an identical line, which "take the last" also absorbs.
 
+Annotations: ``annotations.jsonl`` records the late rewards ``orchestrace annotate`` added (see
+``annotations.py``); every trace written here gets its trace's recorded annotations applied first, so a later
+revision (a late span) keeps them.
+
 Order of writes: content first, then turns, then the trace line, so that whatever a trace line refers to is
 already on disk when a reader sees it.
 """
@@ -38,6 +42,7 @@ from typing import IO, Any
 
 from orchestrace.content import REF_PREFIX
 
+from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
 from orchestrace_collector.model import Trace, Turn
 
 TRACES_PREFIX = "traces-"
@@ -45,6 +50,7 @@ TURNS_PREFIX = "turns-"
 CONTENT_DIR = "content"
 CONTENT_REFS = "content-refs.jsonl"
 WAL_DIR = "wal"
+ANNOTATIONS_FILE = "annotations.jsonl"
 REVISION = "revision"
 SPAN_COUNT = "spans"
 _FILE_RE = re.compile(r"^(traces|turns)-(\d{5,})\.jsonl$")
@@ -98,6 +104,31 @@ class TraceDirWriter:
         self.written = 0
         self._aliases: set[tuple[str, str]] = set()
         self._refs: IO[str] | None = None
+        self._annotations_path = out_dir / ANNOTATIONS_FILE
+        self._annotations: dict[str, list[Annotation]] = {}
+        self._annotations_seen: tuple[int, int] | None = None  # (size, mtime) of the file when last read
+
+    def record_annotation(self, annotation: Annotation) -> None:
+        with self._lock, self._annotations_path.open("a", encoding="utf-8") as handle:
+            handle.write(annotation_line(annotation))
+
+    def apply_annotations(self, trace: Trace, turns: Sequence[Turn]) -> Sequence[Turn]:
+        """The annotations recorded for ``trace`` applied to it (in place) and to its turns."""
+        for annotation in self._annotations_of(trace.trace_id):
+            turns = annotation.apply(trace, turns)
+        return turns
+
+    def _annotations_of(self, trace_id: str) -> list[Annotation]:
+        """Re-read only when the file changed (``annotate`` runs in another process)."""
+        try:
+            stat = self._annotations_path.stat()
+        except FileNotFoundError:
+            return []
+        seen = (stat.st_size, stat.st_mtime_ns)
+        if seen != self._annotations_seen:
+            self._annotations = read_annotations(self._annotations_path)
+            self._annotations_seen = seen
+        return self._annotations.get(trace_id, [])
 
     def write(
         self,
@@ -107,6 +138,7 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
+        turns = self.apply_annotations(trace, turns)
         trace.metrics[REVISION] = float(revision)
         # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
         trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"

@@ -40,7 +40,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
-from orchestrace.semconv import GEN_AI_CONVERSATION_ID, ORCH_EPISODE_ID
+from orchestrace.semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.assemble import Converter, EpisodeHook, default_converter, episode_key_of
 from orchestrace_collector.decode import (
@@ -51,6 +51,7 @@ from orchestrace_collector.decode import (
     parse_otlp_protobuf,
     spans_from_request,
 )
+from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.offline import input_files
 from orchestrace_collector.output import SPAN_COUNT, TraceDirWriter
 from orchestrace_collector.spans import Span
@@ -60,8 +61,7 @@ log = logging.getLogger(__name__)
 # A span's position in the input, for the local engine's order: file index in the high bits, position in the
 # low.
 _POSITION_BITS = 40
-_EPISODE_ATTRIBUTES = frozenset({ORCH_EPISODE_ID, GEN_AI_CONVERSATION_ID})
-_EPISODE_ATTRIBUTE_BYTES = tuple(name.encode() for name in _EPISODE_ATTRIBUTES)
+_EPISODE_ATTRIBUTE_BYTES = (ORCH_EPISODE_ID.encode(),)
 # Convert tasks per CPU: a file larger than the others then does not leave a CPU idle at the end.
 _TASKS_PER_CPU = 2
 
@@ -122,7 +122,7 @@ def _decode_one(pb: PbSpan) -> Span:
 def _pb_episode_key(pb: PbSpan) -> str | None:
     """``episode_key_of`` a protobuf span; the span is decoded only when it carries an episode attribute."""
     for kv in pb.attributes:
-        if kv.key in _EPISODE_ATTRIBUTES:
+        if kv.key == ORCH_EPISODE_ID:
             return episode_key_of(_decode_one(pb))
     return None
 
@@ -190,6 +190,9 @@ class _CapturedLines(TraceDirWriter):
 
     def __init__(self) -> None:  # deliberately no directory and no files
         self.lines: list[_Lines] = []
+
+    def apply_annotations(self, trace: Trace, turns: Sequence[Turn]) -> Sequence[Turn]:
+        return turns  # a fresh conversion: nothing annotated it yet
 
     def write_raw(
         self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None

@@ -1,23 +1,24 @@
 """User reward functions (``--reward module:function`` on ``collect`` and ``convert``).
 
 The function is given the assembled :class:`~orchestrace_collector.model.Trace` and returns either a mapping
-of rewards (``{"team": 1.0, "verifier": 0.5}``) merged into ``trace.rewards``, or a new ``Trace`` that
-replaces it, or None (nothing to add). Merged rewards are credited down to events and turns again with the
-converter's credit strategy (``convert.credit``, causal), as ``orchestrace annotate`` does for a late team
-reward. A function that raises is logged and the trace is written without its rewards: a reward bug never
-loses data.
+of rewards (``{"team": 1.0, "verifier:unit_tests": 0.5}``), or a new ``Trace`` that replaces it, or None
+(nothing to add). Each reward of the mapping is a team-unit channel set as ``orchestrace annotate`` sets one
+(``annotations.py``: the same keys, replace rule, and credit again with the run's strategy). A reward that is
+not a finite number or whose family is unknown is not applied: logged and counted in
+``metrics.rejected_rewards``. A function that raises is logged and the trace is written without its rewards:
+a reward bug never loses data.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orchestrace_collector.annotations import make_annotation
 from orchestrace_collector.assemble import ConvertedEpisode, EpisodeHook
-from orchestrace_collector.convert.credit import apply_credit, credit_turns
+from orchestrace_collector.convert.rewards import REJECTED
 from orchestrace_collector.model import Trace
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def load_reward_function(spec: str) -> RewardFunction:
     return function
 
 
-def reward_hook(function: RewardFunction) -> EpisodeHook:
+def reward_hook(function: RewardFunction, strategy: str = "causal") -> EpisodeHook:
     def apply(episode: ConvertedEpisode) -> None:
         try:
             result = function(episode.trace)
@@ -55,12 +56,7 @@ def reward_hook(function: RewardFunction) -> EpisodeHook:
         if isinstance(result, Trace):
             episode.trace = result
         elif isinstance(result, Mapping):
-            rewards = {str(k): float(v) for k, v in result.items()}
-            if not all(map(math.isfinite, rewards.values())):
-                # NaN or infinity has no JSON form: the schema's numbers could not hold it.
-                log.error("orchestrace: reward function %r gave non-finite rewards: %s", function, rewards)
-                rewards = {k: v for k, v in rewards.items() if math.isfinite(v)}
-            merge_rewards(episode, rewards)
+            merge_rewards(episode, result, strategy)
         elif result is not None:
             log.error(
                 "orchestrace: reward function %r returned %s; expected a dict of rewards or a Trace",
@@ -71,7 +67,13 @@ def reward_hook(function: RewardFunction) -> EpisodeHook:
     return apply
 
 
-def merge_rewards(episode: ConvertedEpisode, rewards: Mapping[str, float], strategy: str = "causal") -> None:
-    episode.trace.rewards.update(rewards)
-    apply_credit(episode.trace, strategy)
-    episode.turns = credit_turns(episode.trace, episode.turns)
+def merge_rewards(episode: ConvertedEpisode, rewards: Mapping[Any, Any], strategy: str = "causal") -> None:
+    trace = episode.trace
+    for key, value in rewards.items():
+        try:
+            annotation = make_annotation(trace.trace_id, str(key), value, "replace", strategy)
+        except (ValueError, TypeError) as exc:
+            log.error("orchestrace: reward %r=%r from a reward function not applied: %s", key, value, exc)
+            trace.metrics[REJECTED] = trace.metrics.get(REJECTED, 0.0) + 1
+            continue
+        episode.turns = annotation.apply(trace, episode.turns)

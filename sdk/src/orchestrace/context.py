@@ -68,13 +68,20 @@ def with_agent(frame: AgentFrame, ctx: Context) -> Context:
     return otel_context.set_value(AGENT_KEY, frame, ctx)
 
 
-def current_task_id(ctx: Context | None = None) -> str | None:
-    task_id = otel_context.get_value(TASK_KEY, ctx)
-    return task_id if isinstance(task_id, str) else None
+class TaskFrame(NamedTuple):
+    """The episode running: its task (the group of rollouts) and its own id."""
+
+    task_id: str
+    episode_id: str
 
 
-def with_task(task_id: str, ctx: Context) -> Context:
-    return otel_context.set_value(TASK_KEY, task_id, ctx)
+def current_task(ctx: Context | None = None) -> TaskFrame | None:
+    frame = otel_context.get_value(TASK_KEY, ctx)
+    return frame if isinstance(frame, TaskFrame) else None
+
+
+def with_task(frame: TaskFrame, ctx: Context) -> Context:
+    return otel_context.set_value(TASK_KEY, frame, ctx)
 
 
 # --- processes: W3C traceparent + baggage ------------------------------------------------------------------
@@ -95,9 +102,10 @@ def inject(carrier: dict[str, str] | None = None) -> dict[str, str]:
             value = getattr(frame, field)
             if value is not None:
                 ctx = baggage.set_baggage(key, value, ctx)
-    task_id = current_task_id(ctx)
-    if task_id is not None:
-        ctx = baggage.set_baggage(sc.ORCH_TASK_ID, task_id, ctx)
+    task = current_task(ctx)
+    if task is not None:
+        ctx = baggage.set_baggage(sc.ORCH_TASK_ID, task.task_id, ctx)
+        ctx = baggage.set_baggage(sc.ORCH_EPISODE_ID, task.episode_id, ctx)
     propagate.inject(carrier, context=ctx)
     return carrier
 
@@ -109,9 +117,9 @@ def _restore(ctx: Context) -> Context:
     if isinstance(agent_id, str) and isinstance(name, str):
         role = values.get(sc.ORCH_AGENT_ROLE)
         ctx = with_agent(AgentFrame(name, agent_id, role if isinstance(role, str) else None), ctx)
-    task_id = values.get(sc.ORCH_TASK_ID)
-    if isinstance(task_id, str):
-        ctx = with_task(task_id, ctx)
+    task_id, episode_id = values.get(sc.ORCH_TASK_ID), values.get(sc.ORCH_EPISODE_ID)
+    if isinstance(task_id, str) and isinstance(episode_id, str):
+        ctx = with_task(TaskFrame(task_id, episode_id), ctx)
     return ctx
 
 

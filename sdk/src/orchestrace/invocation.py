@@ -27,6 +27,7 @@ from orchestrace.context import (
     TASK_KEY,
     TRACED_BY_CALLER_KEY,
     AgentFrame,
+    TaskFrame,
     with_span,
 )
 from orchestrace.failsafe import failsafe, log_once
@@ -239,9 +240,9 @@ def yielded_result(items: list[Any]) -> Any:
 # Kinds read the caller's agent and task from the parent context as a dict (``otel_context.get_value``
 # reads it the same way, one call further): these run on every decorated call.
 def _conversation(attributes: Attributes, parent: Context) -> None:
-    task_id = parent.get(TASK_KEY)
-    if isinstance(task_id, str):
-        attributes[sc.GEN_AI_CONVERSATION_ID] = task_id
+    task = parent.get(TASK_KEY)
+    if isinstance(task, TaskFrame):
+        attributes[sc.GEN_AI_CONVERSATION_ID] = task.episode_id
 
 
 class AgentSpec(Spec):
@@ -387,23 +388,34 @@ class LlmSpec(Spec):
 
 
 class TaskSpec(Spec):
-    """``ot.task``: ``invoke_workflow {name}``, one episode = one orchestration trace."""
+    """``ot.task``: ``invoke_workflow {name}``, one rollout = one episode = one orchestration trace."""
 
     def __init__(self, name: str | None, task_id: str | None, topology: str | None, system: str | None,
-                 workflow: str | None) -> None:
+                 workflow: str | None, episode_id: str | None = None) -> None:
         super().__init__(name or "")
         self.task_id = task_id
         self.topology = topology
         self.system = system
         self.workflow = workflow
+        self.episode_id = episode_id
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        task_id = self.task_id or str(uuid.uuid4())
+        outer = parent.get(TASK_KEY)
+        # A task inside another task's episode is part of that rollout; anything else is a rollout of its own,
+        # however many rollouts share the task id.
+        if self.episode_id is not None:
+            episode_id = self.episode_id
+        elif isinstance(outer, TaskFrame):
+            episode_id = outer.episode_id
+        else:
+            episode_id = uuid.uuid4().hex
+        task_id = self.task_id or episode_id
         attributes: Attributes = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
             sc.ORCH_TASK_ID: task_id,
-            sc.GEN_AI_CONVERSATION_ID: task_id,
+            sc.ORCH_EPISODE_ID: episode_id,
+            sc.GEN_AI_CONVERSATION_ID: episode_id,
         }
         if self.workflow:
             attributes[sc.GEN_AI_WORKFLOW_NAME] = self.workflow
@@ -415,4 +427,4 @@ class TaskSpec(Spec):
         return f"{sc.OP_INVOKE_WORKFLOW} {label}", SpanKind.INTERNAL, attributes
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
-        return {TASK_KEY: attributes[sc.ORCH_TASK_ID]}
+        return {TASK_KEY: TaskFrame(str(attributes[sc.ORCH_TASK_ID]), str(attributes[sc.ORCH_EPISODE_ID]))}

@@ -7,6 +7,9 @@ Every call is a no-op outside a recording span and never raises. Agents may be n
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
+import threading
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from types import TracebackType
@@ -20,9 +23,9 @@ from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.config import get_config
 from orchestrace.content import capture, content_ref
-from orchestrace.context import MODEL_CALL_KEY, current_agent
+from orchestrace.context import MODEL_CALL_KEY, AgentFrame, current_agent
 from orchestrace.decorators import decorated_spec
-from orchestrace.failsafe import failsafe
+from orchestrace.failsafe import failsafe, logger
 from orchestrace.invocation import AgentSpec
 from orchestrace.messages import capture_messages, output_messages
 from orchestrace.tracing import get_tracer
@@ -164,23 +167,78 @@ def safety_event(category: str, *, severity: str | None = None, action: str | No
     _emit(sc.EVENT_SAFETY, attributes)
 
 
+_rejected: dict[str, int] = {}
+_rejected_lock = threading.Lock()
+
+
+def rejected_rewards() -> dict[str, int]:
+    """How many ``ot.reward`` calls this process refused, by reason (``semconv.REWARD_REJECTIONS``)."""
+    with _rejected_lock:
+        return dict(_rejected)
+
+
+def _reject(reason: str, detail: str) -> None:
+    with _rejected_lock:
+        first = reason not in _rejected
+        _rejected[reason] = _rejected.get(reason, 0) + 1
+    if first:  # once per reason: a reward in a hot loop must not flood the logs
+        logger.warning("orchestrace: reward rejected (%s): %s; further %s rejections are counted, not logged",
+                       reason, detail, reason)
+
+
+def _reward_problem(value: object, family: str | None, unit: str | None) -> tuple[str, str] | None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "not_a_number", f"value {value!r} is not a number"
+    if not math.isfinite(float(value)):
+        return "not_finite", f"value {value!r} is not finite"
+    if family is not None and family not in sc.REWARD_FAMILIES:
+        return "unknown_family", f"family {family!r} is not one of {', '.join(sc.REWARD_FAMILIES)}"
+    if unit is not None and unit not in sc.REWARD_UNITS:
+        return "unknown_unit", f"unit {unit!r} is not one of {', '.join(sc.REWARD_UNITS)}"
+    return None
+
+
+def _target_name(target: object) -> str:
+    """An instance handle (``ot.current_agent()``) names its activation by id; anything else by name."""
+    if isinstance(target, AgentFrame):
+        return target.id
+    if isinstance(target, str):
+        return target
+    return _agent_name_role(target)[0]
+
+
 @failsafe(default=None)
 def reward(value: float, *, name: str | None = None, family: str | None = None, unit: str | None = None,
-           target: str | None = None, label: str | None = None, explanation: str | None = None) -> None:
-    """A reward, as a GenAI ``gen_ai.evaluation.result`` event plus its family (``semconv.REWARD_FAMILIES``),
-    unit (``semconv.REWARD_UNITS``) and target (e.g. an agent id). ``name`` defaults to the family."""
-    if _recording_span() is None:
+           target: AgentRef | AgentFrame | None = None, label: str | None = None,
+           explanation: str | None = None) -> None:
+    """A reward, as a GenAI ``gen_ai.evaluation.result`` event.
+
+    ``unit`` says what it is credited to and ``family`` what kind it is (the table in
+    ``semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``; each defaults from the other, both to ``team``).
+    ``name`` keeps rewards of one family apart (the key is ``family:name``). ``target`` picks the unit's
+    instance: an agent name (the activation that last finished before this call), an agent id or
+    ``ot.current_agent()`` handle, a role, a tool name or call id, a model call's span id. A value that is not
+    a finite number, an unknown family or unit, or a call outside any episode is rejected: logged once per
+    reason, counted (``rejected_rewards()``, and ``metrics.rejected_rewards`` in the trace), never credited.
+    """
+    span = _recording_span()
+    if span is None:
+        _reject("outside_episode", "ot.reward called outside any traced task or agent")
         return
-    attributes: Attributes = {
-        sc.GEN_AI_EVALUATION_NAME: name or family or "reward",
-        sc.GEN_AI_EVALUATION_SCORE_VALUE: float(value),
-    }
+    attributes: Attributes = {sc.GEN_AI_EVALUATION_NAME: name or family or "reward"}
+    problem = _reward_problem(value, family, unit)
+    if problem is not None:
+        _reject(*problem)
+        attributes[sc.ORCH_REWARD_REJECTED] = problem[0]
+    else:
+        attributes[sc.GEN_AI_EVALUATION_SCORE_VALUE] = float(value)
     _put(attributes, sc.GEN_AI_EVALUATION_SCORE_LABEL, label)
     _put(attributes, sc.GEN_AI_EVALUATION_EXPLANATION, explanation)
     _put(attributes, sc.ORCH_REWARD_FAMILY, family)
     _put(attributes, sc.ORCH_REWARD_UNIT, unit)
-    _put(attributes, sc.ORCH_REWARD_TARGET, target)
-    _emit(sc.EVENT_EVALUATION_RESULT, attributes)
+    if target is not None:
+        attributes[sc.ORCH_REWARD_TARGET] = _target_name(target)
+    span.add_event(sc.EVENT_EVALUATION_RESULT, attributes)
 
 
 @failsafe(default=None)

@@ -213,12 +213,40 @@ ORCH_SAFETY_SOURCE: Final = "orchestrace.safety.source"
 ORCH_REWARD_FAMILY: Final = "orchestrace.reward.family"
 ORCH_REWARD_UNIT: Final = "orchestrace.reward.unit"
 ORCH_REWARD_TARGET: Final = "orchestrace.reward.target"
-#: Reward families of the trace format (keys of ``rewards``).
-REWARD_FAMILIES: Final = (
-    "team", "individual", "role", "process", "tool", "debate", "verifier", "orchestration", "hybrid",
-)
-#: Units a reward can be attached to.
-REWARD_UNITS: Final = ("team", "agent", "role", "turn", "tool", "message", "event")
+#: Set (to the reason, one of ``REWARD_REJECTIONS``) on a reward event the SDK refused; the collector counts
+#: it in ``metrics.rejected_rewards`` and credits nothing.
+ORCH_REWARD_REJECTED: Final = "orchestrace.reward.rejected"
+
+# The reward vocabulary: one table for the SDK, the collector, ``annotate`` and reward functions.
+#: What a reward is credited to (``unit``) -> the family a reward of that unit has when none is given.
+REWARD_UNIT_FAMILY: Final = {
+    "team": "team",                    # the whole episode: split over its turns by the credit strategy
+    "orchestrator": "orchestration",   # the orchestrator's decisions: the turns that made them
+    "role": "role",                    # every activation with that role
+    "agent": "individual",             # one agent activation
+    "turn": "process",                 # one model call
+    "message": "process",              # the turn that produced that message
+    "event": "process",                # the turn that produced that event
+    "tool": "tool",                    # the turn that requested that tool call
+    "token": "process",                # the model call holding the token
+}
+#: What kind of reward it is (``family``, the families of the trace format) -> the unit when none is given.
+REWARD_FAMILY_UNIT: Final = {
+    "team": "team",
+    "individual": "agent",
+    "role": "role",
+    "process": "turn",
+    "tool": "tool",
+    "debate": "agent",
+    "verifier": "team",
+    "orchestration": "orchestrator",
+    "hybrid": "team",
+}
+REWARD_FAMILIES: Final = tuple(REWARD_FAMILY_UNIT)
+REWARD_UNITS: Final = tuple(REWARD_UNIT_FAMILY)
+#: Why a reward was refused (the SDK logs each once and marks the event; the collector counts them).
+REWARD_REJECTIONS: Final = ("not_a_number", "not_finite", "unknown_family", "unknown_unit", "no_target",
+                            "outside_episode")
 
 # --- LangGraph-specific attributes (set by orchestrace-langgraph) ------------------------------------------
 LANGGRAPH_NODE: Final = "langgraph.node"

@@ -27,11 +27,19 @@ class TaskRun:
     def span(self) -> Span | None:
         return self._invocation.span if self._invocation else None
 
+    def _attribute(self, key: str) -> str | None:
+        value = (getattr(self.span, "attributes", None) or {}).get(key)
+        return value if isinstance(value, str) else None
+
     @property
     def task_id(self) -> str | None:
-        attributes = getattr(self.span, "attributes", None) or {}
-        task_id = attributes.get(sc.ORCH_TASK_ID)
-        return task_id if isinstance(task_id, str) else None
+        """The task: what groups its rollouts (the group of group-relative RL methods)."""
+        return self._attribute(sc.ORCH_TASK_ID)
+
+    @property
+    def episode_id(self) -> str | None:
+        """This rollout: the ``trace_id`` of the orchestration trace it becomes."""
+        return self._attribute(sc.ORCH_EPISODE_ID)
 
     @failsafe(default=None)
     def set_success(self, success: bool | float) -> None:
@@ -50,15 +58,16 @@ class TaskScope:
     """What ``ot.task(...)`` returns: a decorator, and a (sync or async) context manager."""
 
     def __init__(self, task_id: str | None, topology: str | None, system: str | None, name: str | None,
-                 ) -> None:
+                 episode_id: str | None = None) -> None:
         self._options = (task_id, topology, system, name)
+        self._episode_id = episode_id
         # Per context, so one scope can be entered by concurrent asyncio tasks or threads (and nested).
         self._active: ContextVar[tuple[tuple[Invocation | None, object], ...]] = ContextVar(
             "orchestrace_task_scope", default=())
 
     def _spec(self, workflow: str | None) -> TaskSpec:
         task_id, topology, system, name = self._options
-        return TaskSpec(name, task_id, topology, system, workflow)
+        return TaskSpec(name, task_id, topology, system, workflow, self._episode_id)
 
     def __call__(self, func: F) -> F:
         workflow = getattr(getattr(func, "__func__", func), "__name__", None)
@@ -96,15 +105,18 @@ class TaskScope:
 def task(task_id: F, /) -> F: ...
 @overload
 def task(task_id: str | None = None, *, topology: str | None = None, system: str | None = None,
-         name: str | None = None) -> TaskScope: ...
+         name: str | None = None, episode_id: str | None = None) -> TaskScope: ...
 def task(task_id: Any = None, *, topology: str | None = None, system: str | None = None,
-         name: str | None = None) -> Any:
-    """One episode: an ``invoke_workflow {name}`` span whose descendants form one orchestration trace.
+         name: str | None = None, episode_id: str | None = None) -> Any:
+    """One rollout = one episode: an ``invoke_workflow {name}`` span whose descendants form one
+    orchestration trace, with an id of its own per run (``run.episode_id``; ``episode_id`` sets it, e.g. to
+    resume an episode in another process). A task inside another task's episode belongs to that episode.
 
-    ``task_id`` defaults to a fresh uuid per run; ``topology`` (one of ``semconv.TOPOLOGIES``, e.g.
+    ``task_id`` names the task and groups its rollouts (it never merges them; default: the episode id);
+    ``topology`` (one of ``semconv.TOPOLOGIES``, e.g.
     ``centralized``) and ``system`` describe the team (the trace's ``topology`` / ``system``). The span
     is named after ``name``, else the given ``task_id``, else the decorated function, else the generated id.
     """
     if task_id is None or isinstance(task_id, str):
-        return TaskScope(task_id, topology, system, name)
-    return TaskScope(None, topology, system, name)(task_id)
+        return TaskScope(task_id, topology, system, name, episode_id)
+    return TaskScope(None, topology, system, name, episode_id)(task_id)

@@ -1,22 +1,38 @@
-"""Credit assignment: the team reward (``rewards["team"]``) split over events, turns and agents.
+"""Credit assignment: every reward channel spread over the episode's turns (the training samples) so that it
+adds up.
 
-Strategies:
+Per channel (``rewards`` key, see ``rewards.py``):
 
-- ``uniform``: every event gets ``team / N`` (N = number of events).
-- ``causal``: the final answer is the last ``aggregate`` or stop decision, else the last ``return`` (else the
-  last event); the events it depends on are its ancestors along every edge type (its information-flow closure,
-  itself included). Each of them gets ``team / |ancestors|``; every other event (work that ended after the
-  answer, dead ends such as a branch whose result nobody consumed) gets 0.
+- a **team-unit** channel (unit ``team``; ``orchestrator`` goes to the turns that made orchestration
+  decisions, by the same rule) is split over the turns by the *strategy*:
 
-Written: ``credit`` on every event, ``rewards["credit:agent:<label>"]`` = the sum of credit over that agent's
-events (a tool result counts for the agent that called the tool), and, through ``credit_turns``, a turn's
-``reward`` = the credit of the events it links plus any reward recorded for the turn itself (``turn:<span
-id>``). Re-running (after a late reward) replaces earlier credit; recorded rewards are never touched.
+  - ``uniform``: every turn gets ``R / N`` (N = the episode's turns).
+  - ``causal`` (default): the final answer is the last ``aggregate`` or stop decision, else the last
+    ``return`` (else the last event); the events it depends on are its ancestors along every edge (itself
+    included), except that a merge with inputs (``aggregate`` edges) depends on those inputs only, not on
+    every child that happened to return before it. A turn is causal when it links one of them
+    (``event_ids``); each causal turn gets ``R / |causal turns|``, every other turn 0 (work whose result
+    never reached the answer: a branch nobody aggregated, work after the answer). With no causal turn it
+    falls back to ``uniform``.
+
+- a channel of another unit goes to the turns of its unit instance, equally: an agent activation's turns
+  (else the turns of the activations it started, else of those that started it), a role's activations'
+  turns, the turn itself, the turn that requested a tool call or produced a message or event.
+
+So for every channel, the turns' shares add up to the channel's value (to floating-point tolerance) whenever
+the episode has turns; a turn row carries ``credit`` ({channel: share}) and ``reward`` (their sum). Shares
+are parts of a whole: with more turns each gets less (``R / N``), by design, so that a turn file sums to the
+episode's reward; a trainer that wants the whole return on every turn reads the trace's ``rewards``.
+
+Events carry ``credit`` too: the team-unit channels split the same way over events (``uniform``: ``R / N``
+events; ``causal``: ``R / |ancestors|`` on the answer's ancestors, 0 elsewhere). ``credit:agent:<label>`` is
+the sum of an activation's turn credit (of its events' credit when the episode has no turns). Re-running
+credit (``annotate``) replaces all of it; recorded rewards are never touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from ..model import Trace, Turn
@@ -24,13 +40,6 @@ from ..model import Trace, Turn
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
 K = TypeVar("K")
-
-
-def assign_credit(trace: Trace, strategy: str = "causal") -> Trace:
-    """A copy of ``trace`` with credit (re)assigned from its current team reward."""
-    copy = trace.model_copy(deep=True)
-    apply_credit(copy, strategy)
-    return copy
 
 
 def check_strategy(strategy: str) -> None:
@@ -41,39 +50,41 @@ def check_strategy(strategy: str) -> None:
 def shares(strategy: str, pool: float, n_events: int, on_path: Collection[int]) -> list[float]:
     """Each event's credit, by position (``on_path``: positions of the causal events, used by ``causal``)."""
     check_strategy(strategy)
-    if strategy == "uniform":
-        return [pool / n_events] * n_events
+    if strategy == "uniform" or not on_path:
+        return [pool / n_events] * n_events if n_events else []
     share = pool / len(on_path)
     return [share if i in on_path else 0.0 for i in range(n_events)]
 
 
+def turn_weights(strategy: str, turn_events: Sequence[Collection[int]], on_path: Collection[int],
+                 among: Collection[int] | None = None) -> list[float]:
+    """Each turn's fraction of a team-unit channel (they add up to 1 when there are turns). ``among``: only
+    those turns may get any (the ``orchestrator`` unit)."""
+    check_strategy(strategy)
+    n = len(turn_events)
+    allowed = set(range(n)) if among is None or not among else set(among)
+    chosen = allowed
+    if strategy == "causal":
+        causal = {i for i in allowed if any(e in on_path for e in turn_events[i])}
+        chosen = causal or allowed
+    return [1.0 / len(chosen) if i in chosen else 0.0 for i in range(n)]
+
+
+def spread(credits: list[dict[str, float]], key: str, value: float, weights: Sequence[float]) -> None:
+    """Add ``value`` of channel ``key`` to the turns' credit by ``weights``."""
+    for credit, weight in zip(credits, weights, strict=True):
+        if weight:
+            credit[key] = credit.get(key, 0.0) + value * weight
+
+
 def agent_totals(credits: Sequence[float], owners: Sequence[str]) -> dict[str, float]:
-    """``credit:agent:<label>`` keys: the credit of each agent's events (``owners``: by position)."""
+    """``credit:agent:<label>`` keys: the credit of each agent's units (``owners``: by position)."""
     totals: dict[str, float] = {}
     for value, owner in zip(credits, owners, strict=True):
         if value:
             key = CREDIT_PREFIX + owner
             totals[key] = totals.get(key, 0.0) + value
     return totals
-
-
-def apply_credit(trace: Trace, strategy: str) -> None:
-    """Assign credit in place, replacing earlier credit."""
-    check_strategy(strategy)
-    for key in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
-        del trace.rewards[key]
-    pool = trace.rewards.get("team")
-    events = trace.events
-    if pool is None:
-        for ev in events:
-            ev.credit = None
-        return
-    chosen = causal_events(trace) if strategy == "causal" else set()
-    credits = shares(strategy, pool, len(events), {i for i, ev in enumerate(events) if ev.id in chosen})
-    for ev, value in zip(events, credits, strict=True):
-        ev.credit = value
-    owners = event_owners(trace)
-    trace.rewards.update(agent_totals(credits, [owners[ev.id] for ev in events]))
 
 
 def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int:
@@ -85,6 +96,19 @@ def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int
         if types[i] == "return":
             return i
     return len(types) - 1
+
+
+def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
+                decisions: Sequence[str | None]) -> set[int]:
+    """Positions of the answer and of the events it depends on (``edges``: ``(src, dst, type)`` by
+    position)."""
+    edges = list(edges)
+    merges = {dst for _, dst, kind in edges if kind == "aggregate"}
+    parents: dict[int, list[int]] = {}
+    for src, dst, kind in edges:
+        if not (kind == "return" and dst in merges and types[dst] == "aggregate"):
+            parents.setdefault(dst, []).append(src)
+    return ancestors(parents, final_position(types, decisions))
 
 
 def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
@@ -99,49 +123,58 @@ def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
     return seen
 
 
-def final_event(trace: Trace) -> str:
+# --- on a written trace (``annotate``, and the recompute recipe) ----------------------------------------
+
+
+def causal_positions(trace: Trace) -> set[int]:
+    """``causal_path`` of a written trace."""
+    position = {ev.id: i for i, ev in enumerate(trace.events)}
     events = trace.events
-    return events[final_position([e.type for e in events], [e.decision for e in events])].id
+    return causal_path(((position[e.src], position[e.dst], e.type) for e in trace.edges),
+                       [e.type for e in events], [e.decision for e in events])
 
 
-def causal_events(trace: Trace) -> set[str]:
-    """Ids of the final event and of every event it depends on through edges."""
-    parents: dict[str, list[str]] = {}
-    for edge in trace.edges:
-        parents.setdefault(edge.dst, []).append(edge.src)
-    return ancestors(parents, final_event(trace))
-
-
-def event_owners(trace: Trace) -> dict[str, str]:
-    """Event id -> the agent the event counts for (a tool result counts for the caller of the tool)."""
-    owners = {ev.id: ev.agent for ev in trace.events}
-    by_id = {ev.id: ev for ev in trace.events}
-    for edge in trace.edges:
-        if (
-            edge.type == "return"
-            and by_id[edge.dst].type == "tool_result"
-            and by_id[edge.src].type == "tool_call"
-        ):
-            owners[edge.dst] = by_id[edge.src].agent
-    return owners
-
-
-def credit_turns(trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
-    """Copies of ``turns`` whose ``reward`` is their credited share plus the reward recorded for them."""
-    credit = {ev.id: ev.credit for ev in trace.events}
-    return [
-        turn.model_copy(update={"reward": turn_reward(trace.rewards, credit, turn.turn_id, turn.event_ids)})
-        for turn in turns
+def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None, strategy: str,
+             team_pool_before: float) -> list[Turn]:
+    """Give team-unit channel ``key`` the value ``value`` (``None``: remove it) on a written trace and its
+    turns, in place on ``trace``; returns the turns with their new credit. ``team_pool_before``: the sum of
+    the team-unit channels the events' credit was computed from."""
+    check_strategy(strategy)
+    old = trace.rewards.get(key)
+    if value is None:
+        trace.rewards.pop(key, None)
+    else:
+        trace.rewards[key] = value
+    on_path = causal_positions(trace)
+    position = {ev.id: i for i, ev in enumerate(trace.events)}
+    weights = turn_weights(strategy, [{position[e] for e in t.event_ids if e in position} for t in turns],
+                           on_path)
+    credits = [{k: v for k, v in (t.credit or {}).items() if k != key} for t in turns]
+    if value is not None:
+        spread(credits, key, value, weights)
+    pool = team_pool_before - (old or 0.0) + (value or 0.0)
+    events = trace.events
+    for ev, share in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
+        ev.credit = share
+    new_turns = [
+        t.model_copy(update={"credit": c or None, "reward": sum(c.values()) if c else None})
+        for t, c in zip(turns, credits, strict=True)
     ]
+    for k in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
+        del trace.rewards[k]
+    if new_turns:
+        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns], [t.agent for t in new_turns]))
+    else:
+        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace)))
+    return new_turns
 
 
-def turn_reward(
-    rewards: dict[str, float], credit: dict[str, float | None], turn_id: str, event_ids: Sequence[str]
-) -> float | None:
-    """The reward recorded for a turn (``turn:<id>``) plus the credit of the events it links."""
-    total = rewards.get(f"turn:{turn_id}")
-    for event_id in event_ids:
-        value = credit.get(event_id)
-        if value is not None:
-            total = (total or 0.0) + value
-    return total
+def event_owners(trace: Trace) -> list[str]:
+    """The agent each event counts for, by position (a tool result counts for the caller of the tool)."""
+    by_id = {ev.id: ev for ev in trace.events}
+    owners = {ev.id: ev.agent for ev in trace.events}
+    for edge in trace.edges:
+        src, dst = by_id[edge.src], by_id[edge.dst]
+        if edge.type == "return" and dst.type == "tool_result" and src.type == "tool_call":
+            owners[dst.id] = src.agent
+    return [owners[ev.id] for ev in trace.events]

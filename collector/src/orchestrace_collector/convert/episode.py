@@ -14,13 +14,13 @@ from .chat import ChatMessage
 from .classify import Kind
 from .construct import Constructor
 from .content import ContentStore
-from .credit import agent_totals, ancestors, check_strategy, final_position, shares, turn_reward
-from .edges import build_edges
+from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
+from .edges import EdgeRec, build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
 from .metrics import structural_metrics
-from .rewards import apply_rewards, reward_value
+from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
 from .turns import TurnRec, build_turns
 
@@ -91,20 +91,8 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         timeline.append(ev)
     turn_recs = build_turns(events_set.model_nodes, store)
     edges = build_edges(events_set, actors)
-    rewards = apply_rewards(events_set, actors, turn_recs)
-
-    # Credit, from the internal records (cheaper than setting it on the models afterwards).
-    parents: dict[int, list[int]] = {}
-    for src, dst, _ in edges:
-        parents.setdefault(dst, []).append(src)
-    on_path = ancestors(parents, final_position([ev.type for ev in events], [ev.decision for ev in events]))
-    owners = [ev.owner.label if ev.type == "tool_result" else ev.agent for ev in events]
-    pool = rewards.get("team")
-    if pool is not None:
-        credits = shares(credit, pool, len(events), on_path)
-        for ev, value in zip(events, credits, strict=True):
-            ev.credit = value
-        rewards.update(agent_totals(credits, owners))
+    reward_set = collect_rewards(events_set, actors, turn_recs)
+    rewards, turn_credit = _credit(events, edges, turn_recs, reward_set, credit)
 
     t0 = min(n.start_ns for n in forest.nodes)
     end = max(n.end_ns for n in forest.nodes)
@@ -113,12 +101,14 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     task = task_id or root_attrs.get(sc.ORCH_TASK_ID) or trace_id
     system = root_attrs.get(sc.ORCH_SYSTEM) or _service_name(forest)
     metrics = structural_metrics(forest, events, edges, len(turn_recs))
+    metrics.update(rejected_metrics(reward_set.rejected))
     success = reward_value(root_attrs.get(sc.ORCH_TASK_SUCCESS))
     if success is not None:
         metrics["task_success"] = success
     agents = {ev.agent for ev in events if ev.type == "return"}
     if agents:
-        metrics["agent_utilization"] = len({owners[i] for i in on_path} & agents) / len(agents)
+        on_path = _on_path(events, edges)
+        metrics["agent_utilization"] = len({_owner(events[i]) for i in on_path} & agents) / len(agents)
 
     trace = Trace.model_construct(
         trace_id=trace_id,
@@ -139,9 +129,53 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         ),
         metrics=metrics,
     )
-    credit_by_id = {ev.id: ev.credit for ev in events}
-    turns = [_turn(t, trace, t0, credit_by_id) for t in turn_recs]
+    turns = [_turn(t, trace, t0, c) for t, c in zip(turn_recs, turn_credit, strict=True)]
     return Episode(trace, turns, store.contents)
+
+
+def _owner(ev: Ev) -> str:
+    """The agent an event counts for: a tool result counts for the caller of the tool."""
+    return ev.owner.label if ev.type == "tool_result" else ev.agent
+
+
+def _on_path(events: list[Ev], edges: list[EdgeRec]) -> set[int]:
+    return causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
+
+
+def _credit(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], reward_set: RewardSet,
+            strategy: str) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """The trace's ``rewards`` and each turn's credit (see ``credit.py``); sets the events' ``credit``."""
+    rewards: dict[str, float] = {}
+    credits: list[dict[str, float]] = [{} for _ in turns]
+    if not reward_set.channels:
+        return rewards, credits
+    on_path = _on_path(events, edges)
+    turn_events = [{ev.index for ev in t.events} for t in turns]
+    team = turn_weights(strategy, turn_events, on_path)
+    pool = 0.0  # the team-unit value, which the events' credit splits
+    for key, channel in reward_set.channels.items():
+        rewards[key] = channel.total
+        for part in channel.parts.values():
+            if part.scope is not None:
+                rewards[part.scope] = rewards.get(part.scope, 0.0) + part.value
+            if channel.unit in TEAM_UNITS:
+                pool += part.value
+                weights = turn_weights(strategy, turn_events, on_path, part.turns) if part.turns else team
+            elif part.turns:
+                own = set(part.turns)
+                weights = [1.0 / len(own) if i in own else 0.0 for i in range(len(turns))]
+            else:
+                weights = team  # nothing of its unit made a model call: the team's turns carry it
+            spread(credits, key, part.value, weights)
+    if any(channel.unit in TEAM_UNITS for channel in reward_set.channels.values()):
+        for ev, value in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
+            ev.credit = value
+    if turns:
+        rewards.update(agent_totals([sum(c.values()) for c in credits], [t.owner.label for t in turns]))
+    else:
+        rewards.update(agent_totals([ev.credit or 0.0 for ev in events], [_owner(ev) for ev in events]))
+    return rewards, credits
+
 
 
 def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
@@ -196,6 +230,7 @@ def _event(ev: Ev, t0: int) -> Event:
             "handoff": ev.handoff,
             "agent_id": ev.agent_id,
             "t_end": _seconds(ev.t_end_ns, t0) if ev.t_end_ns is not None else None,
+            "t_start": _seconds(ev.owner.start_ns, t0) if ev.type == "return" else None,
             "span_id": span.span_id if span is not None else None,
             "otel_trace_id": span.trace_id if span is not None else None,
             "tokens": ev.tokens,
@@ -208,7 +243,7 @@ def _event(ev: Ev, t0: int) -> Event:
     )
 
 
-def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) -> Turn:
+def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float]) -> Turn:
     span = rec.node.span
     event_ids = [ev.id for ev in rec.events]
     return _new_turn(
@@ -221,12 +256,14 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float | None]) 
             "model": rec.model,
             "provider": rec.provider,
             "t": _seconds(rec.node.start_ns, t0),
+            "t_end": _seconds(rec.node.end_ns, t0),
             "input_tokens": rec.input_tokens,
             "output_tokens": rec.output_tokens,
             "input_ref": rec.input_ref,
             "output_ref": rec.output_ref,
             "event_ids": event_ids,
-            "reward": turn_reward(trace.rewards, credit, span.span_id, event_ids),
+            "reward": sum(credit.values()) if credit else None,
+            "credit": credit or None,
             "prompt": _messages(rec.prompt),
             "completion": _messages(rec.completion),
             "prompt_incomplete": True if rec.prompt_incomplete else None,

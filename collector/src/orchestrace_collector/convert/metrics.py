@@ -1,9 +1,10 @@
 """Costs and built-in metrics of one episode (definitions in README.md of this package).
 
-- ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed duration of the leaf work spans
-  (model calls, tools, and actors with no work inside them); T_parallel is the active wall clock, the union of
-  the top-level spans' intervals (a long pause between an interrupt and its resume is not counted). 1 =
-  sequential, above 1 = parallel speed-up, below 1 = idle time.
+- ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed busy time of all work, each
+  span's own time (its duration less the union of its children's intervals, so an agent's work between its
+  tool and model calls counts); T_parallel is the active wall clock, the union of the top-level spans'
+  intervals (a long pause between an interrupt and its resume is not counted). About 1 = sequential, N = N
+  branches busy at once.
 - ``critical_steps``: the number of events on the longest edge path (forward edges only).
 - ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates)
   over orchestration events plus work units (tool calls, tool results, model calls).
@@ -17,7 +18,6 @@
 
 from __future__ import annotations
 
-from .classify import Kind
 from .edges import EdgeRec
 from .events import Ev
 from .forest import Forest
@@ -26,7 +26,6 @@ ORCHESTRATION_TYPES = frozenset(
     {"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"}
 )
 WORK_TYPES = frozenset({"tool_call", "tool_result"})
-_WORK_KINDS = frozenset({Kind.MODEL, Kind.TOOL, Kind.ACTOR})
 
 
 def active_wall_clock_ns(forest: Forest) -> int:
@@ -45,13 +44,23 @@ def active_wall_clock_ns(forest: Forest) -> int:
 
 
 def serial_work_ns(forest: Forest) -> int:
-    has_work_inside: set[int] = set()
-    for node in reversed(forest.nodes):  # children before parents
-        if node.parent is not None and (node.kind in _WORK_KINDS or id(node) in has_work_inside):
-            has_work_inside.add(id(node.parent))
-    return sum(
-        n.end_ns - n.start_ns for n in forest.nodes if n.kind in _WORK_KINDS and id(n) not in has_work_inside
-    )
+    """The summed own time of every span: its duration less the union of its children's intervals."""
+    total = 0
+    for node in forest.nodes:
+        covered = 0
+        cur_start = cur_end = node.start_ns
+        for child in sorted(node.children, key=lambda c: c.start_ns):
+            start, end = max(child.start_ns, node.start_ns), min(child.end_ns, node.end_ns)
+            if end <= start:
+                continue
+            if start > cur_end:
+                covered += cur_end - cur_start
+                cur_start, cur_end = start, end
+            else:
+                cur_end = max(cur_end, end)
+        covered += cur_end - cur_start
+        total += node.end_ns - node.start_ns - covered
+    return total
 
 
 def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:

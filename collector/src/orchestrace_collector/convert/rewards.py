@@ -1,39 +1,44 @@
-"""Rewards recorded on spans (``gen_ai.evaluation.result`` events) -> event ``reward`` fields and ``rewards``
-keys.
+"""Rewards recorded on spans (``gen_ai.evaluation.result`` events) -> reward channels, each resolved to the
+turns it is credited to.
 
-Keys written to ``rewards`` (all sums of the recorded values):
+A reward has a *family* (what kind it is) and a *unit* (what it is credited to), from one vocabulary
+(``orchestrace.semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``): each defaults from the other; with
+neither, a reward recorded on a model-call span is a ``process`` reward of that turn, any other a ``team``
+reward. Its *channel* (its key in ``rewards``) is ``family``, or ``family:name`` when it has a name of its
+own (``gen_ai.evaluation.name`` other than the family).
 
-- ``<family>``: ``orchestrace.reward.family`` when given, else by unit: ``team`` (unit team or none),
-  ``individual`` (agent), ``role`` (role), ``tool`` (tool), ``process`` (turn, message, event). A reward
-  recorded on a model-call span without a unit is a turn reward.
-- ``agent:<label>``, ``role:<role>``, ``tool:<name>``, ``turn:<span id>``, ``event:<event id>``: the same
-  value scoped to its unit (``orchestrace.reward.target``, else the unit the recording span stands for).
+**Repeated keys.** Within a channel, one value per unit instance: the last recorded wins (a team outcome
+recorded twice is one outcome; a verifier re-run replaces its score). Values for distinct instances add up
+(two agents each rewarded 0.5 make the channel 1.0).
 
-Credited shares of the team reward are added later by ``credit.py`` under ``credit:agent:<label>``.
+**Nothing vanishes silently.** A value that is not a finite number, an unknown family or unit, a target that
+matches nothing, or a reward the SDK already refused (``orchestrace.reward.rejected``) is not credited: it is
+counted in ``metrics.rejected_rewards`` (and ``rejected_rewards:<reason>``) and logged once per reason.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from orchestrace import semconv as sc
 
-from .actors import Actors
+from .actors import Actors, Instance
 from .classify import Kind, tool_name
 from .events import Ev, EventSet
 from .forest import Node
 from .turns import TurnRec
 
-_FAMILY_BY_UNIT = {
-    None: "team",
-    "team": "team",
-    "agent": "individual",
-    "role": "role",
-    "tool": "tool",
-    "turn": "process",
-    "message": "process",
-    "event": "process",
-}
+log = logging.getLogger(__name__)
+
+#: Units credited to the whole team's turns by the credit strategy (the others go to the turns of their unit).
+TEAM_UNITS = frozenset({"team", "orchestrator"})
+REJECTED = "rejected_rewards"
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
 
 
 def reward_value(raw: object) -> float | None:
@@ -52,52 +57,242 @@ def reward_value(raw: object) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def apply_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> dict[str, float]:
-    rewards: dict[str, float] = {}
-    turn_by_span = {t.node.span.span_id: t for t in turns}
-    for node, event in events_set.evaluations:
+def channel_key(family: str, name: str | None) -> str:
+    return f"{family}:{name}" if name and name != family else family
+
+
+@dataclass(slots=True)
+class Part:
+    """One unit instance's value within a channel."""
+
+    value: float
+    scope: str | None  # ``agent:<label>``, ``tool:<name>``, ...: the unit-scoped key; None for team units
+    turns: list[int]  # turn positions it is credited to, equally (empty: by the team strategy)
+    event: Ev | None  # the event that stands for the unit (gets ``reward``)
+
+
+@dataclass(slots=True)
+class Channel:
+    key: str
+    unit: str
+    parts: dict[str, Part] = field(default_factory=dict)  # unit instance -> its (last recorded) part
+
+    @property
+    def total(self) -> float:
+        return sum(part.value for part in self.parts.values())
+
+
+@dataclass(slots=True)
+class RewardSet:
+    channels: dict[str, Channel]
+    rejected: dict[str, int]
+
+
+def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> RewardSet:
+    resolver = _Resolver(events_set, actors, turns)
+    channels: dict[str, Channel] = {}
+    rejected: dict[str, int] = {}
+    recorded = sorted(events_set.evaluations, key=lambda item: item[1].time_ns)  # stable: ties keep order
+    for node, event in recorded:
         attrs = event.attributes
+        family_raw, unit_raw = attrs.get(sc.ORCH_REWARD_FAMILY), attrs.get(sc.ORCH_REWARD_UNIT)
+        unit = str(unit_raw) if unit_raw else None
+        family = str(family_raw) if family_raw else None
+        if unit is None:
+            unit = (sc.REWARD_FAMILY_UNIT.get(family) if family else None) or (
+                "turn" if node.kind is Kind.MODEL and family is None else "team")
+        if family is None:
+            family = sc.REWARD_UNIT_FAMILY.get(unit, "team")
         value = reward_value(attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE))
-        if value is None:
-            continue
-        unit_raw = attrs.get(sc.ORCH_REWARD_UNIT)
-        unit = str(unit_raw) if unit_raw else ("turn" if node.kind is Kind.MODEL else None)
-        family_raw = attrs.get(sc.ORCH_REWARD_FAMILY)
-        family = str(family_raw) if family_raw else _FAMILY_BY_UNIT.get(unit, "team")
+        reason = attrs.get(sc.ORCH_REWARD_REJECTED)
+        if reason:
+            problem: str | None = str(reason)
+        elif value is None:
+            raw = attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
+            problem = "not_finite" if _is_number(raw) else "not_a_number"
+        elif family not in sc.REWARD_FAMILY_UNIT:
+            problem = "unknown_family"
+        elif unit not in sc.REWARD_UNIT_FAMILY:
+            problem = "unknown_unit"
+        else:
+            problem = None
         target_raw = attrs.get(sc.ORCH_REWARD_TARGET)
         target = str(target_raw) if target_raw else None
-        rewards[family] = rewards.get(family, 0.0) + value
+        resolved = resolver.resolve(unit, target, node, event.time_ns) if problem is None else None
+        if problem is None and resolved is None:
+            problem = "no_target"
+        if problem is not None or resolved is None or value is None:
+            _reject(rejected, problem or "no_target", attrs)
+            continue
+        name = attrs.get(sc.GEN_AI_EVALUATION_NAME)
+        key = channel_key(family, str(name) if name and name != "reward" else None)
+        instance, part = resolved
+        part.value = value
+        channel = channels.setdefault(key, Channel(key, unit))
+        channel.parts[f"{unit}:{instance}"] = part  # last recorded wins
+    for channel in channels.values():
+        for part in channel.parts.values():
+            if part.event is not None:
+                part.event.reward = (part.event.reward or 0.0) + part.value
+    return RewardSet(channels, rejected)
 
-        ev: Ev | None = _span_event(events_set, node)
-        key: str | None = None
+
+def _is_number(raw: object) -> bool:
+    return isinstance(raw, int | float) and not isinstance(raw, bool)
+
+
+def _reject(rejected: dict[str, int], reason: str, attrs: object) -> None:
+    rejected[reason] = rejected.get(reason, 0) + 1
+    with _logged_lock:
+        first = reason not in _logged
+        _logged.add(reason)
+    if first:
+        log.warning("orchestrace: reward not credited (%s): %s; further ones are counted in "
+                    "metrics.%s:%s, not logged", reason, attrs, REJECTED, reason)
+
+
+def rejected_metrics(rejected: dict[str, int]) -> dict[str, float]:
+    if not rejected:
+        return {}
+    metrics = {f"{REJECTED}:{reason}": float(n) for reason, n in sorted(rejected.items())}
+    metrics[REJECTED] = float(sum(rejected.values()))
+    return metrics
+
+
+class _Resolver:
+    """A reward's unit instance and the turns it is credited to."""
+
+    def __init__(self, events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> None:
+        self.events_set = events_set
+        self.actors = actors
+        self.turns = turns
+        self.turn_by_span = {t.node.span.span_id: i for i, t in enumerate(turns)}
+        self.turn_of_event: dict[int, int] = {}
+        self.turns_of: dict[int, list[int]] = {}  # id(instance) -> its turns
+        for i, turn in enumerate(turns):
+            self.turns_of.setdefault(id(turn.owner), []).append(i)
+            for ev in turn.events:
+                self.turn_of_event.setdefault(id(ev), i)
+        self.by_agent_id = {inst.agent_id: inst for inst in actors.instances if inst.agent_id}
+
+    def resolve(self, unit: str, target: str | None, node: Node, t_ns: int) -> tuple[str, Part] | None:
+        if unit in TEAM_UNITS:
+            turns = self._orchestrator_turns() if unit == "orchestrator" else []
+            return unit, Part(0.0, None, turns, None)
         if unit == "agent":
-            inst = actors.resolve(target, event.time_ns) if target else node.instance
-            if inst is not None:
-                key = f"agent:{inst.label}"
-                ev = inst.ret or ev
-            elif target:
-                key = f"agent:{target}"
-        elif unit == "role":
+            inst = self._agent(target, t_ns) if target else node.instance
+            if inst is None:
+                return None
+            return inst.label, Part(0.0, f"agent:{inst.label}", self._instance_turns([inst]), inst.ret)
+        if unit == "role":
             role = target or (node.instance.role if node.instance is not None else None)
-            key = f"role:{role}" if role else None
-        elif unit == "tool":
-            name = target or (tool_name(node.span) if node.kind is Kind.TOOL else None)
-            key = f"tool:{name}" if name else None
-        elif unit == "turn":
-            turn = turn_by_span.get(target or node.span.span_id)
-            if turn is not None:
-                turn.reward = (turn.reward or 0.0) + value
-                key = f"turn:{turn.node.span.span_id}"
-                ev = None
-        elif unit in ("message", "event"):
-            if target:
-                ev = events_set.closing.get(target, ev)
-            key = f"event:{ev.id}" if ev is not None else None
-        if key is not None:
-            rewards[key] = rewards.get(key, 0.0) + value
-        if ev is not None:
-            ev.reward = (ev.reward or 0.0) + value
-    return rewards
+            members = [inst for inst in self.actors.instances if role and inst.role == role]
+            if not members:
+                return None
+            return str(role), Part(0.0, f"role:{role}", self._instance_turns(members), None)
+        if unit in ("turn", "token"):
+            turn = self._turn(target, node, t_ns)
+            if turn is None:
+                return None
+            span_id = self.turns[turn].node.span.span_id
+            return span_id, Part(0.0, f"turn:{span_id}", [turn], None)
+        if unit == "tool":
+            result = self._tool_result(target, node, t_ns)
+            if result is None:
+                return None
+            call = result.decision_ev or result
+            turns = self._event_turns(call)
+            return call.id or str(id(call)), Part(0.0, f"tool:{result.agent}", turns, result)
+        ev = self.events_set.closing.get(target) if target else _span_event(self.events_set, node)
+        if ev is None:
+            return None
+        return str(id(ev)), Part(0.0, f"event:{ev.id}", self._event_turns(ev), ev)
+
+    # --- instances --------------------------------------------------------------------------------------
+
+    def _agent(self, target: str, t_ns: int) -> Instance | None:
+        """An explicit handle (agent id, activation label ``name#k``), else the activation of that name whose
+        work was judged: the latest that finished before the reward, else the one running then."""
+        inst = self.by_agent_id.get(target)
+        if inst is not None:
+            return inst
+        candidates = self.actors.by_name.get(target)
+        if not candidates:
+            return self.actors.by_label.get(target)
+        finished = [c for c in candidates if c.end_ns <= t_ns]
+        if finished:
+            return max(finished, key=lambda c: c.end_ns)
+        return self.actors.resolve(target, t_ns)
+
+    def _instance_turns(self, insts: list[Instance]) -> list[int]:
+        """The turns of those activations; else of the activations they started; else of those that started
+        them; else none (the team strategy decides)."""
+        for group in (insts, _descendants(insts), _ancestors(insts)):
+            turns = sorted(t for inst in group for t in self.turns_of.get(id(inst), ()))
+            if turns:
+                return turns
+        return []
+
+    def _orchestrator_turns(self) -> list[int]:
+        """The turns that made orchestration decisions, else the top-level activations' turns."""
+        deciding = sorted({self.turn_of_event[id(ev)] for ev in self.events_set.events
+                           if ev.type == "orchestrator_decision" and id(ev) in self.turn_of_event})
+        if deciding:
+            return deciding
+        return self._instance_turns([inst for inst in self.actors.instances if inst.parent is None])
+
+    # --- turns and events -------------------------------------------------------------------------------
+
+    def _turn(self, target: str | None, node: Node, t_ns: int) -> int | None:
+        if target is not None:
+            return self.turn_by_span.get(target)
+        if node.kind is Kind.MODEL:
+            return self.turn_by_span.get(node.span.span_id)
+        # The recording agent's latest model call so far.
+        owned = self.turns_of.get(id(node.instance), []) if node.instance is not None else []
+        started = [i for i in owned if self.turns[i].node.start_ns <= t_ns]
+        return started[-1] if started else None
+
+    def _tool_result(self, target: str | None, node: Node, t_ns: int) -> Ev | None:
+        if target is None:
+            return self.events_set.closing.get(node.span.span_id) if node.kind is Kind.TOOL else None
+        by_id = self.events_set.tool_calls.get(target) or self.events_set.closing.get(target)
+        if by_id is not None:
+            return by_id
+        named = [ev for ev in self.events_set.events
+                 if ev.type == "tool_result" and ev.node is not None and tool_name(ev.node.span) == target]
+        finished = [ev for ev in named if ev.t_ns <= t_ns] or named
+        return finished[-1] if finished else None
+
+    def _event_turns(self, ev: Ev) -> list[int]:
+        """The turn that produced ``ev``, else its agent's latest turn before it, else its agent's turns."""
+        turn = self.turn_of_event.get(id(ev))
+        if turn is not None:
+            return [turn]
+        owner = ev.decision_ev.owner if ev.type == "tool_result" and ev.decision_ev else ev.owner
+        owned = self.turns_of.get(id(owner), [])
+        before = [i for i in owned if self.turns[i].node.start_ns <= ev.t_ns]
+        return [before[-1]] if before else self._instance_turns([owner])
+
+
+def _descendants(insts: Iterable[Instance]) -> list[Instance]:
+    found: list[Instance] = []
+    stack = [child for inst in insts for child in inst.children]
+    while stack:
+        inst = stack.pop()
+        found.append(inst)
+        stack.extend(inst.children)
+    return found
+
+
+def _ancestors(insts: Iterable[Instance]) -> list[Instance]:
+    found: list[Instance] = []
+    for inst in insts:
+        parent = inst.parent
+        while parent is not None:
+            found.append(parent)
+            parent = parent.parent
+    return found
 
 
 def _span_event(events_set: EventSet, node: Node) -> Ev | None:

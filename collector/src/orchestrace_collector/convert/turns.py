@@ -52,7 +52,6 @@ class TurnRec:
     prompt: list[ChatMessage] | None
     completion: list[ChatMessage] | None
     events: list[Ev]
-    reward: float | None = None  # reward recorded on the model call itself
     prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
     error: bool | None = None  # the model call ended with status ERROR
     error_type: str | None = None
@@ -181,8 +180,11 @@ def _link(turns: list[TurnRec]) -> None:
         while i < len(timeline) and (stop is None or timeline[i].t_ns < stop):
             turn.events.append(timeline[i])
             i += 1
-        if turn.events and turn.tokens:
-            first = turn.events[0]
-            first.tokens = (first.tokens or 0) + turn.tokens
+        if turn.tokens:
+            # A call that led to no event of its own (its agent's last one, say) counts on the agent's event
+            # just before it, else its return: the events' tokens add up to the trace's.
+            holder = turn.events[0] if turn.events else (timeline[i - 1] if i else turn.owner.ret)
+            if holder is not None:
+                holder.tokens = (holder.tokens or 0) + turn.tokens
         turn.owner.turn_starts.append(start)
         turn.owner.turn_events.append(turn.events)

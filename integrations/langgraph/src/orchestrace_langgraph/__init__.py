@@ -38,12 +38,13 @@ except ImportError:  # wrapt 1.x
     from wrapt import ObjectProxy as _Proxy
 from orchestrace_langgraph.breakpoints import BreakpointTracer
 from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, configure_hook
+from orchestrace_langgraph.episodes import EpisodeId, Episodes
 from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
 from orchestrace_langgraph.package import _instruments
 from orchestrace_langgraph.routing import branch_finish
 from orchestrace_langgraph.tools import ToolTracer
 from orchestrace_langgraph.version import __version__
-from orchestrace_langgraph.workflow import EpisodeId, WorkflowTracer, thread_episode
+from orchestrace_langgraph.workflow import WorkflowTracer
 
 __all__ = ["AGENT_METADATA_KEY", "AGENT_ROLE_METADATA_KEY", "LangGraphInstrumentor", "__version__"]
 
@@ -65,8 +66,9 @@ class LangGraphInstrumentor(BaseInstrumentor):
     """Instruments LangGraph (and LangChain tools and chat models) for orchestrace.
 
     ``instrument(tracer_provider=None, episode_id=None)``: ``episode_id(config) -> str | None`` names the
-    episode a run belongs to (``orchestrace.episode.id``); by default the run's ``thread_id``, so that an
-    interrupted run and its resume are stitched into one episode.
+    episode a run belongs to (``orchestrace.episode.id``). By default (or when it returns ``None``) each run
+    with new input is an episode of its own, even on a reused ``thread_id``, and a resume joins the episode
+    it continues (see ``orchestrace_langgraph.episodes``).
     """
 
     _handler: ChatModelCallbackHandler | None = None
@@ -77,10 +79,10 @@ class LangGraphInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         tracer = trace.get_tracer(__name__, __version__, kwargs.get("tracer_provider"))
-        episode_id: EpisodeId = kwargs.get("episode_id") or thread_episode
+        episode_id: EpisodeId | None = kwargs.get("episode_id")
         interrupts = InterruptLog()
         namespaces = NamespaceIndex()
-        workflows = WorkflowTracer(tracer, interrupts, episode_id)
+        workflows = WorkflowTracer(tracer, interrupts, Episodes(episode_id))
         nodes = NodeTracer(tracer, namespaces, interrupts)
         breakpoints = BreakpointTracer(interrupts)
         tools = ToolTracer(tracer, namespaces)

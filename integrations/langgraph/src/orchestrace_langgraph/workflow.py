@@ -26,33 +26,34 @@ from orchestrace.failsafe import failsafe
 from orchestrace_langgraph import routing
 from orchestrace_langgraph.actors import InterruptLog, Run, current_run, with_run
 from orchestrace_langgraph.content import content_ref
-
-#: Given a run's config, the episode id that stitches its traces (default: the thread id).
-EpisodeId = Callable[[dict[str, Any]], "str | None"]
-
-
-def thread_episode(config: dict[str, Any]) -> str | None:
-    thread_id = (config.get(CONF) or {}).get("thread_id")
-    return str(thread_id) if thread_id is not None else None
+from orchestrace_langgraph.episodes import Episodes, is_resume
 
 
 class WorkflowTracer:
-    def __init__(self, tracer: Tracer, interrupts: InterruptLog, episode_id: EpisodeId) -> None:
+    def __init__(self, tracer: Tracer, interrupts: InterruptLog, episodes: Episodes) -> None:
         self._tracer = tracer
         self._interrupts = interrupts
-        self._episode_id = episode_id
+        self._episodes = episodes
 
     def stream(self, wrapped: Callable[..., Iterator[Any]], instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Iterator[Any]:
-        return self._stream(wrapped(*args, **kwargs), instance, args, kwargs)
+        prepared = self._episodes.prepare(instance, args, kwargs)
+        episode = None
+        if prepared is not None:
+            args, kwargs, episode = prepared
+        return self._stream(wrapped(*args, **kwargs), instance, args, kwargs, episode)
 
     def astream(self, wrapped: Callable[..., AsyncIterator[Any]], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        return self._astream(wrapped(*args, **kwargs), instance, args, kwargs)
+        prepared = self._episodes.prepare(instance, args, kwargs)
+        episode = None
+        if prepared is not None:
+            args, kwargs, episode = prepared
+        return self._astream(wrapped(*args, **kwargs), instance, args, kwargs, episode)
 
     def _stream(self, inner: Iterator[Any], graph: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Iterator[Any]:
-        run = self._start(graph, args, kwargs)
+                kwargs: dict[str, Any], episode: str | None) -> Iterator[Any]:
+        run = self._start(graph, args, kwargs, episode)
         if run is None:
             yield from inner
             return
@@ -82,8 +83,8 @@ class WorkflowTracer:
                 run.span.end()
 
     async def _astream(self, inner: AsyncIterator[Any], graph: Any, args: tuple[Any, ...],
-                       kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        run = self._start(graph, args, kwargs)
+                       kwargs: dict[str, Any], episode: str | None) -> AsyncIterator[Any]:
+        run = self._start(graph, args, kwargs, episode)
         if run is None:
             async for item in inner:
                 yield item
@@ -114,7 +115,8 @@ class WorkflowTracer:
                 run.span.end()
 
     @failsafe(None)
-    def _start(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Run | None:
+    def _start(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any], episode: str | None,
+               ) -> Run | None:
         config: dict[str, Any] = dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
         graph_input = args[0] if args else kwargs.get("input")
         conf = config.get(CONF) or {}
@@ -130,13 +132,11 @@ class WorkflowTracer:
             attrs[sc.LANGGRAPH_CHECKPOINT_NS] = str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
         if thread_id is not None:
             attrs[sc.LANGGRAPH_THREAD_ID] = str(thread_id)
-            attrs[sc.GEN_AI_CONVERSATION_ID] = str(thread_id)
-        episode = self._episode_id(config)
         if episode is not None:
             attrs[sc.ORCH_EPISODE_ID] = episode
-        command = isinstance(graph_input, Command) and graph_input.resume is not None
+            attrs[sc.GEN_AI_CONVERSATION_ID] = episode
         # No input on a thread continues it from its checkpoint: after a static breakpoint, that resumes it.
-        resume = not nested and (command or (graph_input is None and thread_id is not None))
+        resume = not nested and is_resume(graph_input, thread_id)
         links = (self._interrupts.resume_links(str(thread_id) if thread_id is not None else None,
                                                {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF})
                  if resume else [])

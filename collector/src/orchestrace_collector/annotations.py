@@ -1,0 +1,81 @@
+"""Late rewards (``orchestrace annotate``, ``--reward`` functions): team-unit rewards added to a trace after
+its spans were converted.
+
+A late reward is a team-unit channel: its key is the family (``team``, ``verifier``, ...) or ``family:name``
+(``verifier:unit_tests``), the family one of ``orchestrace.semconv.REWARD_FAMILIES``. ``replace`` (the rule
+for outcomes, and the default) sets the channel to the value; ``add`` adds to what it holds. Credit is
+assigned again on events, turns and agents (``convert.credit.recredit``). Annotations recorded in
+``annotations.jsonl`` beside the traces are applied by the writer to every later revision of their trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from orchestrace.semconv import REWARD_FAMILIES
+
+from orchestrace_collector.convert.credit import check_strategy, recredit
+from orchestrace_collector.model import Trace, Turn
+
+Mode = Literal["replace", "add"]
+MODES: tuple[Mode, ...] = ("replace", "add")
+
+
+def reward_key(family: str, name: str | None) -> str:
+    return f"{family}:{name}" if name else family
+
+
+def check_key(key: str) -> None:
+    """A late reward's key: ``family`` or ``family:name`` with a known family (ValueError otherwise)."""
+    family = key.split(":", 1)[0]
+    if family not in REWARD_FAMILIES:
+        raise ValueError(f"reward key {key!r}: the family must be one of {', '.join(REWARD_FAMILIES)}")
+
+
+@dataclass(frozen=True)
+class Annotation:
+    trace_id: str
+    key: str
+    value: float
+    mode: Mode = "replace"
+    strategy: str = "causal"
+
+    def apply(self, trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
+        """Apply in place on ``trace``; returns its turns with their new credit."""
+        pool = sum(ev.credit or 0.0 for ev in trace.events)  # the team-unit value the events' credit splits
+        value = self.value if self.mode == "replace" else trace.rewards.get(self.key, 0.0) + self.value
+        return recredit(trace, turns, self.key, value, self.strategy, pool)
+
+
+def make_annotation(trace_id: str, key: str, value: float, mode: str, strategy: str) -> Annotation:
+    check_key(key)
+    check_strategy(strategy)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if isinstance(value, bool) or not math.isfinite(float(value)):
+        raise ValueError(f"a reward must be a finite number, not {value!r}")
+    return Annotation(trace_id, key, float(value), mode, strategy)
+
+
+def read_annotations(path: Path) -> dict[str, list[Annotation]]:
+    """The annotations recorded in ``path`` (``annotations.jsonl``), by trace id, in recorded order."""
+    found: dict[str, list[Annotation]] = {}
+    if not path.exists():
+        return found
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                annotation = Annotation(**json.loads(line))
+            except (ValueError, TypeError):
+                continue  # a torn last line (a crash while appending) is not an annotation
+            found.setdefault(annotation.trace_id, []).append(annotation)
+    return found
+
+
+def annotation_line(annotation: Annotation) -> str:
+    return json.dumps(asdict(annotation), ensure_ascii=False) + "\n"
