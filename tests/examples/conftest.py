@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import pytest
-from example_runs import ROOT, ExampleRun, run_example
-
-# The examples are a package at the repository root (``python -m examples.<name>.app``), not an installed one.
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from example_runs import ExampleRun, run_example
 
 
 @pytest.fixture(scope="session")

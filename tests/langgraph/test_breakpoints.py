@@ -60,7 +60,8 @@ async def test_a_breakpoint_is_a_human_intervention_not_a_stop(
     second = await graph.ainvoke(None, config)
     assert second["steps"] == ["draft", "review", "publish"]
     resumed = spans.one("invoke_workflow pipeline")
-    assert resumed.attributes[sc.ORCH_EPISODE_ID] == run.attributes[sc.ORCH_EPISODE_ID] == f"bp-{where}"
+    # The resume joins the paused run's episode (its own id, not the thread's: a thread holds many rollouts).
+    assert resumed.attributes[sc.ORCH_EPISODE_ID] == run.attributes[sc.ORCH_EPISODE_ID] != f"bp-{where}"
     (resume,) = _events(spans, sc.EVENT_HUMAN_INTERVENTION)
     assert resume[sc.ORCH_HUMAN_KIND] == "resume"
     (link,) = resumed.links

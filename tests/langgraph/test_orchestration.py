@@ -254,7 +254,7 @@ def test_interrupt_and_resume_are_one_episode(spans: Spans, subgraph: bool) -> N
     assert resume[sc.ORCH_HUMAN_KIND] == "resume"
     stops = [e for s in spans.all for e in spans.events(s, sc.EVENT_STOP)]
     assert len(stops) == 1  # the resumed run finishes: one stop, whichever way its graph ends
-    assert resumed.attributes[sc.ORCH_EPISODE_ID] == runs[0].attributes[sc.ORCH_EPISODE_ID] == "thread-7"
+    assert resumed.attributes[sc.ORCH_EPISODE_ID] == runs[0].attributes[sc.ORCH_EPISODE_ID] != "thread-7"
     assert resumed.context.trace_id != runs[0].context.trace_id
     (link,) = resumed.links
     assert link.attributes is not None and link.attributes[sc.ORCH_LINK_TYPE] == sc.LINK_RESUME_OF

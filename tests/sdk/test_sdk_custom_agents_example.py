@@ -11,11 +11,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from orchestrace import semconv as sc
 from sdk_spans import Spans
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # the examples are a package at the repository root
-    sys.path.insert(0, str(ROOT))
+from examples.custom_agents import app  # the repository root is on sys.path (tests/conftest.py)
 
-from examples.custom_agents import app  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _children(spans: Spans, parent: ReadableSpan, prefix: str = "") -> list[ReadableSpan]:

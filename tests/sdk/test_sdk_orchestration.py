@@ -96,7 +96,10 @@ def test_bad_reward_value_inside_agent_does_not_raise(spans: Spans) -> None:
         return "still running"
 
     assert judge() == "still running"
-    assert _events(spans.one("invoke_agent judge"), sc.EVENT_EVALUATION_RESULT) == []
+    # Recorded as refused (the collector counts it), never as a score.
+    (event,) = _events(spans.one("invoke_agent judge"), sc.EVENT_EVALUATION_RESULT)
+    assert event[sc.ORCH_REWARD_REJECTED] == "not_a_number"
+    assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in event
 
 
 async def test_aggregate_links_to_the_producers_of_its_inputs(spans: Spans) -> None:

@@ -51,13 +51,14 @@ def annotate(
     turns = latest_turns(out_dir, matching)
     revised: list[tuple[Annotation, dict[str, Any], list[dict[str, Any]]]] = []
     for tid, trace in matching.items():
-        annotation = make_annotation(tid, reward_key(family, name), reward, mode, strategy)
+        revision = int(revision_of(trace)) + 1
+        annotation = make_annotation(tid, reward_key(family, name), reward, mode, strategy, revision)
         try:
             model = Trace.model_validate(trace)
             credited = annotation.apply(model, [Turn.model_validate(t) for t in turns[tid]])
         except ValidationError as exc:
             raise ValueError(f"trace {tid} is not a valid trace: {exc.errors()[:1]}") from None
-        model.metrics[REVISION] = revision_of(trace) + 1
+        model.metrics[REVISION] = revision
         new = model.to_json_dict()
         if validate is not None and (errors := validate(new)):
             raise ValueError(f"annotated trace {tid} would be invalid: {'; '.join(errors[:3])}")

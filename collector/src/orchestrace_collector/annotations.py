@@ -44,6 +44,8 @@ class Annotation:
     value: float
     mode: Mode = "replace"
     strategy: str = "causal"
+    #: The revision ``annotate`` wrote with it: a later revision of the trace is numbered above it.
+    revision: int = 0
 
     def apply(self, trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
         """Apply in place on ``trace``; returns its turns with their new credit."""
@@ -52,14 +54,15 @@ class Annotation:
         return recredit(trace, turns, self.key, value, self.strategy, pool)
 
 
-def make_annotation(trace_id: str, key: str, value: float, mode: str, strategy: str) -> Annotation:
+def make_annotation(trace_id: str, key: str, value: float, mode: str, strategy: str,
+                    revision: int = 0) -> Annotation:
     check_key(key)
     check_strategy(strategy)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if isinstance(value, bool) or not math.isfinite(float(value)):
         raise ValueError(f"a reward must be a finite number, not {value!r}")
-    return Annotation(trace_id, key, float(value), mode, strategy)
+    return Annotation(trace_id, key, float(value), mode, strategy, revision)
 
 
 def read_annotations(path: Path) -> dict[str, list[Annotation]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
+from orchestrace_collector.assemble import Assembler, Converter, EpisodeConverter, EpisodeHook
 from orchestrace_collector.output import TraceDirWriter
 from orchestrace_collector.spans import Span, SpanEvent, SpanLink
 
@@ -63,7 +63,8 @@ class TraceDirExporter(SpanExporter):
         *,
         quiet_period_s: float = 2.0,
         idle_timeout_s: float = 300.0,
-        converter: Converter = default_converter,
+        credit: str = "causal",
+        converter: Converter | None = None,
         hook: EpisodeHook | None = None,
     ) -> None:
         self._writer = TraceDirWriter(Path(out_dir))
@@ -71,7 +72,7 @@ class TraceDirExporter(SpanExporter):
             self._writer,
             quiet_period_s=quiet_period_s,
             idle_timeout_s=idle_timeout_s,
-            converter=converter,
+            converter=converter or EpisodeConverter(credit),
             hook=hook,
         )
         self._stop = threading.Event()

@@ -139,6 +139,9 @@ class TraceDirWriter:
         revision: int = 0,
     ) -> None:
         turns = self.apply_annotations(trace, turns)
+        annotated = [a.revision for a in self._annotations_of(trace.trace_id)]
+        # Above any revision ``annotate`` wrote in the meantime: revisions of a trace only go up.
+        revision = max(revision, max(annotated) + 1) if annotated else revision
         trace.metrics[REVISION] = float(revision)
         # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
         trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"

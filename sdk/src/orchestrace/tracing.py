@@ -176,7 +176,7 @@ def _exporter_specs(exporter: ExporterSpec | Sequence[ExporterSpec] | None) -> l
 
 
 def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | None,
-             trace_dir: str | os.PathLike[str] | None, batch: bool) -> None:
+             trace_dir: str | os.PathLike[str] | None, batch: bool, credit: str = "causal") -> None:
     for spec in specs:
         if isinstance(spec, SpanExporter):
             handle._add(f"instance:{id(spec)}", spec, batch)
@@ -196,7 +196,7 @@ def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | N
                 logger.error("orchestrace: trace_dir needs the collector (pip install "
                              "'orchestrace[collector]'); traces are not written to %s (%s)", trace_dir, exc)
                 return
-            handle._add(key, TraceDirExporter(os.fspath(trace_dir)), batch)
+            handle._add(key, TraceDirExporter(os.fspath(trace_dir), credit=credit), batch)
 
 
 def _provider(service_name: str | None) -> TracerProvider:
@@ -217,6 +217,7 @@ def configure(
     endpoint: str | None = None,
     capture_content: bool | None = None,
     trace_dir: str | os.PathLike[str] | None = None,
+    credit: str = "causal",
     max_content_bytes: int | None = None,
     redact: Redactor | None = None,
     batch: bool = True,
@@ -228,7 +229,8 @@ def configure(
     ``none``), a ``SpanExporter``, or a list of them. ``endpoint``: the OTLP base URL (``/v1/traces`` is
     added for http) or gRPC address. ``capture_content`` / ``max_content_bytes`` / ``redact``: see
     :class:`orchestrace.config.CaptureConfig`. ``trace_dir``: also write finished orchestration traces
-    there in-process (needs ``orchestrace-collector``). ``tracer_provider``: use this SDK provider
+    there in-process (needs ``orchestrace-collector``), crediting rewards by ``credit`` (``causal`` or
+    ``uniform``, as ``orchestrace convert --credit``). ``tracer_provider``: use this SDK provider
     (not made global) instead of the global one.
     """
     global _handle, _tracer
@@ -242,7 +244,7 @@ def configure(
 
             specs = _exporter_specs(exporter)
             if _handle is not None and tracer_provider in (None, _handle.tracer_provider):
-                _install(_handle, specs, endpoint, trace_dir, batch)
+                _install(_handle, specs, endpoint, trace_dir, batch, credit)
                 return _handle
 
             if _env_true("OTEL_SDK_DISABLED"):
@@ -254,7 +256,7 @@ def configure(
             if not specs:
                 env = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
                 specs = [name for name in env.split(",") if name.strip()]
-            _install(handle, specs, endpoint, trace_dir, batch)
+            _install(handle, specs, endpoint, trace_dir, batch, credit)
             _handle = handle
             _tracer = provider.get_tracer(_TRACER_NAME, __version__)
             return handle

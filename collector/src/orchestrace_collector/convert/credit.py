@@ -56,24 +56,37 @@ def shares(strategy: str, pool: float, n_events: int, on_path: Collection[int]) 
     return [share if i in on_path else 0.0 for i in range(n_events)]
 
 
-def turn_weights(strategy: str, turn_events: Sequence[Collection[int]], on_path: Collection[int],
-                 among: Collection[int] | None = None) -> list[float]:
-    """Each turn's fraction of a team-unit channel (they add up to 1 when there are turns). ``among``: only
-    those turns may get any (the ``orchestrator`` unit)."""
+def turn_weights(strategy: str, turn_events: Sequence[Collection[int]], owners: Sequence[object],
+                 on_path: Collection[int], among: Collection[int] | None = None) -> list[float]:
+    """Each turn's fraction of a team-unit channel (they add up to 1 when there are turns). Turns are in
+    start order; ``owners``: each turn's activation. ``among``: only those turns may get any (the
+    ``orchestrator`` unit)."""
     check_strategy(strategy)
     n = len(turn_events)
     allowed = set(range(n)) if among is None or not among else set(among)
     chosen = allowed
     if strategy == "causal":
-        causal = {i for i in allowed if any(e in on_path for e in turn_events[i])}
-        chosen = causal or allowed
+        chosen = {i for i in allowed if i in _causal_turns(turn_events, owners, on_path)} or allowed
     return [1.0 / len(chosen) if i in chosen else 0.0 for i in range(n)]
 
 
-def spread(credits: list[dict[str, float]], key: str, value: float, weights: Sequence[float]) -> None:
-    """Add ``value`` of channel ``key`` to the turns' credit by ``weights``."""
+def _causal_turns(turn_events: Sequence[Collection[int]], owners: Sequence[object],
+                  on_path: Collection[int]) -> set[int]:
+    """Turns linking an event on the path, and the earlier turns of the same activation (its context: what
+    an agent's last call answers builds on its earlier calls)."""
+    last: dict[object, int] = {}
+    for i, events in enumerate(turn_events):
+        if any(e in on_path for e in events):
+            last[owners[i]] = i
+    return {i for i, owner in enumerate(owners) if owner in last and i <= last[owner]}
+
+
+def spread(credits: list[dict[str, float]], key: str, value: float, weights: Sequence[float], *,
+           team: bool = False) -> None:
+    """Add ``value`` of channel ``key`` to the turns' credit by ``weights``. A ``team`` channel is written on
+    every turn, 0 included (a turn the strategy gave nothing says so); another only on its unit's turns."""
     for credit, weight in zip(credits, weights, strict=True):
-        if weight:
+        if weight or team:
             credit[key] = credit.get(key, 0.0) + value * weight
 
 
@@ -147,11 +160,15 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
         trace.rewards[key] = value
     on_path = causal_positions(trace)
     position = {ev.id: i for i, ev in enumerate(trace.events)}
-    weights = turn_weights(strategy, [{position[e] for e in t.event_ids if e in position} for t in turns],
-                           on_path)
+    order = sorted(range(len(turns)), key=lambda i: turns[i].t)
+    events_of = [{position[e] for e in turns[i].event_ids if e in position} for i in order]
+    by_order = turn_weights(strategy, events_of, [turn_activation(turns[i]) for i in order], on_path)
+    weights = [0.0] * len(turns)
+    for k, i in enumerate(order):
+        weights[i] = by_order[k]
     credits = [{k: v for k, v in (t.credit or {}).items() if k != key} for t in turns]
     if value is not None:
-        spread(credits, key, value, weights)
+        spread(credits, key, value, weights, team=True)
     pool = team_pool_before - (old or 0.0) + (value or 0.0)
     events = trace.events
     for ev, share in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
@@ -167,6 +184,10 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
     else:
         trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace)))
     return new_turns
+
+
+def turn_activation(turn: Turn) -> tuple[str, object]:
+    return turn.agent, getattr(turn, "activation", None)
 
 
 def event_owners(trace: Trace) -> list[str]:

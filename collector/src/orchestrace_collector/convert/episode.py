@@ -151,22 +151,25 @@ def _credit(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], reward
         return rewards, credits
     on_path = _on_path(events, edges)
     turn_events = [{ev.index for ev in t.events} for t in turns]
-    team = turn_weights(strategy, turn_events, on_path)
+    owners = [id(t.owner) for t in turns]
+    team = turn_weights(strategy, turn_events, owners, on_path)
     pool = 0.0  # the team-unit value, which the events' credit splits
     for key, channel in reward_set.channels.items():
         rewards[key] = channel.total
         for part in channel.parts.values():
             if part.scope is not None:
                 rewards[part.scope] = rewards.get(part.scope, 0.0) + part.value
-            if channel.unit in TEAM_UNITS:
+            team_unit = channel.unit in TEAM_UNITS
+            if team_unit:
                 pool += part.value
-                weights = turn_weights(strategy, turn_events, on_path, part.turns) if part.turns else team
+                weights = (turn_weights(strategy, turn_events, owners, on_path, part.turns)
+                           if part.turns else team)
             elif part.turns:
                 own = set(part.turns)
                 weights = [1.0 / len(own) if i in own else 0.0 for i in range(len(turns))]
             else:
                 weights = team  # nothing of its unit made a model call: the team's turns carry it
-            spread(credits, key, part.value, weights)
+            spread(credits, key, part.value, weights, team=team_unit or weights is team)
     if any(channel.unit in TEAM_UNITS for channel in reward_set.channels.values()):
         for ev, value in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
             ev.credit = value

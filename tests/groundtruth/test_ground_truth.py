@@ -1,0 +1,310 @@
+"""Ground truth: apps whose true answer is known by construction, compared with what was written in-process
+(``trace_dir``), offline (``convert``) and through ``collect`` alike."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orchestrace as ot
+import pytest
+from collector_fixtures import RunningCollector
+from ground_truth_apps import (
+    COMPLETION_TOKENS,
+    PROMPT_TOKENS,
+    UNITS_REWARDS,
+    UNITS_TURNS,
+    WAYS,
+    ask,
+    parallel_app,
+    run_three_ways,
+    units_app,
+)
+from opentelemetry.sdk.trace import TracerProvider
+
+
+def channel_sums(turns: list[dict[str, Any]]) -> dict[str, float]:
+    sums: dict[str, float] = defaultdict(float)
+    for turn in turns:
+        for key, share in (turn.get("credit") or {}).items():
+            sums[key] += share
+    return dict(sums)
+
+
+def test_rollouts_of_one_task_are_episodes_of_their_own(tmp_path: Path, collector: RunningCollector) -> None:
+    episode_ids: dict[float, str] = {}
+
+    @ot.agent
+    def solver(value: float) -> float:
+        ask(f"solve {value}")
+        return value
+
+    def rollout(value: float) -> None:
+        with ot.task("grpo-task") as run:
+            solver(value)
+            ot.reward(value, family="team")
+        assert run.episode_id is not None
+        episode_ids[value] = run.episode_id
+
+    def app() -> None:
+        for value in (1.0, 0.0, 0.5):  # one after the other
+            rollout(value)
+        threads = [threading.Thread(target=rollout, args=(v,)) for v in (0.25, 0.75, 0.125)]  # at once
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        traces = outputs[way].traces
+        assert set(traces) == set(episode_ids.values()), way  # trace_id = the episode id the block returned
+        for value, episode in episode_ids.items():
+            trace = traces[episode]
+            assert trace["task_id"] == "grpo-task"  # the group of the rollouts
+            assert trace["rewards"]["team"] == value, way
+            turns = outputs[way].turns[episode]
+            assert len(turns) == 1 and turns[0]["reward"] == pytest.approx(value)
+
+
+def test_rewards_of_every_unit_land_on_their_turns_and_add_up(tmp_path: Path,
+                                                             collector: RunningCollector) -> None:
+    outputs = run_three_ways(tmp_path, collector, units_app)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        rewards = trace["rewards"]
+        assert {k: rewards[k] for k in UNITS_REWARDS} == pytest.approx(UNITS_REWARDS), way
+        assert len(turns) == UNITS_TURNS
+        # Every channel is carried whole by the turns file.
+        assert channel_sums(turns) == pytest.approx(UNITS_REWARDS), way
+        for turn in turns:
+            assert turn["reward"] == pytest.approx(sum(turn["credit"].values()))
+        assert sum(t["reward"] for t in turns) == pytest.approx(sum(UNITS_REWARDS.values()))
+
+        by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for turn in turns:
+            by_agent[turn["agent"]].append(turn)
+        first, second = sorted(a for a in by_agent if a.startswith("writer"))
+        # The agent reward with target "writer" lands on the writer that had just finished, the handle's on
+        # the writer that recorded it; neither reaches the lead.
+        assert [t["credit"]["individual"] for t in by_agent[first]] == pytest.approx([0.3, 0.3])
+        assert [t["credit"]["individual"] for t in by_agent[second]] == pytest.approx([0.15, 0.15])
+        assert rewards[f"agent:{first}"] == 0.6 and rewards[f"agent:{second}"] == 0.3
+        lead = sorted(by_agent["units_lead"], key=lambda t: t["t"])
+        assert all("individual" not in t["credit"] for t in lead)
+        # The role reward is shared by the writers' turns; the tool reward goes to the turn that asked for
+        # the tool (the lead's first); the process reward stays on the call that recorded it.
+        assert [t["credit"].get("role", 0) for t in by_agent[first] + by_agent[second]] == [0.125] * 4
+        assert [t["credit"].get("tool", 0) for t in lead] == pytest.approx([-0.2, 0, 0])
+        assert [t["credit"].get("process", 0) for t in lead] == pytest.approx([0, 0.25, 0])
+        # Team-unit channels split over the causal turns (all of them here).
+        assert [t["credit"]["team"] for t in turns] == pytest.approx([1 / UNITS_TURNS] * UNITS_TURNS)
+        assert sum(rewards[k] for k in rewards if k.startswith("credit:agent:")) == pytest.approx(
+            sum(UNITS_REWARDS.values()))
+        # Tokens: known per call; events, turns and costs agree.
+        per_call = PROMPT_TOKENS + COMPLETION_TOKENS
+        assert trace["costs"]["tokens"] == per_call * UNITS_TURNS
+        assert sum(e.get("tokens", 0) for e in trace["events"]) == per_call * UNITS_TURNS
+        assert all(t["input_tokens"] == PROMPT_TOKENS and t["t_end"] >= t["t"] for t in turns)
+        assert trace["metrics"]["revision"] == 0 and isinstance(trace["metrics"]["revision"], int)
+
+
+def test_bad_rewards_are_rejected_loudly_and_counted(tmp_path: Path, collector: RunningCollector,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    before = ot.rejected_rewards()
+
+    @ot.agent
+    def judged() -> None:
+        ask("work")
+        ot.reward(math.nan)
+        ot.reward(-math.inf, family="team")
+        ot.reward("high", family="team")  # type: ignore[arg-type]
+        ot.reward(1.0, family="bonus")
+        ot.reward(1.0, unit="planet")
+        ot.reward(0.5, unit="agent", target="nobody")  # no such agent: refused by the collector
+        ot.reward(1.0, family="team")
+
+    def app() -> None:
+        ot.reward(1.0)  # outside any episode
+        with ot.task("bad-rewards"):
+            judged()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    after = ot.rejected_rewards()
+    assert {k: after[k] - before.get(k, 0) for k in after} == {
+        "not_finite": 2, "not_a_number": 1, "unknown_family": 1, "unknown_unit": 1, "outside_episode": 1}
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert trace["rewards"]["team"] == 1.0
+        assert not any("nobody" in key for key in trace["rewards"])  # no phantom key
+        metrics = trace["metrics"]
+        assert metrics["rejected_rewards"] == 6
+        assert (metrics["rejected_rewards:not_finite"], metrics["rejected_rewards:no_target"]) == (2, 1)
+        assert turns[0]["reward"] == 1.0
+    assert "reward rejected (not_finite)" in caplog.text
+
+
+def test_causal_credit_gives_nothing_to_a_branch_nobody_used(tmp_path: Path,
+                                                             collector: RunningCollector) -> None:
+    @ot.agent
+    def worker(name: str) -> str:
+        ask(name)
+        return f"result of {name}"
+
+    @ot.agent
+    def lead() -> str:
+        with ot.ThreadPoolExecutor(3) as pool:
+            used, also_used, _ignored = pool.map(worker, ["w1", "w2", "w3"])
+        with ot.aggregate([used, also_used]) as merge:  # the third result is never read
+            merge.set_result(answer := used + also_used)
+        ot.reward(1.0, family="team")
+        return answer
+
+    def app() -> None:
+        with ot.task("ignored-branch"):
+            lead()
+
+    for credit, expected in (("causal", [0.5, 0.5, 0.0]), ("uniform", [1 / 3] * 3)):
+        run_dir = tmp_path / credit
+        run_dir.mkdir()
+        collector_copy = collector if credit == "causal" else _fresh(collector, run_dir, credit)
+        outputs = run_three_ways(run_dir, collector_copy, app, credit=credit)
+        for way in WAYS:
+            _, turns = outputs[way].only()
+            rewards = sorted((t["reward"] for t in turns), reverse=True)
+            assert rewards == pytest.approx(expected), (credit, way)
+
+
+def _fresh(collector: RunningCollector, where: Path, credit: str) -> RunningCollector:
+    from collector_fixtures import start_collector
+
+    return start_collector(where / "collected", "--quiet-period", "0.2", "--credit", credit)
+
+
+@pytest.mark.parametrize("mode", ["none", "tool", "model"])
+def test_parallelism_counts_all_busy_time(tmp_path: Path, collector: RunningCollector, mode: str) -> None:
+    outputs = run_three_ways(tmp_path / "p", collector, parallel_app(mode, parallel=True))
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        assert 3.5 <= trace["metrics"]["parallelism_efficiency"] <= 4.2, (mode, way, trace["metrics"])
+
+
+def test_sequential_work_reads_about_one(tmp_path: Path, collector: RunningCollector) -> None:
+    outputs = run_three_ways(tmp_path / "s", collector, parallel_app("tool", parallel=False, seconds=0.1))
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        assert 0.9 <= trace["metrics"]["parallelism_efficiency"] <= 1.1, (way, trace["metrics"])
+
+
+def test_an_annotation_survives_a_late_span(tmp_path: Path, collector: RunningCollector) -> None:
+    """A late span reopens a trace that ``annotate`` already revised: the new revision is numbered above the
+    annotated one and keeps its reward (in-process and through the collector)."""
+    from collector_fixtures import validate_trace_dir
+    from opentelemetry import trace as otel_trace
+    from orchestrace_collector.annotate import annotate
+    from orchestrace_collector.output import latest_turns
+
+    handle = ot.configure("late", exporter="otlp", endpoint=collector.base_url, trace_dir=tmp_path / "dir",
+                          tracer_provider=TracerProvider(shutdown_on_exit=False), batch=False)
+    try:
+        with ot.task("late-task") as run:
+            ask("first")
+            root = otel_trace.get_current_span().get_span_context()
+        assert handle.force_flush()
+        outs = [tmp_path / "dir", collector.out]
+        for out in outs:
+            _wait_for(lambda out=out: run.episode_id in _latest(out))
+            annotate(out, reward=0.75, family="verifier", name="judge", trace_id=run.episode_id)
+        # A span of the same run arrives late (a straggling worker's export).
+        parent = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(root))
+        late = handle.tracer_provider.get_tracer("late").start_span(
+            "execute_tool straggler", context=parent,
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "straggler"})
+        late.end()
+        assert handle.force_flush()
+        for out in outs:
+            _wait_for(lambda out=out: _latest(out)[run.episode_id]["metrics"]["revision"] == 2)
+    finally:
+        handle.shutdown()
+    assert collector.stop() == 0
+    for out in outs:
+        traces = validate_trace_dir(out)
+        trace = traces[run.episode_id]
+        assert trace["metrics"]["revision"] == 2  # 0 converted, 1 annotated, 2 the late span
+        assert trace["rewards"]["verifier:judge"] == 0.75
+        assert "straggler" in {e.get("tool") for e in trace["events"]}
+        (turn,) = latest_turns(out, traces)[run.episode_id]
+        assert turn["credit"] == {"verifier:judge": 0.75}
+
+
+def _latest(out: Path) -> dict[str, Any]:
+    from orchestrace_collector.output import latest_traces
+
+    return latest_traces([out]) if out.exists() else {}
+
+
+def _wait_for(condition: Any, timeout_s: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (KeyError, FileNotFoundError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+ROLLOUT_SCRIPT = """
+import sys
+import orchestrace as ot
+handle = ot.configure("rollout-worker", exporter="otlp", endpoint=sys.argv[1])
+with ot.task("shared-task") as run:
+    ot.reward(float(sys.argv[2]), family="team")
+print(run.episode_id)
+handle.shutdown()
+"""
+
+
+def test_rollouts_in_two_processes_are_two_traces(tmp_path: Path, collector: RunningCollector) -> None:
+    import subprocess
+    import sys
+
+    workers = [subprocess.Popen([sys.executable, "-c", ROLLOUT_SCRIPT, collector.base_url, value],
+                                stdout=subprocess.PIPE, text=True) for value in ("1.0", "0.0")]
+    episodes = [worker.communicate(timeout=120)[0].strip() for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers)
+    assert collector.stop() == 0
+    from collector_fixtures import validate_trace_dir
+
+    traces = validate_trace_dir(collector.out)
+    assert sorted(traces) == sorted(episodes)
+    assert sorted(t["rewards"]["team"] for t in traces.values()) == [0.0, 1.0]
+    assert {t["task_id"] for t in traces.values()} == {"shared-task"}
+
+
+@pytest.mark.parametrize("app", ["units", "parallel"])
+def test_the_recompute_recipe_gives_the_written_numbers(tmp_path: Path, collector: RunningCollector,
+                                                        app: str) -> None:
+    """``examples/recompute_trace.py`` rebuilds rewards, credit, parallelism and cost from the files."""
+    from examples.recompute_trace import latest, recompute
+
+    outputs = run_three_ways(tmp_path, collector, units_app if app == "units" else parallel_app("tool", True))
+    for way in WAYS:
+        traces, turns = latest(outputs[way].out)
+        for trace_id, trace in traces.items():
+            got = recompute(trace, turns.get(trace_id, []))
+            assert got["rewards"] == pytest.approx({k: v for k, v in trace["rewards"].items()
+                                                    if ":" not in k or k.startswith("verifier:")}), way
+            for turn in turns.get(trace_id, []):
+                for key, share in got["team_credit"][turn["turn_id"]].items():
+                    assert turn["credit"][key] == pytest.approx(share), (way, key)
+            assert got["parallelism_efficiency"] == pytest.approx(
+                trace["metrics"]["parallelism_efficiency"], rel=0.02), way
+            assert (got["tokens"], got["tool_calls"], got["messages"]) == (
+                trace["costs"]["tokens"], trace["costs"]["tool_calls"], trace["costs"]["messages"])
