@@ -36,8 +36,13 @@ PROGRAM = textwrap.dedent("""
 @pytest.mark.parametrize("exporter", ["otlp", "otlp-grpc"])
 def test_a_large_call_reaches_the_turn_whole(collector: RunningCollector, exporter: str) -> None:
     endpoint = collector.base_url if exporter == "otlp" else f"http://{collector.grpc_endpoint}"
-    done = subprocess.run([sys.executable, "-c", PROGRAM, exporter, endpoint], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM, exporter, endpoint],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert collector.stop() == 0
     traces = validate_trace_dir(collector.out)
@@ -45,5 +50,7 @@ def test_a_large_call_reaches_the_turn_whole(collector: RunningCollector, export
     (turn,) = turns
     prompt = [{"role": "user", "content": f"{i}:" + "ab" * 64_000} for i in range(7)]
     assert turn["prompt"] == prompt
-    assert turn["completion"] == [{"role": "assistant", "content": "".join(m["content"] for m in prompt)[::-1]}]
+    assert turn["completion"] == [
+        {"role": "assistant", "content": "".join(m["content"] for m in prompt)[::-1]}
+    ]
     assert "truncated" not in turn
