@@ -53,6 +53,9 @@ def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner
     worker_tools = [t for t in tools if not t.startswith("transfer_")]
     assert worker_tools == ["add", "count_words", "lookup_moons", "lookup_moons"]
     assert len(run.turns) == 10  # supervisor 4, each worker 2
+    # The turns file carries the whole team reward; the call that wrote the final answer gets its share.
+    assert sum(turn["reward"] for turn in run.turns) == pytest.approx(1.0)
+    assert max(run.turns, key=lambda turn: turn["t"])["reward"] > 0
 
 
 def test_swarm_records_handoffs_both_ways(example_run: Runner) -> None:

@@ -112,11 +112,14 @@ class TraceDirWriter:
         with self._lock, self._annotations_path.open("a", encoding="utf-8") as handle:
             handle.write(annotation_line(annotation))
 
-    def apply_annotations(self, trace: Trace, turns: Sequence[Turn]) -> Sequence[Turn]:
-        """The annotations recorded for ``trace`` applied to it (in place) and to its turns."""
-        for annotation in self._annotations_of(trace.trace_id):
+    def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
+                          ) -> tuple[Sequence[Turn], int]:
+        """The annotations recorded for ``trace`` applied to it (in place) and to its turns, and the revision
+        to write: above any that ``annotate`` wrote in the meantime (revisions of a trace only go up)."""
+        annotations = self._annotations_of(trace.trace_id)
+        for annotation in annotations:
             turns = annotation.apply(trace, turns)
-        return turns
+        return turns, max([revision, *(a.revision + 1 for a in annotations)])
 
     def _annotations_of(self, trace_id: str) -> list[Annotation]:
         """Re-read only when the file changed (``annotate`` runs in another process)."""
@@ -138,10 +141,7 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
-        turns = self.apply_annotations(trace, turns)
-        annotated = [a.revision for a in self._annotations_of(trace.trace_id)]
-        # Above any revision ``annotate`` wrote in the meantime: revisions of a trace only go up.
-        revision = max(revision, max(annotated) + 1) if annotated else revision
+        turns, revision = self.apply_annotations(trace, turns, revision)
         trace.metrics[REVISION] = float(revision)
         # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
         trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"

@@ -192,8 +192,9 @@ class _CapturedLines(TraceDirWriter):
     def __init__(self) -> None:  # deliberately no directory and no files
         self.lines: list[_Lines] = []
 
-    def apply_annotations(self, trace: Trace, turns: Sequence[Turn]) -> Sequence[Turn]:
-        return turns  # a fresh conversion: nothing annotated it yet
+    def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
+                          ) -> tuple[Sequence[Turn], int]:
+        return turns, revision  # a fresh conversion: nothing annotated it yet
 
     def _annotations_of(self, trace_id: str) -> list[Annotation]:
         return []  # no directory: the driver's writer numbers revisions

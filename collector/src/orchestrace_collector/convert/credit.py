@@ -164,8 +164,8 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
     events_of = [{position[e] for e in turns[i].event_ids if e in position} for i in order]
     by_order = turn_weights(strategy, events_of, [turn_activation(turns[i]) for i in order], on_path)
     weights = [0.0] * len(turns)
-    for k, i in enumerate(order):
-        weights[i] = by_order[k]
+    for position_in_order, i in enumerate(order):
+        weights[i] = by_order[position_in_order]
     credits = [{k: v for k, v in (t.credit or {}).items() if k != key} for t in turns]
     if value is not None:
         spread(credits, key, value, weights, team=True)
