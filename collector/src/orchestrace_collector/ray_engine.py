@@ -42,7 +42,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from orchestrace.semconv import ORCH_EPISODE_ID
 
-from orchestrace_collector.annotations import Annotation
 from orchestrace_collector.assemble import Converter, EpisodeHook, default_converter, episode_key_of
 from orchestrace_collector.decode import (
     PayloadError,
@@ -195,9 +194,6 @@ class _CapturedLines(TraceDirWriter):
     def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
                           ) -> tuple[Sequence[Turn], int]:
         return turns, revision  # a fresh conversion: nothing annotated it yet
-
-    def _annotations_of(self, trace_id: str) -> list[Annotation]:
-        return []  # no directory: the driver's writer numbers revisions
 
     def write_raw(
         self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
