@@ -177,8 +177,8 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
         t.model_copy(update={"credit": c or None, "reward": sum(c.values()) if c else None})
         for t, c in zip(turns, credits, strict=True)
     ]
-    for channel in [c for c in trace.rewards if c.startswith(CREDIT_PREFIX)]:
-        del trace.rewards[channel]
+    for k in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
+        del trace.rewards[k]
     if new_turns:
         trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns], [t.agent for t in new_turns]))
     else:
