@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
-from orchestrace_collector.validate import validate_trace
+from orchestrace_collector.validate import content_problems, validate_trace
 
 
 def free_port() -> int:
@@ -118,10 +118,11 @@ def start_collector(out: Path, *args: str, tls_ca: Path | None = None) -> Runnin
 
 
 def validate_trace_dir(path: Path) -> dict[str, dict[str, Any]]:
-    """Assert that every trace line (every revision) under ``path`` validates; return the last revisions."""
+    """Assert that every trace line (every revision) under ``path`` validates and every content file hashes
+    to its name; return the last revisions."""
     files = jsonl_files([path])
     assert files, f"no traces*.jsonl in {path}"
-    problems: list[str] = []
+    problems: list[str] = list(content_problems(path)) if path.is_dir() else []
     for file, number, obj in iter_jsonl(files):
         errors = [f"not JSON: {obj}"] if isinstance(obj, Exception) else validate_trace(obj)
         problems.extend(f"{file.name}:{number}: {error}" for error in errors)

@@ -330,8 +330,9 @@ def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
 ) -> None:
-    """Check every trace (every revision) against the schema and referential rules; exit 0 if all pass."""
-    from orchestrace_collector.validate import validate_trace
+    """Check every trace (every revision) against the schema and referential rules, and every content file
+of an output directory against its name (the sha256 of its bytes); exit 0 if all pass."""
+    from orchestrace_collector.validate import content_problems, validate_trace
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -372,7 +373,12 @@ def validate(
         if invalid > _MAX_FAILURE_ROWS:
             console.print(f"... and {invalid - _MAX_FAILURE_ROWS} more invalid traces")
     console.print(f"{total - invalid}/{total} traces valid")
-    if invalid:
+    bad_content = [problem for path in paths if path.is_dir() for problem in content_problems(path)]
+    for problem in bad_content[:_MAX_FAILURE_ROWS]:
+        console.print(f"[red]content[/] {problem}", soft_wrap=True)
+    if bad_content:
+        console.print(f"{len(bad_content)} content files do not hash to their names")
+    if invalid or bad_content:
         raise typer.Exit(1)
 
 

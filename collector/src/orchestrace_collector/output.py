@@ -5,8 +5,12 @@ Layout of ``DIR``::
 
     traces-00000.jsonl     one orchestration trace a line (the seed schema); a new file every ``rotate_bytes``
     turns-00000.jsonl      one model call (a Turn, a training sample) a line, plus a ``revision`` field
-    content/ab/abcd...txt  captured content, addressed by sha256 (``content_ref = "sha256:abcd..."``);
-                           only present when spans carried captured content
+    content/ab/abcd...txt  captured content, every file named by the sha256 of its own bytes; only present
+                           when spans carried captured content
+    content-refs.jsonl     ``{"ref": <ref a span claimed>, "stored": <ref of the file holding it>}`` for
+                           content stored under another hash than the span's ref (cut to the size limit,
+                           redacted, or captured in another form than the value hashed); read with
+                           :func:`read_content`
     wal/                   the collector's write-ahead log (``orchestrace collect`` only; see ``wal.py``)
 
 Revisions: the files are append-only. When a trace is written again (a span arrived after it was written, a
@@ -35,7 +39,9 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from orchestrace.content import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
 from orchestrace_collector.model import Trace, Turn
@@ -43,6 +49,7 @@ from orchestrace_collector.model import Trace, Turn
 TRACES_PREFIX = "traces-"
 TURNS_PREFIX = "turns-"
 CONTENT_DIR = "content"
+CONTENT_REFS = "content-refs.jsonl"
 WAL_DIR = "wal"
 ANNOTATIONS_FILE = "annotations.jsonl"
 REVISION = "revision"
@@ -122,6 +129,8 @@ class TraceDirWriter:
         self._traces = _RotatingJsonl(out_dir, TRACES_PREFIX, rotate_bytes)
         self._turns = _RotatingJsonl(out_dir, TURNS_PREFIX, rotate_bytes)
         self.written = 0
+        self._aliases: set[tuple[str, str]] = set()
+        self._refs: IO[str] | None = None
         self._annotations_path = out_dir / ANNOTATIONS_FILE
         self._annotations: dict[str, list[Annotation]] = {}
         self._annotations_seen: tuple[int, int] | None = None  # (size, mtime) of the file when last read
@@ -203,30 +212,72 @@ class TraceDirWriter:
             self._traces.sync()
 
     def _write_content(self, ref: str, text: str) -> None:
-        digest = ref.removeprefix("sha256:")
-        if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        """Store ``text`` under the sha256 of its own bytes; when that is not the ref the span claimed (cut,
+        redacted, another form of the value), record ``claimed -> stored`` in ``content-refs.jsonl``."""
+        data = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(data).hexdigest()
         path = content_path(self.out_dir, digest)
-        if path.exists():
-            return  # content addressed: same name, same bytes
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)  # atomic, so a reader never sees half a file
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        if not _holds(path, digest):  # absent, or planted / damaged: (re)written, never trusted
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(path)  # atomic, so a reader never sees half a file
+            except OSError:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise
+        stored = REF_PREFIX + digest
+        if ref != stored and (ref, stored) not in self._aliases:
+            self._aliases.add((ref, stored))
+            if self._refs is None:
+                self._refs = (self.out_dir / CONTENT_REFS).open("a", encoding="utf-8")
+            self._refs.write(json.dumps({"ref": ref, "stored": stored}) + "\n")
+            self._refs.flush()
 
     def close(self) -> None:
         with self._lock:
             self._traces.close()
             self._turns.close()
+            if self._refs is not None:
+                self._refs.close()
+                self._refs = None
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether the content file at ``path`` exists and its bytes hash to ``digest``."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    except OSError:
+        return False
 
 
 def content_path(out_dir: Path, digest: str) -> Path:
     return out_dir / CONTENT_DIR / digest[:2] / f"{digest}.txt"
+
+
+def content_refs(out_dir: Path) -> dict[str, str]:
+    """The claimed ref -> stored ref map of ``content-refs.jsonl`` (empty when there is none)."""
+    refs: dict[str, str] = {}
+    path = out_dir / CONTENT_REFS
+    if path.exists():
+        for _, _, obj in iter_jsonl([path]):
+            if isinstance(obj, dict) and isinstance(obj.get("stored"), str):
+                refs.setdefault(str(obj.get("ref")), obj["stored"])
+    return refs
+
+
+def read_content(out_dir: Path, ref: str, refs: Mapping[str, str] | None = None) -> str | None:
+    """The stored text for ``ref`` (through ``content-refs.jsonl`` when it was stored under another hash):
+    ``None`` when there is none. ``refs``: :func:`content_refs`, when the caller reads many."""
+    stored = (refs if refs is not None else content_refs(out_dir)).get(ref, ref)
+    digest = stored.removeprefix(REF_PREFIX)
+    path = content_path(out_dir, digest)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data.decode("utf-8", "surrogatepass") if hashlib.sha256(data).hexdigest() == digest else None
 
 
 # --- reading ------------------------------------------------------------------------------------------------
