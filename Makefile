@@ -28,8 +28,10 @@ lint: sync
 	$(RUN) ruff check .
 	$(RUN) mypy
 
+# The fast suite, then the slow fault tests (deselected by default in pyproject; never skipped here).
 pytest: sync
 	$(RUN) pytest -q
+	$(RUN) pytest -q -m slow
 
 bench: sync
 	$(RUN) python -m bench

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any
 
 import httpx
 from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
-from orchestrace_collector.validate import validate_trace
+from orchestrace_collector.validate import content_problems, validate_trace
 
 
 def free_port() -> int:
@@ -32,16 +33,22 @@ class RunningCollector:
     grpc_port: int
     log: Path
     args: tuple[str, ...] = ()
+    tls_ca: Path | None = None  # the collector serves TLS with a certificate this file verifies
     process: subprocess.Popen[bytes] = field(init=False)
 
     @property
     def http_endpoint(self) -> str:
         """The OTLP/HTTP traces URL (what ``OTLPSpanExporter(endpoint=...)`` of the http exporter takes)."""
-        return f"http://127.0.0.1:{self.port}/v1/traces"
+        return f"{self.base_url}/v1/traces"
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls_ca else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """httpx's ``verify`` for this collector."""
+        return ssl.create_default_context(cafile=str(self.tls_ca)) if self.tls_ca else True
 
     @property
     def grpc_endpoint(self) -> str:
@@ -68,7 +75,7 @@ class RunningCollector:
             if self.process.poll() is not None:
                 raise RuntimeError(f"collector exited with {self.process.returncode}:\n{self.log_text()}")
             try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=0.5).status_code == 200:
+                if httpx.get(f"{self.base_url}/healthz", timeout=0.5, verify=self.verify).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -97,7 +104,7 @@ class RunningCollector:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
-def start_collector(out: Path, *args: str) -> RunningCollector:
+def start_collector(out: Path, *args: str, tls_ca: Path | None = None) -> RunningCollector:
     out.mkdir(parents=True, exist_ok=True)
     collector = RunningCollector(
         out=out,
@@ -105,15 +112,17 @@ def start_collector(out: Path, *args: str) -> RunningCollector:
         grpc_port=free_port(),
         log=out.parent / f"{out.name}-collector.log",
         args=args,
+        tls_ca=tls_ca,
     )
     return collector.start()
 
 
 def validate_trace_dir(path: Path) -> dict[str, dict[str, Any]]:
-    """Assert that every trace line (every revision) under ``path`` validates; return the last revisions."""
+    """Assert that every trace line (every revision) under ``path`` validates and every content file hashes
+    to its name; return the last revisions."""
     files = jsonl_files([path])
     assert files, f"no traces*.jsonl in {path}"
-    problems: list[str] = []
+    problems: list[str] = list(content_problems(path)) if path.is_dir() else []
     for file, number, obj in iter_jsonl(files):
         errors = [f"not JSON: {obj}"] if isinstance(obj, Exception) else validate_trace(obj)
         problems.extend(f"{file.name}:{number}: {error}" for error in errors)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -23,8 +24,81 @@ def test_decorate_example_runs_and_converts(tmp_path: Path, trace_dir_validator:
     (trace,) = trace_dir_validator(tmp_path / "out").values()
     assert trace["task_id"] == "task-42" and trace["topology"] == "centralized"
     types = {event["type"] for event in trace["events"]}
-    expected = {"spawn", "tool_call", "tool_result", "message", "aggregate", "return",
-                "orchestrator_decision"}
+    expected = {
+        "spawn",
+        "tool_call",
+        "tool_result",
+        "message",
+        "aggregate",
+        "return",
+        "orchestrator_decision",
+    }
     assert expected <= types
     assert trace["rewards"]["team"] == 1.0
     assert sum(edge["type"] == "aggregate" for edge in trace["edges"]) == 2
+
+
+def test_dump_training_traces_recipes_run(tmp_path: Path) -> None:
+    """The section's export commands, then each consumer's recipe, as printed, on a run of the supervisor
+    example (a tokenizer built here stands for ``my-tokenizer/``)."""
+    from export_fixtures import build_tokenizer
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Dump training traces") :]
+    section = section[: section.index("\n## ", 1)]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "examples.supervisor.app",
+            "--exporter",
+            "none",
+            "--capture-content",
+            "--trace-dir",
+            str(tmp_path / "traces"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    build_tokenizer(tmp_path / "my-tokenizer")
+    commands = [
+        line.split("#", 1)[0].split()
+        for block in re.findall(r"```sh\n(.*?)```", section, re.S)
+        for line in block.splitlines()
+        if line.startswith("orchestrace export")
+    ]
+    assert {c[c.index("--format") + 1] for c in commands} == {
+        "parquet",
+        "trl",
+        "tokens",
+        "decisions",
+        "jsonl",
+    }
+    for command in commands:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrace_collector.cli", *command[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    researcher = [json.loads(line) for line in (tmp_path / "researcher.jsonl").read_text().splitlines()]
+    assert researcher and all(r["agent"] == "researcher" and r["reward"] >= 0.1 for r in researcher)
+    recipes = re.findall(r"```python\n(.*?)```", section, re.S)
+    outputs = []
+    for recipe in recipes:
+        assert len(recipe.strip().splitlines()) <= 12
+        done = subprocess.run(
+            [sys.executable, "-c", recipe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (recipe, done.stderr)
+        outputs.append(done.stdout)
+    trl, tokens, triplets, decisions = outputs
+    assert trl.startswith("10 rows in 1 groups; completion: <call>transfer_to_researcher {}</call>")
+    assert re.match(r"\(\d+, \d+\) generated tokens: [1-9]", tokens)
+    assert triplets.startswith("10 triplets")
+    assert "choices: ['mathematician', 'moon_team', 'researcher', 'supervisor#1'" in decisions

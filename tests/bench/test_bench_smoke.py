@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+# Slow (the quick bench run takes minutes): `make test` runs it after the fast suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -84,3 +84,66 @@ def test_batches_wait_for_a_target_that_comes_up_later(tmp_path: Path) -> None:
         assert target.stop() == 0
     (trace,) = validate_trace_dir(target.out).values()
     assert trace["task_id"] == "fw-late-target" and trace["metrics"]["spans"] == len(spans)
+
+
+def test_retry_after_is_honoured_while_batches_keep_coming() -> None:
+    import http.server
+    import threading
+    import time
+
+    attempts: list[float] = []
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            attempts.append(time.monotonic())
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(503)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    forwarder = Forwarder(
+        f"http://127.0.0.1:{server.server_address[1]}", backoff_s=0.01, max_queued_bytes=100
+    )
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 2.5:
+            forwarder.submit(b"0123456789" * 3, "application/x-protobuf")  # traffic keeps flowing
+            time.sleep(0.01)
+        assert 2 <= len(attempts) <= 4, f"{len(attempts)} attempts in 2.5 s against Retry-After: 1"
+        assert forwarder.dropped > 0 and forwarder.queued * 30 <= 100, "bounded in bytes, drops counted"
+    finally:
+        forwarder.close(timeout_s=0)
+        server.shutdown()
+
+
+def test_forward_queue_survives_a_restart_with_the_target_down(tmp_path: Path) -> None:
+    target_port = free_port()
+    front = start_collector(
+        tmp_path / "front", "--quiet-period", "0.2", "--forward", f"http://127.0.0.1:{target_port}"
+    )
+    runs = {f"fw-restart-{i}": record_run(f"fw-restart-{i}") for i in range(5)}
+    for spans in runs.values():
+        body = encode_protobuf(spans)
+        headers = {"Content-Type": "application/x-protobuf"}
+        assert httpx.post(front.http_endpoint, content=body, headers=headers).status_code == 200
+    assert front.stop() == 0  # the target is down: the queue is saved
+    assert (front.out / "forward" / "pending.wal").exists()
+    target = RunningCollector(
+        out=tmp_path / "target", port=target_port, grpc_port=free_port(), log=tmp_path / "target.log"
+    )
+    (tmp_path / "target").mkdir()
+    target.start()
+    try:
+        front.start()  # sends the saved queue first
+        assert front.stop() == 0
+    finally:
+        assert target.stop() == 0
+    written = {t["task_id"]: t["metrics"]["spans"] for t in validate_trace_dir(target.out).values()}
+    assert written == {task: len(spans) for task, spans in runs.items()}
+    assert not (front.out / "forward" / "pending.wal").exists()

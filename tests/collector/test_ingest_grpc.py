@@ -63,3 +63,28 @@ def test_overload_is_unavailable(tmp_path: Path) -> None:
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         assert running.stop() == 0
+
+
+def test_pressure_is_unavailable_with_retry_info_on_grpc_and_503_on_http(tmp_path: Path) -> None:
+    import httpx
+    from google.rpc.error_details_pb2 import RetryInfo
+
+    # A queue bound of 0: every batch finds the collector "busy", the answer a loaded collector gives.
+    collector = start_collector(tmp_path / "out", "--max-queued-batches", "0")
+    try:
+        stub = TraceServiceStub(grpc.insecure_channel(collector.grpc_endpoint))
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Export(encode_spans(record_run("busy-grpc")), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        trailers = dict(refused.value.trailing_metadata())
+        retry = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+        assert retry.retry_delay.seconds >= 1
+        response = httpx.post(
+            collector.http_endpoint,
+            content=encode_spans(record_run("busy-http")).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        assert response.status_code == 503 and int(response.headers["Retry-After"]) >= 1
+        assert httpx.get(f"{collector.base_url}/healthz").status_code == 200, "busy is not unhealthy"
+    finally:
+        assert collector.stop() == 0

@@ -22,6 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.offline import ConvertResult, convert_local
 from orchestrace_collector.output import TraceDirWriter
 
+# Slow (each test starts a Ray cluster): `make test` runs it after the fast suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 # Read when ray is first imported, so set before it. As convert_with_ray does for the local cluster it
 # starts, workers share this interpreter's environment. With Ray's `uv run` hook on, workers start through
 # the driver's `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv`).
@@ -31,7 +34,14 @@ ray = pytest.importorskip("ray")
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster() -> Iterator[None]:
-    ray.init("local", num_cpus=2, log_to_driver=False, include_dashboard=False, configure_logging=False)
+    ray.init(
+        "local",
+        num_cpus=2,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        include_dashboard=False,
+        configure_logging=False,
+    )
     yield
     ray.shutdown()
 
@@ -116,3 +126,44 @@ def test_files_in_parts_gzip_and_an_episode_named_in_a_later_file(tmp_path: Path
         if json.loads(line)["task_id"] == "task-late"
     ]
     assert late["metrics"]["spans"] == len(named_late) + len(named_again)
+
+
+def test_spools_of_two_collectors_assemble_like_one_collector(tmp_path: Path) -> None:
+    """Many machines: each run's spans are split over two ``--spool-only`` collectors; ``convert --engine
+    ray`` over both spools writes what one collector receiving everything writes."""
+    import httpx
+    from collector_fixtures import start_collector
+    from orchestrace_collector.ray_engine import convert_with_ray
+
+    single = start_collector(tmp_path / "single", "--quiet-period", "0.2")
+    spools = [start_collector(tmp_path / f"spool{i}", "--spool-only") for i in range(2)]
+    headers = {"Content-Type": "application/x-protobuf"}
+    try:
+        for index in range(6):
+            spans = record_run(f"spread-{index}", tools=1 + index % 3, episode_id=f"episode-{index}")
+            whole = encode_protobuf(spans)
+            assert httpx.post(single.http_endpoint, content=whole, headers=headers).is_success
+            for part, spool in enumerate(spools):
+                body = encode_protobuf(spans[part::2])  # every other span: no machine sees a whole run
+                assert httpx.post(spool.http_endpoint, content=body, headers=headers).is_success
+    finally:
+        assert all(c.stop() == 0 for c in (single, *spools))
+    assert not list((tmp_path / "spool0").glob("traces-*.jsonl")), "a spool-only collector writes no traces"
+    writer = TraceDirWriter(tmp_path / "merged")
+    result = convert_with_ray([tmp_path / f"spool{i}" / "wal" for i in range(2)], writer)
+    writer.close()
+    assert result.written == 6 and not result.bad_files and not result.failed
+
+    def traces(out: Path) -> dict[str, dict[str, object]]:
+        found = {}
+        for path in out.glob("traces-*.jsonl"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                trace = json.loads(line)
+                trace["metrics"].pop("revision", None)
+                found[trace["trace_id"]] = trace
+        return found
+
+    merged, expected = traces(tmp_path / "merged"), traces(tmp_path / "single")
+    assert merged.keys() == expected.keys() and len(merged) == 6
+    for trace_id, trace in expected.items():
+        assert merged[trace_id] == trace, trace_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.output import TraceDirWriter
-from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog
+from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog, iter_records
 
 
 @pytest.mark.parametrize("policy", ["batch", "interval", "none"])
@@ -47,6 +49,75 @@ def test_torn_and_corrupt_tails_are_cut(tmp_path: Path) -> None:
     corrupt[-1] ^= 0xFF  # a flipped bit in the last payload: its checksum fails
     segment.write_bytes(bytes(corrupt))
     assert [p for _, _, p in WriteAheadLog(tmp_path).replay()] == [b"record 0", b"record 1"]
+
+
+def test_replay_continues_past_a_torn_record_in_the_middle(tmp_path: Path) -> None:
+    def record(payload: bytes) -> bytes:
+        directory = tmp_path / payload.decode()
+        wal = WriteAheadLog(directory)
+        wal.append(payload)
+        wal.close()
+        return next(directory.glob("*.wal")).read_bytes()
+
+    corrupt = bytearray(record(b"flipped"))
+    corrupt[-1] ^= 0xFF  # a checksum that fails
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "0000000001.wal").write_bytes(
+        record(b"before") + record(b"torn")[:-2] + bytes(corrupt) + b"\0garbage" + record(b"after")
+    )
+    assert [p for _, _, p in WriteAheadLog(live).replay()] == [b"before", b"after"]
+
+
+def test_a_failed_append_leaves_no_partial_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrace_collector.wal as wal_module
+
+    wal = WriteAheadLog(tmp_path)
+    wal.append(b"kept")
+    real_write = os.write
+
+    def half_then_enospc(fd: int, data: bytes | memoryview) -> int:
+        if len(data) > 8:
+            real_write(fd, bytes(data[:8]))  # the disk fills up in the middle of the record
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(wal_module.os, "write", half_then_enospc)
+    with pytest.raises(OSError):
+        wal.append(b"refused")
+    assert wal.error is not None and "No space" in wal.error
+    monkeypatch.setattr(wal_module.os, "write", real_write)
+    wal.append(b"after")
+    assert wal.error is None, "the next append that works clears the error"
+    wal.close()
+    data = next(tmp_path.glob("*.wal")).read_bytes()
+    assert [p for _, p in iter_records(data)] == [b"kept", b"after"]
+    assert len(data) == 2 * (13 + 4) + len(b"kept") + len(b"after") - 8, "no stray bytes"
+
+
+def test_a_failed_rotation_keeps_the_current_segment_open(tmp_path: Path) -> None:
+    directory = tmp_path / "wal"
+    wal = WriteAheadLog(directory, segment_bytes=10)
+    directory.chmod(0o500)  # new segments cannot be created (as root too: the fsync of the dir still works)
+    try:
+        if os.access(directory, os.W_OK) and os.geteuid() == 0:
+            # root ignores the mode: make creation fail by taking the next segment's name with a directory
+            directory.chmod(0o700)
+            (directory / f"{wal.segments[-1] + 1:010d}.wal").mkdir()
+        for index in range(5):
+            segment, seq = wal.append(f"record {index}".encode())
+            wal.sync(seq)
+            wal.done(segment)
+        assert len(wal.segments) == 1, "rotation failed: every record went to the one open segment"
+    finally:
+        directory.chmod(0o700)
+    for blocker in directory.glob("*.wal"):
+        if blocker.is_dir():
+            blocker.rmdir()
+    wal.append(b"after recovery")  # the rotation is retried and now succeeds
+    assert len(wal.segments) == 2
+    wal.close()
+    payloads = [p for _, _, p in WriteAheadLog(directory).replay()]
+    assert payloads == [f"record {i}".encode() for i in range(5)] + [b"after recovery"]
 
 
 def test_retire_deletes_only_a_prefix_with_nothing_in_flight(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ class ExampleRun:
     spans: list[dict[str, Any]]
     traces: list[dict[str, Any]]
     turns: list[dict[str, Any]]
+    trace_dir: Path | None = None  # where the run wrote them
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -35,7 +36,11 @@ def run_example(name: str, out: Path, *options: str) -> ExampleRun:
     command = [sys.executable, "-m", f"examples.{name}.app", "--exporter", f"file:{spans_file}"]
     done = subprocess.run(
         [*command, "--trace-dir", str(trace_dir), *options],
-        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     spans = [
@@ -47,4 +52,6 @@ def run_example(name: str, out: Path, *options: str) -> ExampleRun:
     ]
     traces = latest_traces([trace_dir])
     turns = latest_turns(trace_dir, traces)
-    return ExampleRun(done.stdout, spans, list(traces.values()), [t for ts in turns.values() for t in ts])
+    return ExampleRun(
+        done.stdout, spans, list(traces.values()), [t for ts in turns.values() for t in ts], trace_dir
+    )

@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow.json
 import pytest
 from example_runs import ExampleRun, run_example
-from orchestrace_collector.validate import validate_trace
+from orchestrace_collector.output import content_refs, read_content
+from orchestrace_collector.validate import content_problems, validate_trace
 
 EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 Runner = Callable[[str], ExampleRun]
@@ -103,6 +104,14 @@ def test_captured_content_becomes_chat_samples(tmp_path: Path) -> None:
     run = run_example("supervisor", tmp_path, "--capture-content")
     assert all(turn["prompt"] and turn["completion"] for turn in run.turns)
     assert any("97 moons" in m["content"] for turn in run.turns for m in turn["completion"])
+    # Every content file hashes to its name, and every turn's refs read back from the store.
+    store = tmp_path / "traces"
+    files = [p for p in (store / "content").rglob("*") if p.is_file()]
+    assert files and list(content_problems(store)) == []
+    refs = content_refs(store)
+    assert all(read_content(store, turn[key], refs) is not None
+               for turn in run.turns for key in ("input_ref", "output_ref"))
+    assert all(turn["finish_reason"] for turn in run.turns)
     # The reader Hugging Face's load_dataset("json") uses: one typed table, prompt and completion columns.
     (turns_file,) = (tmp_path / "traces").glob("turns-*.jsonl")
     table = pyarrow.json.read_json(turns_file)

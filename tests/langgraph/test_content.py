@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fakes import ScriptedChatModel
+from genai_messages import INPUT_MESSAGES, OUTPUT_MESSAGES, problems
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -26,6 +27,8 @@ from orchestrace.content import content_ref
 from orchestrace.semconv import ORCH_INPUT_MESSAGE_COUNT as INPUT_MESSAGE_COUNT
 from orchestrace.semconv import ORCH_PREFIX_LENGTH as PREFIX_LENGTH
 from orchestrace.semconv import ORCH_PREFIX_SPAN_ID as PREFIX_SPAN_ID
+from orchestrace_collector.convert import convert_episode
+from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_langgraph.content import genai_message, message_ref, messages_ref, prompt_refs
 from span_checks import Spans
 
@@ -66,7 +69,10 @@ def rebuild_prompt(span: ReadableSpan, by_id: dict[str, ReadableSpan]) -> list[d
     if prefix_id is None:
         return list(own)
     earlier = by_id[str(prefix_id)]
-    full = rebuild_prompt(earlier, by_id) + json.loads(str(earlier.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))
+    # A completion's finish_reason belongs to the reply, not to the message a later prompt holds.
+    completion = [{k: v for k, v in m.items() if k != "finish_reason"}
+                  for m in json.loads(str(earlier.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))]
+    full = rebuild_prompt(earlier, by_id) + completion
     return full[: int(span.attributes[PREFIX_LENGTH])] + own
 
 
@@ -166,3 +172,40 @@ def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messag
     # Kept when the refs needed them, so that capture at the call's end does not convert again.
     assert refs.converted is None or refs.converted == [genai_message(m) for m in messages]
     assert prompt_refs(_MESSAGES).converted is not None  # these are not all plain texts
+
+
+def test_chat_spans_follow_the_genai_schemas_and_turns_get_tools_and_request(
+    spans: Spans, capture_on: None
+) -> None:
+    """Every LangGraph chat span's messages validate (output messages with their finish_reason); the tools
+    and sampling parameters bound to the model reach the turn."""
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                "parameters": {"type": "object", "properties": {}}}}
+    llm = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[{"id": "c1", "name": "get_weather", "args": {"city": "Paris"}}]),
+        AIMessage("sunny"),
+    ])
+    bound = llm.bind(tools=[weather], temperature=0.3)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        reply = bound.invoke(state["messages"])
+        if reply.tool_calls:
+            return {"messages": [reply, ToolMessage("24C", tool_call_id="c1")]}
+        return {"messages": [reply]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: "agent" if len(s["messages"]) < 4 else END, ["agent", END])
+    g.compile(name="weather").invoke({"messages": [HumanMessage("weather in Paris?")]})
+
+    chats = sorted(spans.named("chat scripted-model"), key=lambda s: s.start_time or 0)
+    assert len(chats) == 2
+    for chat in chats:
+        assert problems(INPUT_MESSAGES, json.loads(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]))) == []
+        assert problems(OUTPUT_MESSAGES, json.loads(str(chat.attributes[sc.GEN_AI_OUTPUT_MESSAGES]))) == []
+    turns = convert_episode([span_from_readable(s) for s in spans.all]).turns
+    assert [t.finish_reason for t in turns] == ["stop", "stop"]  # what the scripted model says
+    assert all(t.request == {"temperature": 0.3} for t in turns)
+    assert all(t.tools is not None and [x.model_dump() for x in t.tools] == [weather] for t in turns)
+    assert turns[1].prompt is not None and [m.role for m in turns[1].prompt] == ["user", "assistant", "tool"]

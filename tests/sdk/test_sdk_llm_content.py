@@ -200,7 +200,7 @@ def test_capture_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false")
     monkeypatch.setenv("ORCHESTRACE_MAX_CONTENT_BYTES", "lots")
     config = CaptureConfig.from_env()
-    assert config.capture_content is False and config.max_content_bytes == 16384
+    assert config.capture_content is False and config.max_content_bytes == 1 << 20  # fits real agent prompts
     assert CaptureConfig.from_env(capture_content=True).capture_content is True
 
 

@@ -15,30 +15,53 @@ so that a span arriving later reopens it and writes it again as the next revisio
 span for an episode no longer retained is written as a separate fragment trace whose ``trace_id`` gets the
 suffix ``.late<revision>``, so it never replaces the full trace for readers that take the last revision.
 
-Memory is bounded by the open episodes plus the retention budget, not by the total traffic. With a write-ahead
-log, the oldest segment any open or retained episode still needs is kept and older ones are deleted; a
+Storage failures. Writing an episode that fails with ``OSError`` (disk full, no file descriptor left) leaves
+the episode open and unmarked: nothing is lost, :attr:`Assembler.storage_error` says why (the receivers answer
+503 and ``/healthz`` reports it) and the write is retried every ``retry_s`` until it works. Only once the
+written lines are ``fsync``-ed (``durable``) does the WAL get the ``WRITTEN`` marker.
+
+Revisions across restarts. Each written episode's key and revision are also appended to ``written.idx`` next
+to the WAL, so a restarted collector knows what it wrote even after the WAL segments holding the marker were
+deleted: a late span for such an episode becomes a ``.late<n>`` fragment, never a revision 0 that would
+supersede the full trace. Episodes still in the WAL are rebuilt as retained on replay, so a late span merges
+into them as the next revision.
+
+Conflicts. A span id seen again with different content keeps the first copy; the trace counts the copies it
+refused in ``metrics.span_conflicts``.
+
+Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
+bounded: above ``max_open_episodes`` or ``max_bytes`` (wire bytes of open and retained spans) retained
+episodes are let go and the oldest open ones written as they are. With a write-ahead log, the oldest segment
+any open or retained episode still needs is kept and older ones are deleted; above the log's ``max_bytes``
+written episodes stop holding segments and the open ones holding the oldest are written (``_compact``). A
 ``WRITTEN`` marker per written episode lets a replay skip what was already written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrace.semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.model import Trace, Turn
-from orchestrace_collector.output import SPAN_COUNT
+from orchestrace_collector.output import SPAN_CONFLICTS, SPAN_COUNT
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
+
+#: Next to the WAL segments: one ``{"key": .., "revision": ..}`` line per written episode.
+WRITTEN_INDEX = "written.idx"
 
 
 class ConvertedEpisode(Protocol):
@@ -102,9 +125,17 @@ class _Episode:
     last_arrival: float = 0.0
     first_segment: int | None = None
     late: int = 0  # > 0: late spans of an episode no longer retained, written as fragment ``.late<late>``
+    conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
+    nbytes: int = 0  # the spans' size on the wire, what the memory limit counts
 
-    def add(self, span: Span, now: float, segment: int | None) -> None:
+    def add(self, span: Span, now: float, segment: int | None, nbytes: int = 0) -> None:
+        previous = self.spans.get(span.span_id)
+        if previous is not None:
+            if previous != span:
+                self.conflicts += 1
+            return
         self.spans[span.span_id] = span
+        self.nbytes += nbytes
         self.otel_traces.add(span.trace_id)
         self.last_arrival = now
         if span.parent_span_id is None and span.end_ns > 0:
@@ -113,7 +144,10 @@ class _Episode:
             self.first_segment = segment
 
     def absorb(self, other: _Episode) -> None:
-        self.spans.update(other.spans)
+        for span_id, span in other.spans.items():
+            self.spans.setdefault(span_id, span)
+        self.conflicts += other.conflicts
+        self.nbytes += other.nbytes
         self.otel_traces |= other.otel_traces
         self.root_ended = self.root_ended or other.root_ended
         self.last_arrival = max(self.last_arrival, other.last_arrival)
@@ -136,6 +170,9 @@ class Assembler:
         converter: Converter = default_converter,
         hook: EpisodeHook | None = None,
         wal: WriteAheadLog | None = None,
+        max_open_episodes: int = 0,
+        max_bytes: int = 0,
+        retry_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
@@ -154,14 +191,35 @@ class Assembler:
         self._written: OrderedDict[str, int] = OrderedDict()  # key -> last revision written (bounded)
         self._trace_keys: dict[str, str] = {}  # OTel trace id -> episode key, for open and retained episodes
         self.failed = 0
+        #: 0: no cap; else above this many open episodes the oldest is written as it is (``incomplete``).
+        self.max_open_episodes = max_open_episodes
+        #: 0: no bound. Else open + retained spans above this many wire bytes: retained episodes are let go
+        #: first (a late span for them becomes a fragment), then the oldest open ones written as they are.
+        self.max_bytes = max_bytes
+        self.retry_s = retry_s
+        #: Why the last write failed, None when writing works: the receivers answer 503 meanwhile.
+        self.storage_error: str | None = None
+        self._retry_at = 0.0
+        self.open_bytes = 0
+        self.retained_bytes = 0
+        self._index: _WrittenIndex | None = None
+        if wal is not None:
+            self._index = _WrittenIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
+            self._written.update(self._index.load())
 
     # --- input ----------------------------------------------------------------------------------------------
 
-    def add(self, spans: Iterable[Span], segment: int | None = None) -> None:
+    def add(self, spans: Iterable[Span], segment: int | None = None, nbytes: int = 0) -> None:
+        """Add spans; ``nbytes``: their size on the wire (counted against the memory limit)."""
         now = self.clock()
+        spans = list(spans)
+        each = nbytes // len(spans) if spans else 0
         with self._lock:
             for span in spans:
-                self._episode_for(span).add(span, now, segment)
+                episode = self._episode_for(span)
+                before = episode.nbytes
+                episode.add(span, now, segment, each)
+                self.open_bytes += episode.nbytes - before
 
     def _episode_for(self, span: Span) -> _Episode:
         named = episode_key_of(span)
@@ -189,6 +247,8 @@ class Assembler:
         retained = self._retained.pop(key, None)
         if retained is not None:
             self._retained_spans -= len(retained.spans)
+            self.retained_bytes -= retained.nbytes
+            self.open_bytes += retained.nbytes
             retained.revision += 1
             episode = retained
         elif key in self._written:
@@ -204,41 +264,126 @@ class Assembler:
         """Write the episodes that are complete now. Returns how many were written."""
         now = self.clock()
         with self._lock:
+            if now < self._retry_at:
+                return 0
             due = [
                 e
                 for e in self._open.values()
                 if (e.root_ended and now - e.last_arrival >= self.quiet_period_s)
                 or now - e.last_arrival >= self.idle_timeout_s
             ]
-            for episode in due:
-                self._complete(episode)
-            if due:
-                self._retire_wal()
-            return len(due)
+            if self.max_open_episodes and len(self._open) - len(due) > self.max_open_episodes:
+                # Over the cap: the oldest open episodes are written as they are (their missing parts are
+                # marked incomplete by the converter); a span arriving later makes a new revision.
+                chosen = {id(e) for e in due}
+                rest = [e for e in self._open.values() if id(e) not in chosen]
+                due.extend(rest[: len(rest) - self.max_open_episodes])
+            if self.max_bytes and self.open_bytes + self.retained_bytes > self.max_bytes:
+                due.extend(self._shed(due))
+            if self.wal is not None and self.wal.max_bytes and self.wal.total_bytes > self.wal.max_bytes:
+                due.extend(self._compact(due))
+            return self._complete_all(due)
 
-    def flush(self, *, only_ended: bool = False) -> int:
-        """Write every open episode now (``only_ended``: those whose root has ended)."""
+    def _compact(self, due: Sequence[_Episode]) -> list[_Episode]:
+        """The WAL is over its size limit: written (retained) episodes stop holding segments (a late span
+        for them after a restart becomes a fragment), and the open episodes holding the oldest segment are
+        written as they are, so that segment can go. Returns those episodes."""
+        assert self.wal is not None
+        for episode in self._retained.values():
+            episode.first_segment = None
+        chosen = {id(e) for e in due}
+        pinned = [e for e in self._open.values() if e.first_segment is not None and id(e) not in chosen]
+        if not pinned:
+            self._retire_wal()
+            return []
+        oldest = min(e.first_segment for e in pinned if e.first_segment is not None)
+        if oldest >= self.wal.segments[-1]:
+            return []  # only the live segment is held: nothing to gain
+        return [e for e in pinned if e.first_segment == oldest]
+
+    def _shed(self, due: Sequence[_Episode]) -> list[_Episode]:
+        """Over ``max_bytes``: drop retained episodes, then pick the oldest open episodes to write, until a
+        quarter below the bound (so that it is not crossed again at once)."""
+        target = self.max_bytes * 3 // 4
+        while self._retained and self.open_bytes + self.retained_bytes > target:
+            self._evict_oldest_retained()
+        chosen = {id(e) for e in due}
+        remaining = self.open_bytes - sum(e.nbytes for e in due)
+        extra: list[_Episode] = []
+        for episode in self._open.values():
+            if remaining <= target:
+                break
+            if id(episode) not in chosen:
+                extra.append(episode)
+                remaining -= episode.nbytes
+        return extra
+
+    def flush(self, *, only_ended: bool = False, deadline: float | None = None) -> int:
+        """Write every open episode now (``only_ended``: those whose root has ended). ``deadline``
+        (``clock`` time): stop there; what is left stays open (and in the WAL for the next start)."""
         with self._lock:
             due = [e for e in self._open.values() if e.root_ended or not only_ended]
-            for episode in due:
-                self._complete(episode)
-            self._retire_wal()
-            return len(due)
+            return self._complete_all(due, deadline)
 
     @property
     def open_episodes(self) -> int:
         with self._lock:
             return len(self._open)
 
+    def _complete_all(self, due: Sequence[_Episode], deadline: float | None = None) -> int:
+        """Write ``due``, make the output durable, then mark them written. Stops at the first storage
+        failure: the episodes not marked stay open and are retried after ``retry_s``."""
+        written: list[_Episode] = []
+        try:
+            for episode in due:
+                if deadline is not None and self.clock() >= deadline:
+                    break
+                self._write(episode)
+                written.append(episode)
+            if written and self.durable:
+                sync = getattr(self.writer, "sync", None)
+                if sync is not None:
+                    sync()
+        except OSError as exc:
+            self._storage_failed(exc)
+            return 0
+        if self.storage_error is not None:
+            log.warning("orchestrace: writing traces works again")
+            self.storage_error = None
+        for episode in written:
+            self._complete(episode)
+        if written or due:
+            self._retire_wal()
+        return len(written)
+
+    def _storage_failed(self, exc: OSError) -> None:
+        if self.storage_error is None:
+            log.error("orchestrace: cannot write traces (%s); episodes kept, retrying", exc)
+        self.storage_error = f"cannot write traces: {exc}"
+        self._retry_at = self.clock() + self.retry_s
+
+    @property
+    def durable(self) -> bool:
+        return self.wal is not None and self.wal.fsync != "none"
+
     def _complete(self, episode: _Episode) -> None:
         del self._open[episode.key]
-        self._write(episode)
+        self.open_bytes -= episode.nbytes
         if self.wal is not None:
             marker = {"key": episode.key, "revision": episode.revision, "late": episode.late}
-            self.wal.append(json.dumps(marker).encode(), KIND_WRITTEN)
+            try:
+                self.wal.append(json.dumps(marker).encode(), KIND_WRITTEN)
+            except OSError as exc:
+                # The trace is on disk; without its marker a replay writes it again with the same revision
+                # (an identical line that readers absorb).
+                log.warning("orchestrace: WAL marker for %s not written: %s", episode.key, exc)
         self._mark_written(episode)
 
     def _write(self, episode: _Episode) -> None:
+        """Convert and write one episode. A conversion error is logged and counted (the episode counts as
+        written: it would fail again). An ``OSError``, from the writer or the converter (a lazy import
+        without a descriptor left), is about the machine, not the episode: it propagates and the episode is
+        kept."""
         spans = list(episode.spans.values())
         try:
             converted = self.converter(spans)
@@ -248,7 +393,11 @@ class Assembler:
             if episode.late:
                 trace.trace_id = f"{trace.trace_id}.late{episode.late}"
             trace.metrics[SPAN_COUNT] = float(len(spans))
+            if episode.conflicts:
+                trace.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
             self.writer.write(trace, converted.turns, converted.contents, revision=episode.revision)
+        except OSError:
+            raise
         except Exception:
             # One bad episode must never stop the collector; it is logged with enough to find it again.
             self.failed += 1
@@ -260,16 +409,23 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
+        if self._index is not None:
+            self._index.append(key, self._written[key])
         while len(self._written) > self.max_known_episodes:
             self._written.popitem(last=False)
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
+        self.retained_bytes += episode.nbytes
         while self._retained and self._retained_spans > self.retain_spans:
-            old_key, old = self._retained.popitem(last=False)
-            self._retained_spans -= len(old.spans)
-            for trace_id in old.otel_traces:
-                if self._trace_keys.get(trace_id) == old_key:
-                    del self._trace_keys[trace_id]
+            self._evict_oldest_retained()
+
+    def _evict_oldest_retained(self) -> None:
+        old_key, old = self._retained.popitem(last=False)
+        self._retained_spans -= len(old.spans)
+        self.retained_bytes -= old.nbytes
+        for trace_id in old.otel_traces:
+            if self._trace_keys.get(trace_id) == old_key:
+                del self._trace_keys[trace_id]
 
     def _retire_wal(self) -> None:
         if self.wal is None:
@@ -292,6 +448,55 @@ class Assembler:
             episode = self._open.pop(key, None)
             if episode is None:
                 return
+            self.open_bytes -= episode.nbytes
             episode.revision = int(marker["revision"])
             episode.late = int(marker.get("late", 0))
             self._mark_written(episode)
+
+
+class _WrittenIndex:
+    """``written.idx``: the last revision number used per episode key, kept across restarts (and WAL
+    retirement). Compacted to the newest ``limit`` keys at start. Not fsync-ed: the WAL markers cover a
+    crash until their segment is retired, long after the page cache reached the disk."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self._fd = -1
+        self._failing = False
+
+    def load(self) -> OrderedDict[str, int]:
+        known: OrderedDict[str, int] = OrderedDict()
+        lines = 0
+        with contextlib.suppress(FileNotFoundError), self.path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                lines += 1
+                try:
+                    entry = json.loads(line)
+                    key, revision = str(entry["key"]), int(entry["revision"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a crash
+                known[key] = max(known.pop(key, 0), revision)
+        while len(known) > self.limit:
+            known.popitem(last=False)
+        if lines > len(known):
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(_index_line(k, r) for k, r in known.items()), encoding="utf-8")
+            tmp.replace(self.path)
+        return known
+
+    def append(self, key: str, revision: int) -> None:
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(self._fd, _index_line(key, revision).encode())
+            self._failing = False
+        except OSError as exc:
+            # Only a late span after a restart whose WAL marker is gone needs it; logged once per failure.
+            if not self._failing:
+                log.warning("orchestrace: %s not updated: %s", self.path, exc)
+            self._failing = True
+
+
+def _index_line(key: str, revision: int) -> str:
+    return json.dumps({"key": key, "revision": revision}) + "\n"

@@ -1,4 +1,4 @@
-"""The ``orchestrace`` command: collect, convert, validate, stats, annotate.
+"""The ``orchestrace`` command: collect, convert, validate, stats, annotate, export.
 
 Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr
 and exit code 1, never a traceback.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +31,8 @@ console = Console()
 errors = Console(stderr=True)
 
 _MIB = 1 << 20
+#: The collector's bearer token, when no --token-file is given.
+TOKEN_ENV = "ORCHESTRACE_TOKEN"
 _MAX_FAILURE_ROWS = 50
 
 
@@ -77,8 +80,70 @@ RewardOption = Annotated[
 @app.command()
 def collect(
     out: Annotated[Path, typer.Option("--out", help="Output directory (traces, turns, content, wal).")],
-    port: Annotated[int, typer.Option(help="OTLP/HTTP port on 127.0.0.1.")] = 4318,
-    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port on 127.0.0.1.")] = 4317,
+    port: Annotated[int, typer.Option(help="OTLP/HTTP port.", min=0, max=65535)] = 4318,
+    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port.", min=0, max=65535)] = 4317,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address both receivers bind. Not loopback: a token is required (or --insecure-no-auth)."
+        ),
+    ] = "127.0.0.1",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="File holding the bearer token senders must present (else the ORCHESTRACE_TOKEN variable).",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option("--insecure-no-auth", help="Serve a non-loopback address WITHOUT authentication."),
+    ] = False,
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="PEM certificate (chain): both receivers use TLS.")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")] = None,
+    memory_limit_mb: Annotated[
+        float,
+        typer.Option(
+            "--memory-limit-mb",
+            help="Above this estimate of held spans, queues and request bodies, answer 503 + Retry-After.",
+        ),
+    ] = 1024,
+    max_open_episodes: Annotated[
+        int,
+        typer.Option("--max-open-episodes", help="Above this, the oldest open episode is written as it is."),
+    ] = 10_000,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            help="Seconds to write open episodes at shutdown; the rest stays in the WAL for the next start.",
+        ),
+    ] = 20.0,
+    header_timeout: Annotated[
+        float, typer.Option("--header-timeout", help="Seconds a connection may take to send its headers.")
+    ] = 10.0,
+    keepalive_timeout: Annotated[
+        float, typer.Option("--keepalive-timeout", help="Seconds an idle connection is kept open.")
+    ] = 30.0,
+    max_connections: Annotated[
+        int, typer.Option("--max-connections", help="HTTP connections served at once; more are closed.")
+    ] = 1024,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", help="Seconds a request body may take to arrive (else 408).")
+    ] = 30.0,
+    forward_queue_mb: Annotated[
+        float,
+        typer.Option("--forward-queue-mb", help="Bytes of batches held for --forward; the oldest go beyond."),
+    ] = 256,
+    spool_only: Annotated[
+        bool,
+        typer.Option(
+            "--spool-only",
+            help="Only keep what arrives (OUT/wal is the spool); assemble later with `convert --engine ray`.",
+        ),
+    ] = False,
     forward: Annotated[
         str | None,
         typer.Option(
@@ -114,6 +179,14 @@ def collect(
         ),
     ] = "batch",
     wal_segment_mb: Annotated[float, typer.Option("--wal-segment-mb", help="WAL segment size.")] = 64,
+    wal_max_mb: Annotated[
+        float,
+        typer.Option(
+            "--wal-max-mb",
+            help="Above this WAL size, written episodes stop holding segments and the open episodes holding "
+            "the oldest one are written as they are, so it can be deleted.",
+        ),
+    ] = 1024,
     rotate_mb: Annotated[
         float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")
     ] = 128,
@@ -121,10 +194,19 @@ def collect(
     credit: CreditOption = "causal",
 ) -> None:
     """Receive OTLP (HTTP and gRPC) and write each orchestration trace when it completes."""
-    from orchestrace_collector.collect import CollectorOptions, run_collector
+    from orchestrace_collector.collect import CollectorOptions, ExposureError, check_exposure, run_collector
+    from orchestrace_collector.http_server import HttpLimits
 
     if fsync not in FSYNC_POLICIES:
         raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
+    token = os.environ.get(TOKEN_ENV) or None
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise _fail(f"cannot read --token-file: {exc}") from None
+        if not token:
+            raise _fail(f"--token-file {token_file} is empty")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = CollectorOptions(
         out=out,
@@ -137,10 +219,31 @@ def collect(
         max_queued_batches=max_queued_batches,
         fsync=fsync,
         wal_segment_bytes=int(wal_segment_mb * _MIB),
+        wal_max_bytes=int(wal_max_mb * _MIB),
         rotate_bytes=int(rotate_mb * _MIB),
         converter=_converter(credit),
         hook=_hook(reward, credit),
+        host=host,
+        token=token,
+        allow_unauthenticated=insecure_no_auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        memory_limit_bytes=int(memory_limit_mb * _MIB),
+        max_open_episodes=max_open_episodes,
+        shutdown_timeout_s=shutdown_timeout,
+        body_timeout_s=body_timeout,
+        spool_only=spool_only,
+        forward_queue_bytes=int(forward_queue_mb * _MIB),
+        limits=HttpLimits(
+            header_timeout_s=header_timeout,
+            keepalive_timeout_s=keepalive_timeout,
+            max_connections=max_connections,
+        ),
     )
+    try:
+        check_exposure(options)
+    except ExposureError as exc:
+        raise _fail(str(exc)) from None
     try:
         run_collector(options)
     except OSError as exc:
@@ -227,8 +330,9 @@ def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
 ) -> None:
-    """Check every trace (every revision) against the schema and referential rules; exit 0 if all pass."""
-    from orchestrace_collector.validate import validate_trace
+    """Check every trace (every revision) against the schema and referential rules, and every content file
+of an output directory against its name (the sha256 of its bytes); exit 0 if all pass."""
+    from orchestrace_collector.validate import content_problems, validate_trace
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -269,7 +373,12 @@ def validate(
         if invalid > _MAX_FAILURE_ROWS:
             console.print(f"... and {invalid - _MAX_FAILURE_ROWS} more invalid traces")
     console.print(f"{total - invalid}/{total} traces valid")
-    if invalid:
+    bad_content = [problem for path in paths if path.is_dir() for problem in content_problems(path)]
+    for problem in bad_content[:_MAX_FAILURE_ROWS]:
+        console.print(f"[red]content[/] {problem}", soft_wrap=True)
+    if bad_content:
+        console.print(f"{len(bad_content)} content files do not hash to their names")
+    if invalid or bad_content:
         raise typer.Exit(1)
 
 
@@ -277,7 +386,8 @@ def validate(
 def stats(
     out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
 ) -> None:
-    """Summarize a dataset: traces, events by type, topologies, rewards, costs."""
+    """Summarize a dataset: traces, events by type, topologies, rewards, costs, and the groups of rollouts
+    of each task (rollouts per task, reward spread within groups)."""
     from orchestrace_collector.output import latest_traces, latest_turns
     from orchestrace_collector.stats import compute_stats, stats_tables
 
@@ -287,6 +397,92 @@ def stats(
     turns = sum(len(t) for t in latest_turns(out, traces).values()) if out.is_dir() else 0
     for table in stats_tables(compute_stats(traces.values(), turns)):
         console.print(table)
+
+
+@app.command()
+def export(
+    outs: Annotated[list[Path], typer.Argument(help="Output directories (e.g. one per collector).")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="jsonl | parquet (turns), trl (conversational prompt/completion), tokens (token ids and "
+            "masks per agent trajectory), decisions (orchestrator sub-decisions).",
+        ),
+    ],
+    to: Annotated[
+        Path,
+        typer.Option("--to", help="File to write (Parquet when it ends with .parquet, else JSON lines)."),
+    ],
+    min_reward: Annotated[
+        float | None, typer.Option("--min-reward", help="Keep rows rewarded at least this.")
+    ] = None,
+    max_reward: Annotated[
+        float | None, typer.Option("--max-reward", help="Keep rows rewarded at most this.")
+    ] = None,
+    agent: Annotated[
+        list[str] | None, typer.Option("--agent", help="Keep this agent's rows (repeatable).")
+    ] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", help="Keep this role's rows (repeatable).")
+    ] = None,
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="Keep this task's rows (repeatable).")
+    ] = None,
+    drop_flagged: Annotated[
+        bool,
+        typer.Option(
+            "--drop-flagged",
+            help="Drop rows flagged truncated, prompt_incomplete, error, incomplete (trace) or "
+            "rejected_rewards.",
+        ),
+    ] = False,
+    pairs: Annotated[
+        bool, typer.Option("--pairs", help="trl: DPO pairs (best vs worst rollout of a task for one prompt).")
+    ] = False,
+    labels: Annotated[
+        bool,
+        typer.Option("--labels", help="trl: KTO labels (a turn's reward against its task group's mean)."),
+    ] = False,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="tokens: a saved Hugging Face tokenizer with a chat template, for turns without recorded "
+            "token ids.",
+        ),
+    ] = None,
+) -> None:
+    """Write a training set from the latest revision of every trace: one row per turn, TRL sample, agent
+    trajectory or orchestrator decision, in a schema that is the same for every run."""
+    try:
+        from orchestrace_collector.export import ExportError, Filters
+        from orchestrace_collector.export import export as export_rows
+    except ImportError as exc:
+        raise _fail(f"export needs {exc.name}: pip install 'orchestrace-collector[export]'") from None
+
+    if pairs and labels:
+        raise _fail("give at most one of --pairs and --labels")
+    filters = Filters(
+        min_reward=min_reward,
+        max_reward=max_reward,
+        agents=tuple(agent or ()),
+        roles=tuple(role or ()),
+        tasks=tuple(task or ()),
+        drop_flagged=drop_flagged,
+    )
+    try:
+        rows = export_rows(
+            outs,
+            fmt,
+            to,
+            filters=filters,
+            trl_kind="dpo" if pairs else "kto" if labels else "sft",
+            tokenizer=tokenizer,
+        )
+    except ExportError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"{rows} rows -> {to}")
 
 
 @app.command()

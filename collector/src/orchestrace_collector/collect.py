@@ -1,24 +1,35 @@
 """``orchestrace collect``: wires the write-ahead log, the receivers, assembly, forwarding and the output dir.
 
 Start-up order: replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as
-usual), start the assembly thread, the gRPC server, then the HTTP server, and print one ``ready`` line.
-SIGTERM / SIGINT stop the receivers first, then every queued batch is assembled and every open episode
-written, then the log and the files are closed.
+usual), start the assembly thread, bind both ports (a busy port is an error here, exit code 1), print one
+``ready`` line, serve. SIGTERM / SIGINT stop the receivers first, then every queued batch is assembled and
+open episodes are written for up to ``shutdown_timeout_s`` (what is left stays in the WAL for the next
+start), then the log and the files are closed.
+
+Exposure: the receivers bind ``host`` (default loopback). On loopback, the ``Host`` header must name a
+loopback address (a web page cannot reach the port by DNS rebinding); on any other address a bearer token is
+required unless ``allow_unauthenticated``. ``tls_cert`` / ``tls_key`` serve both receivers over TLS.
+
+Many machines: with ``spool_only`` the collector only logs what it acknowledges; its WAL segments are the
+spool, and ``orchestrace convert --engine ray`` over the spools of every collector assembles the episodes
+whose spans arrived at different collectors.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import uvicorn
+from typing import TypeVar
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.forward import Forwarder
+from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.receiver_grpc import start_grpc_server
@@ -26,8 +37,11 @@ from orchestrace_collector.receiver_http import create_app
 from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HOST = "127.0.0.1"
+FORWARD_DIR = "forward"  # the forward queue saved at shutdown
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: The assembly thread is CPU-bound; a request needs the GIL a few times before it is acknowledged, and with
 #: CPython's default 5 ms switch interval each of those waits for it. 0.5 ms doubled the acknowledged rate
 #: under load (bench/, section 3) at no measurable cost in total CPU or time to written traces.
@@ -46,12 +60,55 @@ class CollectorOptions:
     max_queued_batches: int = 512
     fsync: FsyncPolicy = "batch"
     wal_segment_bytes: int = 64 << 20
+    wal_max_bytes: int = 1 << 30
     rotate_bytes: int = 128 << 20
     hook: EpisodeHook | None = None
+    host: str = HOST
+    token: str | None = None
+    allow_unauthenticated: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    memory_limit_bytes: int = 1 << 30
+    max_open_episodes: int = 10_000
+    shutdown_timeout_s: float = 20.0
+    body_timeout_s: float = 30.0
+    forward_queue_bytes: int = 256 << 20
+    spool_only: bool = False
+    limits: HttpLimits = field(default_factory=HttpLimits)
     converter: Converter = default_converter
 
 
+class ExposureError(ValueError):
+    """The options would expose the collector without authentication."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(options: CollectorOptions) -> None:
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise ExposureError("give both --tls-cert and --tls-key")
+    if not is_loopback(options.host) and options.token is None and not options.allow_unauthenticated:
+        raise ExposureError(
+            f"--host {options.host} is not loopback: anyone who reaches it could write training data. Give a "
+            "token (--token-file or ORCHESTRACE_TOKEN) or, on a network you trust, --insecure-no-auth"
+        )
+
+
 def run_collector(options: CollectorOptions) -> None:
+    check_exposure(options)
+    if options.allow_unauthenticated and not is_loopback(options.host) and options.token is None:
+        log.warning(
+            "orchestrace: SERVING %s WITHOUT AUTHENTICATION (--insecure-no-auth): anyone who can reach "
+            "this address can write training data",
+            options.host,
+        )
     # A signal before uvicorn serves must still end in a clean flush; and uvicorn re-raises the signal that
     # stopped it once it has restored these handlers, which absorb it so the flush below runs.
     stop_requested = threading.Event()
@@ -60,7 +117,12 @@ def run_collector(options: CollectorOptions) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop_requested.set())
     writer = TraceDirWriter(options.out, rotate_bytes=options.rotate_bytes)
-    wal = WriteAheadLog(options.out / WAL_DIR, fsync=options.fsync, segment_bytes=options.wal_segment_bytes)
+    wal = WriteAheadLog(
+        options.out / WAL_DIR,
+        fsync=options.fsync,
+        segment_bytes=options.wal_segment_bytes,
+        max_bytes=0 if options.spool_only else options.wal_max_bytes,
+    )
     assembler = Assembler(
         writer,
         quiet_period_s=options.quiet_period_s,
@@ -68,9 +130,21 @@ def run_collector(options: CollectorOptions) -> None:
         converter=options.converter,
         hook=options.hook,
         wal=wal,
+        max_open_episodes=options.max_open_episodes,
     )
-    forwarder = Forwarder(options.forward) if options.forward else None
-    ingest = Ingest(wal, assembler, forwarder=forwarder, max_queued_batches=options.max_queued_batches)
+    forwarder = None
+    if options.forward:
+        forwarder = Forwarder(
+            options.forward, max_queued_bytes=options.forward_queue_bytes, state_dir=options.out / FORWARD_DIR
+        )
+    ingest = Ingest(
+        wal,
+        assembler,
+        forwarder=forwarder,
+        max_queued_batches=options.max_queued_batches,
+        memory_limit_bytes=options.memory_limit_bytes,
+        spool_only=options.spool_only,
+    )
     replayed = ingest.replay()
     if replayed:
         print(
@@ -82,39 +156,66 @@ def run_collector(options: CollectorOptions) -> None:
     assembler.tick()
     ingest.start()
     grpc_server = None
+    scheme = "https" if options.tls_cert else "http"
+    tls = None
+    if options.tls_cert is not None and options.tls_key is not None:
+        tls = (options.tls_cert.read_bytes(), options.tls_key.read_bytes())
+    left = 0
     try:
+        http_socket = bind(options.host, options.port)
         grpc_server, grpc_port = start_grpc_server(
-            ingest, HOST, options.grpc_port, max_message_bytes=options.max_body_bytes
+            ingest,
+            options.host,
+            options.grpc_port,
+            max_message_bytes=options.max_body_bytes,
+            token=options.token,
+            tls=tls,
+            max_connection_idle_s=options.limits.keepalive_timeout_s,
         )
-        config = uvicorn.Config(
-            create_app(ingest, max_body_bytes=options.max_body_bytes),
-            host=HOST,
-            port=options.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
+        app = create_app(
+            ingest,
+            max_body_bytes=options.max_body_bytes,
+            token=options.token,
+            allowed_hosts=LOOPBACK_NAMES if is_loopback(options.host) else None,
+            body_timeout_s=options.body_timeout_s,
         )
-        server = uvicorn.Server(config)
+        server = make_server(app, options.limits, tls_cert=options.tls_cert, tls_key=options.tls_key)
+        http_port = http_socket.getsockname()[1]
         print(
-            f"orchestrace collector ready: http://{HOST}:{options.port}/v1/traces grpc={HOST}:{grpc_port} "
-            f"out={options.out}",
+            f"orchestrace collector ready: {scheme}://{options.host}:{http_port}/v1/traces "
+            f"grpc={options.host}:{grpc_port} out={options.out}",
             file=sys.stderr,
             flush=True,
         )
         if not stop_requested.is_set():
-            server.run()
+            server.run(sockets=[http_socket])
     finally:
+        # Each step on its own: a failing one (storage still broken) must not skip the others.
         if grpc_server is not None:
             grpc_server.stop(grace=2.0).wait()
-        ingest.stop()
-        wal.close()
-        writer.close()
+        left = _step("assembly", lambda: ingest.stop(options.shutdown_timeout_s)) or 0
+        _step("write-ahead log", wal.close)
+        _step("output files", writer.close)
         if forwarder is not None:
-            forwarder.close()
+            _step("forwarding", forwarder.close)
         sys.setswitchinterval(previous_switch_interval)
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
-            f"rejected, {writer.written} traces written",
+            f"rejected, {writer.written} traces written"
+            + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
+            + (
+                f"; forwarded {forwarder.sent}, dropped {forwarder.dropped}, rejected {forwarder.rejected}"
+                if forwarder is not None
+                else ""
+            ),
             file=sys.stderr,
             flush=True,
         )
+
+
+def _step(what: str, action: Callable[[], T]) -> T | None:
+    try:
+        return action()
+    except Exception:
+        log.exception("orchestrace: shutdown: %s failed", what)
+        return None

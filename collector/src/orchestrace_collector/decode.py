@@ -8,6 +8,7 @@
 * Jaeger JSON: the ``{"data": [trace, ...]}`` export of the Jaeger UI and query API, or a single trace object;
   Jaeger v2's ``/api/v3`` answers (``{"result": <OTLP-JSON>}``) too.
 * Several protobuf messages in one file, each prefixed with its length as a 4-byte big-endian integer.
+* A collector's write-ahead log segment (``wal/*.wal``; the spool of ``collect --spool-only``).
 
 Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written
 part is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
@@ -38,6 +39,7 @@ from orchestrace_collector.spans import (
     SpanEvent,
     SpanLink,
 )
+from orchestrace_collector.wal import batches_as_request, is_wal
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -336,7 +338,10 @@ def decode_json_document(obj: Any) -> list[Span]:
 
 
 def decode_bytes(data: bytes) -> list[Span]:
-    """Auto-detect the format of a dump: OTLP protobuf, OTLP-JSON, JSON lines of either, or Jaeger JSON."""
+    """Auto-detect the format of a dump: OTLP protobuf, OTLP-JSON, JSON lines of either, Jaeger JSON, or a
+    WAL segment."""
+    if is_wal(data):
+        data = batches_as_request(data)
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)

@@ -24,10 +24,14 @@ from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
+#: Resident bytes per byte of OTLP protobuf once decoded and held as spans (measured on SDK traces: the
+#: decoded ``Span`` objects, their attribute dicts and the queued protobuf messages).
+MEMORY_FACTOR = 8
 
 
 class Overloaded(Exception):
-    """The assembly queue is over its bound: answer 503 / UNAVAILABLE so that the exporter retries later."""
+    """Over a bound (queue, memory) or storage failing: answer 503 / UNAVAILABLE with Retry-After so that the
+    exporter retries later. The message says which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +50,24 @@ class Ingest:
         *,
         forwarder: Forwarder | None = None,
         max_queued_batches: int = 512,
+        memory_limit_bytes: int = 0,
+        spool_only: bool = False,
     ) -> None:
         self.wal = wal
+        #: Only log batches (the WAL segments are kept as the spool ``convert`` assembles); no assembly.
+        self.spool_only = spool_only
         self.assembler = assembler
         self.forwarder = forwarder
         self.max_queued_batches = max_queued_batches
-        self._queue: queue.SimpleQueue[tuple[ExportTraceServiceRequest, int] | bool | None] = (
+        #: 0: no limit. Else queued batches + open and retained spans + request bodies being read, in wire
+        #: bytes times :data:`MEMORY_FACTOR`, above which requests are refused with 503.
+        self.memory_limit_bytes = memory_limit_bytes
+        # The assembler sheds held spans before the limit refuses requests for long.
+        assembler.max_bytes = memory_limit_bytes // MEMORY_FACTOR * 3 // 4
+        self.queued_bytes = 0
+        self.request_bytes = 0  # bodies the receivers hold right now
+        self._bytes_lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[ExportTraceServiceRequest, int, int] | bool | None] = (
             queue.SimpleQueue()
         )
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
@@ -62,14 +78,64 @@ class Ingest:
         self._thread.start()
 
     @property
-    def overloaded(self) -> bool:
-        return self._queue.qsize() >= self.max_queued_batches
+    def memory_bytes(self) -> int:
+        """What the memory limit counts (an estimate of the resident bytes these spans cost)."""
+        wire = (
+            self.queued_bytes + self.request_bytes + self.assembler.open_bytes + self.assembler.retained_bytes
+        )
+        return wire * MEMORY_FACTOR
 
-    def submit(self, request: ExportTraceServiceRequest, raw_protobuf: bytes | None = None) -> Accepted:
+    def pressure(self, reserved: int = 0) -> str | None:
+        """Why new batches are refused now (None: they are accepted). ``reserved``: bytes the asking request
+        already holds (it passed the memory limit's admission with them)."""
+        if self._queue.qsize() >= self.max_queued_batches:
+            return "collector busy (assembly queue full), retry later"
+        used = self.memory_bytes - reserved * MEMORY_FACTOR
+        if self.memory_limit_bytes and used >= self.memory_limit_bytes:
+            return "collector over its memory limit, retry later"
+        return self.storage_error()
+
+    def storage_error(self) -> str | None:
+        """Why storage fails now: the WAL cannot be appended to, or traces cannot be written."""
+        return self.wal.error or self.assembler.storage_error
+
+    @property
+    def overloaded(self) -> bool:
+        return self.pressure() is not None
+
+    def reserve(self, nbytes: int) -> None:
+        """A receiver holds a request body of ``nbytes`` (counted until :meth:`release`)."""
+        with self._bytes_lock:
+            self.request_bytes += nbytes
+
+    def try_reserve(self, nbytes: int) -> bool:
+        """:meth:`reserve` if ``nbytes`` more fit under the memory limit, or if no other request holds
+        any (so one request larger than the limit allows still gets through, alone)."""
+        with self._bytes_lock:
+            if (
+                self.memory_limit_bytes
+                and self.request_bytes > 0
+                and self.memory_bytes + nbytes * MEMORY_FACTOR > self.memory_limit_bytes
+            ):
+                return False
+            self.request_bytes += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        with self._bytes_lock:
+            self.request_bytes -= nbytes
+
+    def submit(
+        self, request: ExportTraceServiceRequest, raw_protobuf: bytes | None = None, reserved: int = 0
+    ) -> Accepted:
         """Log one batch (its valid spans) and queue it. ``raw_protobuf``: the request's own bytes, reused
-        for the log when every span is valid. Raises :class:`Overloaded`."""
-        if self.overloaded:
-            raise Overloaded
+        for the log when every span is valid; ``reserved``: see :meth:`pressure`. Raises
+        :class:`Overloaded`; ``OSError`` when the log cannot be written (nothing was acknowledged)."""
+        pressure = self.pressure(reserved)
+        # A failing WAL is tried again by every request (the append is the probe that sees storage return);
+        # the other pressures refuse before any work.
+        if pressure is not None and not (self.wal.error and pressure == self.wal.error):
+            raise Overloaded(pressure)
         rejected, reason = drop_invalid_spans(request)
         spans = count_spans(request)
         seq = 0
@@ -78,7 +144,9 @@ class Ingest:
                 raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
             )
             segment, seq = self.wal.append(payload, KIND_BATCH)
-            self._queue.put((request, segment))
+            with self._bytes_lock:
+                self.queued_bytes += len(payload)
+            self._queue.put((request, segment, len(payload)))
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
@@ -86,11 +154,13 @@ class Ingest:
     def replay(self) -> int:
         """Feed the WAL left by a previous run to the assembler (before serving). Returns batches replayed."""
         batches = 0
+        if self.spool_only:
+            return batches
         for segment, kind, payload in self.wal.replay():
             if kind == KIND_BATCH:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(payload)
-                self.assembler.add(spans_from_request(request), segment)
+                self.assembler.add(spans_from_request(request), segment, len(payload))
                 batches += 1
             elif kind == KIND_WRITTEN:
                 self.assembler.replay_marker(payload)
@@ -107,9 +177,12 @@ class Ingest:
                 return
             try:
                 if isinstance(item, tuple):
-                    request, segment = item
-                    self.assembler.add(spans_from_request(request), segment)
+                    request, segment, nbytes = item
+                    if not self.spool_only:
+                        self.assembler.add(spans_from_request(request), segment, nbytes)
                     self.wal.done(segment)
+                    with self._bytes_lock:
+                        self.queued_bytes -= nbytes
                 if (
                     time.monotonic() >= next_tick
                 ):  # checking completion walks every open episode: not per batch
@@ -118,8 +191,12 @@ class Ingest:
             except Exception:
                 log.exception("orchestrace: assembly failed on a batch; continuing")
 
-    def stop(self) -> None:
-        """Assemble everything still queued, then write every open episode (shutdown)."""
+    def stop(self, timeout_s: float | None = None) -> int:
+        """Assemble everything still queued, then write every open episode (shutdown), within
+        ``timeout_s``: what is not written by then stays in the WAL for the next start. Returns how many
+        episodes are left open."""
+        deadline = None if timeout_s is None else self.assembler.clock() + timeout_s
         self._queue.put(None)
         self._thread.join()
-        self.assembler.flush()
+        self.assembler.flush(deadline=deadline)
+        return self.assembler.open_episodes

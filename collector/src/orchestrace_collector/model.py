@@ -134,7 +134,9 @@ class Message(BaseModel):
 
     ``tool_calls``: the tool calls an assistant message requested (its ``content`` is the text beside them,
     often empty). ``tool_call_id`` / ``name``: on a ``tool`` message, the call it answers and the tool's name,
-    when the instrumentation recorded them.
+    when the instrumentation recorded them. ``reasoning_content``: an assistant's reasoning / thinking text
+    (Anthropic ``thinking`` blocks, OpenAI reasoning summaries, vLLM / DeepSeek ``reasoning_content``), the
+    field reasoning models' chat templates read.
     """
 
     role: str
@@ -142,6 +144,14 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    reasoning_content: str | None = None
+
+
+class ToolDefinition(BaseModel):
+    """A tool offered to the model, in the Chat Completions shape chat templates read (``tools=``)."""
+
+    type: Literal["function"] = "function"
+    function: dict[str, Any]  # {"name", "description", "parameters" (JSON Schema)}
 
 
 class Turn(BaseModel):
@@ -175,3 +185,20 @@ class Turn(BaseModel):
     #: failing, if anything. Trainers usually filter these samples out, or learn from them on purpose.
     error: bool | None = None
     error_type: str | None = None  # ``error.type``, else the recorded exception's ``exception.type``
+    #: The tools offered to the model (``gen_ai.tool.definitions``): render the prompt with them.
+    tools: list[ToolDefinition] | None = None
+    #: What the size limit cut from the captured content: ``{"prompt" | "completion": UTF-8 bytes cut}``.
+    #: Absent when nothing was cut; a turn with it holds less than the model saw or said.
+    truncated: dict[str, int] | None = None
+    #: Token ids and the sampled tokens' logprobs, when the inference engine returned them (vLLM's
+    #: ``return_token_ids``, ``logprobs``): train on these rather than on re-tokenized text.
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    #: Sampling parameters of the call: ``gen_ai.request.*`` (but the model) and ``orchestrace.request.*``
+    #: by their short names (``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop_sequences``, ...).
+    request: dict[str, Any] | None = None
+    response_id: str | None = None
+    response_model: str | None = None
+    #: Why the model stopped: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or another word.
+    finish_reason: str | None = None

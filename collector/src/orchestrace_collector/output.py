@@ -5,8 +5,12 @@ Layout of ``DIR``::
 
     traces-00000.jsonl     one orchestration trace a line (the seed schema); a new file every ``rotate_bytes``
     turns-00000.jsonl      one model call (a Turn, a training sample) a line, plus a ``revision`` field
-    content/ab/abcd...txt  captured content, addressed by sha256 (``content_ref = "sha256:abcd..."``);
-                           only present when spans carried captured content
+    content/ab/abcd...txt  captured content, every file named by the sha256 of its own bytes; only present
+                           when spans carried captured content
+    content-refs.jsonl     ``{"ref": <ref a span claimed>, "stored": <ref of the file holding it>}`` for
+                           content stored under another hash than the span's ref (cut to the size limit,
+                           redacted, or captured in another form than the value hashed); read with
+                           :func:`read_content`
     wal/                   the collector's write-ahead log (``orchestrace collect`` only; see ``wal.py``)
 
 Revisions: the files are append-only. When a trace is written again (a span arrived after it was written, a
@@ -27,6 +31,7 @@ already on disk when a reader sees it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,20 +41,27 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from orchestrace.content import REF_PREFIX
+
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
 from orchestrace_collector.model import Trace, Turn
 
 TRACES_PREFIX = "traces-"
 TURNS_PREFIX = "turns-"
 CONTENT_DIR = "content"
+CONTENT_REFS = "content-refs.jsonl"
 WAL_DIR = "wal"
 ANNOTATIONS_FILE = "annotations.jsonl"
 REVISION = "revision"
 SPAN_COUNT = "spans"
+SPAN_CONFLICTS = "span_conflicts"
 _FILE_RE = re.compile(r"^(traces|turns)-(\d{5,})\.jsonl$")
 
 
 class _RotatingJsonl:
+    """An append-only ``prefix<n>.jsonl`` file written with ``write(2)``: a write that fails (``ENOSPC``) is
+    cut off again, so a later line never continues half of an earlier one."""
+
     def __init__(self, directory: Path, prefix: str, rotate_bytes: int) -> None:
         self.directory = directory
         self.prefix = prefix
@@ -60,29 +72,51 @@ class _RotatingJsonl:
             if p.stem[len(prefix) :].isdigit()
         ]
         self._index = max(existing, default=0)
-        self._file: IO[str] | None = None
+        self._fd = -1
+        self._size = 0
 
-    def write_lines(self, lines: Sequence[str]) -> None:
+    def write_lines(self, lines: Sequence[str]) -> int:
+        """Append ``lines``; returns the file size before them (for :meth:`truncate`)."""
         if not lines:
-            return
-        handle = self._handle()
-        handle.write("".join(lines))
-        handle.flush()  # each trace reaches the OS before its WAL marker is written
-        if handle.tell() >= self.rotate_bytes:
-            handle.close()
-            self._file = None
+            return -1
+        fd = self._handle()
+        start = self._size
+        try:
+            data = "".join(lines).encode("utf-8")
+            _write_all(fd, data)
+        except OSError:
+            self.truncate(start)
+            raise
+        self._size = start + len(data)
+        if self._size >= self.rotate_bytes:
+            os.fsync(fd)  # a closed file cannot be synced later by :meth:`sync`
+            self.close()
             self._index += 1
+        return start
 
-    def _handle(self) -> IO[str]:
-        if self._file is None:
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` (a write of several files failed part way)."""
+        if self._fd >= 0 and size >= 0:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+                self._size = size
+
+    def sync(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def _handle(self) -> int:
+        if self._fd < 0:
             path = self.directory / f"{self.prefix}{self._index:05d}.jsonl"
-            self._file = path.open("a", encoding="utf-8")
-        return self._file
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._size = os.fstat(fd).st_size
+            self._fd = fd
+        return self._fd
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class TraceDirWriter:
@@ -95,6 +129,8 @@ class TraceDirWriter:
         self._traces = _RotatingJsonl(out_dir, TRACES_PREFIX, rotate_bytes)
         self._turns = _RotatingJsonl(out_dir, TURNS_PREFIX, rotate_bytes)
         self.written = 0
+        self._aliases: set[tuple[str, str]] = set()
+        self._refs: IO[str] | None = None
         self._annotations_path = out_dir / ANNOTATIONS_FILE
         self._annotations: dict[str, list[Annotation]] = {}
         self._annotations_seen: tuple[int, int] | None = None  # (size, mtime) of the file when last read
@@ -156,33 +192,92 @@ class TraceDirWriter:
     def write_raw(
         self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
     ) -> None:
+        """Write one trace; on ``OSError`` nothing of it is left in the jsonl files (content files, being
+        addressed by their hash, may stay) and the error propagates: the caller keeps the episode."""
         with self._lock:
             for ref, text in (contents or {}).items():
                 self._write_content(ref, text)
-            self._turns.write_lines(turn_lines)
-            self._traces.write_lines([trace_line])
+            turns_start = self._turns.write_lines(turn_lines)
+            try:
+                self._traces.write_lines([trace_line])
+            except OSError:
+                self._turns.truncate(turns_start)
+                raise
             self.written += 1
 
+    def sync(self) -> None:
+        """``fsync`` what was written (the collector calls it before it marks episodes written)."""
+        with self._lock:
+            self._turns.sync()
+            self._traces.sync()
+
     def _write_content(self, ref: str, text: str) -> None:
-        digest = ref.removeprefix("sha256:")
-        if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        """Store ``text`` under the sha256 of its own bytes; when that is not the ref the span claimed (cut,
+        redacted, another form of the value), record ``claimed -> stored`` in ``content-refs.jsonl``."""
+        data = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(data).hexdigest()
         path = content_path(self.out_dir, digest)
-        if path.exists():
-            return  # content addressed: same name, same bytes
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # atomic, so a reader never sees half a file
+        if not _holds(path, digest):  # absent, or planted / damaged: (re)written, never trusted
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(path)  # atomic, so a reader never sees half a file
+            except OSError:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise
+        stored = REF_PREFIX + digest
+        if ref != stored and (ref, stored) not in self._aliases:
+            self._aliases.add((ref, stored))
+            if self._refs is None:
+                self._refs = (self.out_dir / CONTENT_REFS).open("a", encoding="utf-8")
+            self._refs.write(json.dumps({"ref": ref, "stored": stored}) + "\n")
+            self._refs.flush()
 
     def close(self) -> None:
         with self._lock:
             self._traces.close()
             self._turns.close()
+            if self._refs is not None:
+                self._refs.close()
+                self._refs = None
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether the content file at ``path`` exists and its bytes hash to ``digest``."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    except OSError:
+        return False
 
 
 def content_path(out_dir: Path, digest: str) -> Path:
     return out_dir / CONTENT_DIR / digest[:2] / f"{digest}.txt"
+
+
+def content_refs(out_dir: Path) -> dict[str, str]:
+    """The claimed ref -> stored ref map of ``content-refs.jsonl`` (empty when there is none)."""
+    refs: dict[str, str] = {}
+    path = out_dir / CONTENT_REFS
+    if path.exists():
+        for _, _, obj in iter_jsonl([path]):
+            if isinstance(obj, dict) and isinstance(obj.get("stored"), str):
+                refs.setdefault(str(obj.get("ref")), obj["stored"])
+    return refs
+
+
+def read_content(out_dir: Path, ref: str, refs: Mapping[str, str] | None = None) -> str | None:
+    """The stored text for ``ref`` (through ``content-refs.jsonl`` when it was stored under another hash):
+    ``None`` when there is none. ``refs``: :func:`content_refs`, when the caller reads many."""
+    stored = (refs if refs is not None else content_refs(out_dir)).get(ref, ref)
+    digest = stored.removeprefix(REF_PREFIX)
+    path = content_path(out_dir, digest)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data.decode("utf-8", "surrogatepass") if hashlib.sha256(data).hexdigest() == digest else None
 
 
 # --- reading ------------------------------------------------------------------------------------------------
@@ -218,9 +313,9 @@ def iter_jsonl(files: Iterable[Path]) -> Iterator[tuple[Path, int, Any]]:
                     yield file, number, exc
 
 
-def revision_of(obj: Mapping[str, Any]) -> float:
+def revision_of(obj: Mapping[str, Any]) -> int:
     metrics = obj.get("metrics")
-    return float(metrics.get(REVISION, 0)) if isinstance(metrics, Mapping) else 0.0
+    return int(metrics.get(REVISION, 0)) if isinstance(metrics, Mapping) else 0
 
 
 def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
@@ -234,12 +329,23 @@ def latest_traces(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     return latest
 
 
-def latest_turns(out_dir: Path, traces: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The turns of the given (latest) traces, keyed by trace id (a turn written twice counts once)."""
+def latest_turns(
+    out_dirs: Path | Iterable[Path], traces: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The turns of the given (latest) traces, keyed by trace id, from one output directory or several: only
+    the turns of each trace's revision, and a turn written twice (a repeated conversion, a rewrite after a
+    restart) counts once, as its last line."""
+    dirs = [out_dirs] if isinstance(out_dirs, Path) else list(out_dirs)
     turns: dict[str, dict[str, dict[str, Any]]] = {trace_id: {} for trace_id in traces}
-    for _, _, obj in iter_jsonl(jsonl_files([out_dir], TURNS_PREFIX)):
+    for _, _, obj in iter_jsonl(jsonl_files([d for d in dirs if d.is_dir()], TURNS_PREFIX)):
         if not isinstance(obj, dict) or obj.get("trace_id") not in traces:
             continue
         if float(obj.get(REVISION, 0)) == revision_of(traces[obj["trace_id"]]):
             turns[obj["trace_id"]][str(obj.get("turn_id"))] = obj
     return {trace_id: list(by_id.values()) for trace_id, by_id in turns.items()}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

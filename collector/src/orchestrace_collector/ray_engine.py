@@ -55,6 +55,7 @@ from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.offline import input_files
 from orchestrace_collector.output import SPAN_COUNT, TraceDirWriter
 from orchestrace_collector.spans import Span
+from orchestrace_collector.wal import batches_as_request, is_wal
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ def _parse(data: bytes, *, validated: bool = False) -> _Source:
     """The file's bytes as ``decode_bytes`` reads them, but a plain protobuf file stays a parsed request, so
     that its spans are decoded only where they are needed (parsing is C and fast; decoding to ``Span`` is
     not). ``validated``: the index pass already checked the span ids of this file."""
+    if is_wal(data):  # a collector's spool: its batches are one request
+        data = batches_as_request(data)
     if data[:2] != b"\x1f\x8b" and data.lstrip()[:1] not in (b"{", b"["):  # decode_bytes' gzip and JSON
         try:
             request: ExportTraceServiceRequest | None = parse_otlp_protobuf(data)
@@ -283,6 +286,8 @@ def convert_with_ray(
         # directory (which a bare ray.init() would join); address None with RAY_ADDRESS: ray.init reads it.
         ray.init(
             address="local" if local else address,
+            # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
+            _node_ip_address="127.0.0.1" if local else None,
             log_to_driver=False,
             include_dashboard=False,
             configure_logging=False,

@@ -1,8 +1,11 @@
 """OTLP/gRPC receiver: the ``TraceService/Export`` method on ``--grpc-port`` (grpcio, gzip handled by grpc).
 
-Same path as OTLP/HTTP (``ingest.py``): invalid spans are reported in ``partial_success``, a malformed message
-is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes), an oversized one ``RESOURCE_EXHAUSTED``
-(grpc's receive limit), and an overloaded collector answers ``UNAVAILABLE``, the code OTLP exporters retry.
+Same path as OTLP/HTTP (``ingest.py``), with the status codes the OTLP spec gives: invalid spans are reported
+in ``partial_success``; a malformed message is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes);
+an oversized one ``RESOURCE_EXHAUSTED`` (grpc's receive limit, without retry info: never retried); a
+collector under pressure or whose storage fails answers ``UNAVAILABLE`` with a ``RetryInfo`` delay, which
+exporters retry after that delay; a missing or wrong bearer token is ``UNAUTHENTICATED``. An unexpected error
+is ``UNAVAILABLE`` too (nothing was acknowledged; a retry may succeed), never ``UNKNOWN``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -19,27 +24,37 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from orchestrace_collector.ingest import Ingest, Overloaded
-from orchestrace_collector.receiver_http import PROTOBUF
+from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S, bearer_matches
 
 log = logging.getLogger(__name__)
 
+_RETRY_INFO = RetryInfo(retry_delay=Duration(seconds=RETRY_AFTER_S)).SerializeToString()
+
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, ingest: Ingest) -> None:
+    def __init__(self, ingest: Ingest, token: str | None) -> None:
         self.ingest = ingest
+        self.token = token
 
     def Export(
         self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
     ) -> ExportTraceServiceResponse:
+        if self.token is not None:
+            metadata = dict(context.invocation_metadata())
+            if not bearer_matches(str(metadata.get("authorization", "")), self.token):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         forwarded = request.SerializeToString() if self.ingest.forwarder is not None else None
         try:
             accepted = self.ingest.submit(request)
-        except Overloaded:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "collector busy, retry later")
+            self.ingest.wal.sync(accepted.seq)
+        except Overloaded as exc:
+            _unavailable(context, str(exc))
         except OSError as exc:
             log.error("orchestrace: write-ahead log append failed: %s", exc)
-            context.abort(grpc.StatusCode.UNAVAILABLE, "collector cannot store batches now")
-        self.ingest.wal.sync(accepted.seq)
+            _unavailable(context, f"collector cannot store batches now: {exc.strerror or exc}")
+        except Exception:
+            log.exception("orchestrace: gRPC export failed")
+            _unavailable(context, "collector error, retry later")
         if forwarded is not None and self.ingest.forwarder is not None:
             self.ingest.forwarder.submit(forwarded, PROTOBUF)
         response = ExportTraceServiceResponse()
@@ -50,23 +65,44 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return response
 
 
+def _unavailable(context: grpc.ServicerContext, message: str) -> None:
+    context.set_trailing_metadata((("google.rpc.retryinfo-bin", _RETRY_INFO),))
+    context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+
 def start_grpc_server(
-    ingest: Ingest, host: str, port: int, *, max_message_bytes: int = 16 << 20, workers: int = 8
+    ingest: Ingest,
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int = 16 << 20,
+    workers: int = 8,
+    token: str | None = None,
+    tls: tuple[bytes, bytes] | None = None,
+    max_connection_idle_s: float = 300.0,
 ) -> tuple[grpc.Server, int]:
-    """Start serving; returns the server and the bound port (``port=0`` picks a free one)."""
+    """Start serving; returns the server and the bound port (``port=0`` picks a free one). ``tls``: the
+    PEM certificate chain and private key."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="orchestrace-grpc"),
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),  # a second collector on the same port must fail, not share it
+            ("grpc.max_connection_idle_ms", int(max_connection_idle_s * 1000)),
         ],
+        maximum_concurrent_rpcs=workers * 8,  # beyond this grpc answers RESOURCE_EXHAUSTED itself
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest), server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest, token), server)
+    address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is not None:
+            credentials = grpc.ssl_server_credentials([(tls[1], tls[0])])
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
     except RuntimeError as exc:  # grpcio reports a busy port this way
-        raise OSError(f"cannot bind gRPC port {host}:{port}: {exc}") from None
+        raise OSError(f"cannot bind gRPC port {address}: {exc}") from None
     if bound == 0:
-        raise OSError(f"cannot bind gRPC port {host}:{port}")
+        raise OSError(f"cannot bind gRPC port {address}")
     server.start()
     return server, bound

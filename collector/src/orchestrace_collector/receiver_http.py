@@ -10,15 +10,25 @@ says.
 * 415 for a content type other than ``application/x-protobuf`` / ``application/json`` or an encoding other
   than gzip. The OTLP spec only requires the two media types; the OpenTelemetry Collector answers 415 here
   too, and 415 (not 400) tells the sender the payload was never looked at.
-* 503 with ``Retry-After`` when the assembly queue is over its bound: OTLP exporters retry 503 after that
-  delay.
-* ``GET /healthz``: 200 once serving (what the test fixture and orchestration scripts wait for).
+* 503 with ``Retry-After`` when the collector is under pressure (assembly queue full, over its memory
+  limit) or its storage fails (disk full, no descriptors left): OTLP exporters retry 503 after that delay.
+  Nothing was acknowledged, so nothing is lost.
+* 401 without the bearer token (when the collector has one), 403 for a ``Host`` header that is not the
+  loopback address the collector is bound to (DNS rebinding: a web page's script reaching a loopback port),
+  408 when the body does not arrive within ``body_timeout_s``.
+* ``GET /healthz``: 200 ``ok`` once serving; 503 with the reason while storage fails (recovers by itself).
+
+Decoding, the WAL append and its ``fsync`` run in a worker thread, so one client's large body does not stall
+the event loop that serves the others.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 import zlib
+from collections.abc import Collection
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -34,7 +44,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from orchestrace_collector.decode import PayloadError, parse_otlp_json, parse_otlp_protobuf
-from orchestrace_collector.ingest import Ingest, Overloaded
+from orchestrace_collector.ingest import Accepted, Ingest, Overloaded
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +58,36 @@ class _TooLarge(Exception):
     pass
 
 
-def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
+class _BodyTimeout(Exception):
+    pass
+
+
+def create_app(
+    ingest: Ingest,
+    *,
+    max_body_bytes: int = 16 << 20,
+    token: str | None = None,
+    allowed_hosts: Collection[str] | None = None,
+    body_timeout_s: float = 30.0,
+) -> Starlette:
+    """``token``: required as ``Authorization: Bearer <token>``. ``allowed_hosts``: the ``Host`` header
+    values (without port) accepted; None accepts any."""
+
+    def refused(request: Request, *, auth: bool = True) -> Response | None:
+        if allowed_hosts is not None:
+            host = _host_name(request.headers.get("host", ""))
+            if host not in allowed_hosts:
+                return PlainTextResponse(f"host {host!r} not allowed", status_code=403)
+        if auth and token is not None and not bearer_matches(request.headers.get("authorization"), token):
+            return PlainTextResponse(
+                "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            )
+        return None
+
     async def export(request: Request) -> Response:
+        denied = refused(request)
+        if denied is not None:
+            return denied
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media in _PROTOBUF_ALIASES:
             media = PROTOBUF
@@ -60,33 +98,34 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", ""):
             return PlainTextResponse(f"unsupported content encoding {encoding!r}: use gzip", status_code=415)
-        if ingest.overloaded:
-            return _status(media, 503, "collector busy, retry later", {"Retry-After": str(RETRY_AFTER_S)})
+        pressure = ingest.pressure()
+        if pressure is not None and pressure != ingest.wal.error:  # a failing WAL is probed by the append
+            return _unavailable(media, pressure)
+        held = _Held()
         try:
-            raw = await _read_body(request, max_body_bytes)
-            body = _gunzip(raw, max_body_bytes) if encoding == "gzip" else raw
+            raw = await asyncio.wait_for(_read_body(request, max_body_bytes, ingest, held), body_timeout_s)
+            body = await run_in_threadpool(_gunzip, raw, max_body_bytes) if encoding == "gzip" else raw
+            if len(body) > held.bytes:
+                ingest.reserve(len(body) - held.bytes)
+                held.bytes = len(body)
+            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes)
         except _TooLarge:
             return _status(media, 413, f"payload larger than {max_body_bytes} bytes")
         except PayloadError as exc:
             return _status(media, 400, str(exc))
         except ClientDisconnect:
             return Response(status_code=400)
-        try:
-            message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
-            accepted = ingest.submit(message, body if media == PROTOBUF else None)
-        except PayloadError as exc:
-            return _status(media, 400, str(exc))
-        except Overloaded:
-            return _status(media, 503, "collector busy, retry later", {"Retry-After": str(RETRY_AFTER_S)})
-        except (
-            OSError
-        ) as exc:  # the log cannot be written (disk full): nothing acknowledged, let the sender retry
-            log.error("orchestrace: write-ahead log append failed: %s", exc)
+        except TimeoutError:
             return _status(
-                media, 503, "collector cannot store batches now", {"Retry-After": str(RETRY_AFTER_S)}
+                media, 408, f"body not received within {body_timeout_s} s", {"Connection": "close"}
             )
-        if ingest.wal.needs_sync(accepted.seq):
-            await run_in_threadpool(ingest.wal.sync, accepted.seq)
+        except Overloaded as exc:
+            return _unavailable(media, str(exc))
+        except OSError as exc:  # the log cannot be written (disk full): nothing acknowledged, retry later
+            log.error("orchestrace: write-ahead log append failed: %s", exc)
+            return _unavailable(media, f"collector cannot store batches now: {exc.strerror or exc}")
+        finally:
+            ingest.release(held.bytes)
         if ingest.forwarder is not None:
             ingest.forwarder.submit(
                 raw, request.headers.get("content-type", media), request.headers.get("content-encoding")
@@ -98,7 +137,13 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
             )
         return _encode(media, response, 200)
 
-    async def health(_: Request) -> Response:
+    async def health(request: Request) -> Response:
+        denied = refused(request, auth=False)  # health tells no data: no token needed
+        if denied is not None:
+            return denied
+        problem = ingest.storage_error()
+        if problem is not None:
+            return PlainTextResponse(problem, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         return PlainTextResponse("ok")
 
     return Starlette(
@@ -109,18 +154,60 @@ def create_app(ingest: Ingest, *, max_body_bytes: int = 16 << 20) -> Starlette:
     )
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+def _store(ingest: Ingest, media: str, body: bytes, reserved: int) -> Accepted:
+    """Decode, log and make durable (a worker thread's part of a request)."""
+    message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
+    accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved)
+    ingest.wal.sync(accepted.seq)
+    return accepted
+
+
+def _unavailable(media: str, message: str) -> Response:
+    return _status(media, 503, message, {"Retry-After": str(RETRY_AFTER_S)})
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    scheme, _, value = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def _host_name(host: str) -> str:
+    """The host part of a ``Host`` header (``[::1]:4318`` -> ``::1``)."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class _Held:
+    """Bytes of memory a request has reserved (released when it is answered)."""
+
+    bytes = 0
+
+
+async def _read_body(request: Request, limit: int, ingest: Ingest, held: _Held) -> bytes:
+    """Read the body, reserving its size against the memory limit first (the declared length up front):
+    when many large bodies arrive at once, the ones that do not fit are refused before they are read."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise _TooLarge
+        _reserve(ingest, held, int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise _TooLarge
+        if size > held.bytes:
+            _reserve(ingest, held, size - held.bytes)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _reserve(ingest: Ingest, held: _Held, nbytes: int) -> None:
+    if not ingest.try_reserve(nbytes):
+        raise Overloaded("collector over its memory limit, retry later")
+    held.bytes += nbytes
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

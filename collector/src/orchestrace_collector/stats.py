@@ -1,7 +1,13 @@
-"""``orchestrace stats``: a dataset summarized (last revision of each trace), as rich tables."""
+"""``orchestrace stats``: a dataset summarized (last revision of each trace), as rich tables.
+
+Groups: the rollouts of one task (``task_id``), what group-relative methods (GRPO, RLOO) compare. A group's
+spread is that of its rollouts' team rewards; a group whose rollouts all got the same reward gives those
+methods no signal, so the count of such groups is shown.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +26,8 @@ class DatasetStats:
     rewards: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     costs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     turns: int = 0
+    #: task id -> the team reward of each of its rollouts (None: not rewarded)
+    groups: defaultdict[str, list[float | None]] = field(default_factory=lambda: defaultdict(list))
 
 
 def compute_stats(traces: Iterable[Mapping[str, Any]], turns: int = 0) -> DatasetStats:
@@ -38,7 +46,49 @@ def compute_stats(traces: Iterable[Mapping[str, Any]], turns: int = 0) -> Datase
             stats.rewards[key].append(float(value))
         for key, value in (trace.get("costs") or {}).items():
             stats.costs[key] += float(value)
+        team = (trace.get("rewards") or {}).get("team")
+        stats.groups[str(trace.get("task_id"))].append(float(team) if team is not None else None)
     return stats
+
+
+def group_tables(stats: DatasetStats, max_rows: int = 20) -> list[Table]:
+    """The group structure: how many tasks, rollouts per task, reward spread within each group."""
+    sizes = [len(rollouts) for rollouts in stats.groups.values()]
+    spreads = {task: _spread(rollouts) for task, rollouts in stats.groups.items()}
+    overview = Table(title="groups (rollouts of a task)")
+    overview.add_column("")
+    overview.add_column("count", justify="right")
+    overview.add_row("tasks", str(len(sizes)))
+    if sizes:
+        overview.add_row(
+            "rollouts per task (min / mean / max)",
+            f"{min(sizes)} / {sum(sizes) / len(sizes):.3g} / {max(sizes)}",
+        )
+    overview.add_row("tasks with 2+ rollouts", str(sum(size > 1 for size in sizes)))
+    overview.add_row(
+        "tasks with 2+ rewarded rollouts, all the same reward",
+        str(sum(spread is not None and spread[2] == spread[3] for spread in spreads.values())),
+    )
+
+    per_task = Table(title=f"reward spread within groups (top {max_rows} tasks by rollouts)")
+    for column in ("task", "rollouts", "rewarded", "mean", "std", "min", "max"):
+        per_task.add_column(column, justify="left" if column == "task" else "right")
+    for task in sorted(stats.groups, key=lambda t: (-len(stats.groups[t]), t))[:max_rows]:
+        rewarded = [r for r in stats.groups[task] if r is not None]
+        spread = spreads[task]
+        cells = [f"{v:.4g}" for v in spread] if spread else ["-"] * 4
+        if not spread and rewarded:
+            cells = [f"{rewarded[0]:.4g}", "-", f"{rewarded[0]:.4g}", f"{rewarded[0]:.4g}"]
+        per_task.add_row(task, str(len(stats.groups[task])), str(len(rewarded)), *cells)
+    return [overview, per_task]
+
+
+def _spread(rollouts: list[float | None]) -> tuple[float, float, float, float] | None:
+    """(mean, population std, min, max) of the rewarded rollouts, when there are two or more."""
+    rewarded = [r for r in rollouts if r is not None]
+    if len(rewarded) < 2:
+        return None
+    return statistics.fmean(rewarded), statistics.pstdev(rewarded), min(rewarded), max(rewarded)
 
 
 def stats_tables(stats: DatasetStats) -> list[Table]:
@@ -80,4 +130,4 @@ def stats_tables(stats: DatasetStats) -> list[Table]:
         costs.add_column(column, justify="left" if column == "cost" else "right")
     for key in sorted(stats.costs):
         costs.add_row(key, f"{stats.costs[key]:.6g}", f"{stats.costs[key] / max(stats.traces, 1):.4g}")
-    return [overview, events, topologies, rewards, costs]
+    return [overview, events, topologies, rewards, costs, *group_tables(stats)]

@@ -1,5 +1,5 @@
 """Checks a written trace: the packaged upstream JSON Schema plus the referential rules the schema cannot
-express.
+express; and an output directory's content store (every file named by the sha256 of its bytes).
 
 The referential rules are those of the upstream validator: unique event ids, ``t >= 0``, every edge's ``src``
 and ``dst`` an event id, every cost >= 0. They run even when the schema fails, on whatever parts have the
@@ -8,9 +8,13 @@ right shape, so one call reports every problem.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections.abc import Iterator
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -70,6 +74,30 @@ def validate_trace(obj: dict[str, Any]) -> list[str]:
             if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
                 problems.append(f"costs/{name}: negative cost ({value})")
     return problems
+
+
+_CONTENT_FILE = re.compile(r"^([0-9a-f]{64})\.txt$")
+
+
+def content_problems(out_dir: Path) -> Iterator[str]:
+    """Every file under ``out_dir/content`` that is not named ``<sha256 of its bytes>.txt`` in the directory
+    of its first two hex digits (a damaged, planted or half-written file)."""
+    root = out_dir / "content"
+    if not root.is_dir():
+        return
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        where = path.relative_to(out_dir).as_posix()
+        match = _CONTENT_FILE.match(path.name)
+        if match is None or path.parent.name != match.group(1)[:2] or path.parent.parent != root:
+            yield f"{where}: not a content file name (content/<2 hex>/<sha256>.txt)"
+            continue
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            yield f"{where}: unreadable ({exc})"
+            continue
+        if digest != match.group(1):
+            yield f"{where}: its bytes hash to sha256:{digest}, not to its name"
 
 
 def _path(path: Any) -> str:

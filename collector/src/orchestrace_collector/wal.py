@@ -1,12 +1,17 @@
 """Write-ahead log: every accepted batch is on disk before the receiver acknowledges it.
 
-Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records ``[u32 length][u32 crc32 of
-kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
+Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records ``[4 bytes "OWL1"][u32 length]
+[u32 crc32 of kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
 ``ExportTraceServiceRequest`` holding only the spans that were accepted) and ``WRITTEN`` (a small JSON marker
 the assembler appends after it has written an episode, so a replay does not write it a second time).
 
-A restarted collector never appends to an old segment: it replays them all in order (stopping a segment at the
-first torn or corrupt record, which is where the crash cut the last write) and then opens a new one. Segments
+A restarted collector never appends to an old segment: it replays them all in order and then opens a new one.
+A torn or corrupt record (a crash cut the write short, a full disk left half a record) is skipped: replay
+looks for the next record marker after it and goes on, so one bad record never hides the ones after it. An
+append that fails (``ENOSPC``) truncates the segment back to where the record began, so the record it could
+not finish is not left in the live segment either. Rotation opens the next segment before it closes the
+current one: when the new file cannot be created, appends go on to the current segment and the rotation is
+retried later, so a closed descriptor is never written to. Segments
 are deleted oldest first, once no open episode and no batch still in flight needs them; deleting only a
 prefix keeps every ``WRITTEN`` marker as long as the batches it refers to.
 
@@ -42,7 +47,8 @@ FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("batch", "interval", "none")
 
 KIND_BATCH = 1
 KIND_WRITTEN = 2
-_HEADER = struct.Struct("<IIB")
+MAGIC = b"OWL1"
+_HEADER = struct.Struct("<4sIIB")
 _SUFFIX = ".wal"
 
 
@@ -54,12 +60,16 @@ class WriteAheadLog:
         fsync: FsyncPolicy = "batch",
         segment_bytes: int = 64 << 20,
         interval_s: float = 0.05,
+        max_bytes: int = 0,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync policy must be one of {FSYNC_POLICIES}, not {fsync!r}")
         self.directory = directory
         self.fsync = fsync
         self.segment_bytes = segment_bytes
+        #: 0: no limit. Above it the assembler compacts (see ``Assembler._compact``): episodes stop holding
+        #: old segments, so they are deleted.
+        self.max_bytes = max_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards the open segment and the counters below
         self._sync_lock = threading.Lock()  # one fsync at a time; the others find their record covered
@@ -71,7 +81,12 @@ class WriteAheadLog:
         self._fd = -1
         self._size = 0
         self._closed = False
-        self._open_segment()
+        #: Bytes of every segment on disk (the ``--wal-max-mb`` bound compares against it).
+        self.total_bytes = sum(_size_of(self._path(s)) for s in self._segments)
+        #: Why the last append failed (None once an append succeeds again): ``/healthz`` reports it.
+        self.error: str | None = None
+        self._fd = self._create_segment(self._segment)
+        self._segments.append(self._segment)
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if fsync == "interval":
@@ -85,12 +100,21 @@ class WriteAheadLog:
     def append(self, payload: bytes, kind: int = KIND_BATCH) -> tuple[int, int]:
         """Append one record. Returns ``(segment, seq)``: pass ``seq`` to :meth:`sync` before acknowledging,
         and ``segment`` to :meth:`done` once the batch has been handed to assembly."""
-        header = _HEADER.pack(len(payload), zlib.crc32(payload, zlib.crc32(bytes((kind,)))), kind)
+        record = frame(kind, payload)
         with self._lock:
             if self._closed:
                 raise RuntimeError("write-ahead log is closed")
-            _write_all(self._fd, header + payload)
-            self._size += len(header) + len(payload)
+            try:
+                _write_all(self._fd, record)
+            except OSError as exc:
+                self.error = f"write-ahead log append failed: {exc}"
+                # Cut the half-written record off so the segment stays a sequence of whole records.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._size)
+                raise
+            self.error = None
+            self._size += len(record)
+            self.total_bytes += len(record)
             self._written_seq += 1
             seq, segment = self._written_seq, self._segment
             if kind == KIND_BATCH:
@@ -131,21 +155,32 @@ class WriteAheadLog:
             except OSError:
                 log.exception("orchestrace: WAL fsync failed")
 
-    def _open_segment(self) -> None:
-        path = self._path(self._segment)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._size = 0
-        self._segments.append(self._segment)
-        if self.fsync != "none":
-            _fsync_dir(self.directory)  # the new file's directory entry must survive too
+    def _create_segment(self, segment: int) -> int:
+        fd = os.open(self._path(segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if self.fsync != "none":
+                _fsync_dir(self.directory)  # the new file's directory entry must survive too
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
 
     def _rotate(self) -> None:
+        """Switch to a new segment; on failure keep appending to the current one (retried next append)."""
+        try:
+            if self.fsync != "none":
+                os.fsync(self._fd)
+            fd = self._create_segment(self._segment + 1)
+        except OSError as exc:
+            log.warning("orchestrace: WAL segment rotation failed (retried later): %s", exc)
+            return
         if self.fsync != "none":
-            os.fsync(self._fd)
             self._synced_seq = self._written_seq
-        os.close(self._fd)
+        old, self._fd = self._fd, fd
+        os.close(old)
         self._segment += 1
-        self._open_segment()
+        self._size = 0
+        self._segments.append(self._segment)
 
     # --- retention ------------------------------------------------------------------------------------------
 
@@ -167,8 +202,11 @@ class WriteAheadLog:
                     break
                 if keep_from is not None and oldest >= keep_from:
                     break
+                path = self._path(oldest)
+                size = _size_of(path)
                 with contextlib.suppress(FileNotFoundError):
-                    self._path(oldest).unlink()
+                    path.unlink()
+                self.total_bytes -= size
                 self._segments.pop(0)
                 deleted += 1
         return deleted
@@ -193,10 +231,12 @@ class WriteAheadLog:
         with self._lock:
             if self._closed:
                 return
-            if self.fsync != "none":
-                os.fsync(self._fd)
-            os.close(self._fd)
             self._closed = True
+            try:
+                if self.fsync != "none":
+                    os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
 
     def _path(self, segment: int) -> Path:
         return self.directory / f"{segment:010d}{_SUFFIX}"
@@ -212,19 +252,58 @@ def _read_segment(path: Path, segment: int) -> Iterator[tuple[int, int, bytes]]:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, crc, kind = _HEADER.unpack_from(data, offset)
-        start = offset + _HEADER.size
-        payload = data[start : start + length]
-        if len(payload) < length or zlib.crc32(payload, zlib.crc32(bytes((kind,)))) != crc:
-            break
+    for kind, payload in iter_records(data, str(path)):
         yield segment, kind, payload
-        offset = start + length
-    if offset != len(data):
+
+
+def iter_records(data: bytes, where: str = "WAL") -> Iterator[tuple[int, bytes]]:
+    """``(kind, payload)`` of every intact record; a torn or corrupt stretch is skipped up to the next
+    record marker (and logged)."""
+    offset = 0
+    while offset < len(data):
+        if offset + _HEADER.size <= len(data):
+            magic, length, crc, kind = _HEADER.unpack_from(data, offset)
+            start = offset + _HEADER.size
+            payload = data[start : start + length]
+            if magic == MAGIC and len(payload) == length and _crc(kind, payload) == crc:
+                yield kind, payload
+                offset = start + length
+                continue
+        following = data.find(MAGIC, offset + 1)
+        resume = len(data) if following < 0 else following
         log.warning(
-            "orchestrace: WAL segment %s has a torn or corrupt tail after byte %d (ignored)", path, offset
+            "orchestrace: %s: torn or corrupt record at byte %d, %d bytes skipped",
+            where,
+            offset,
+            resume - offset,
         )
+        offset = resume
+
+
+def frame(kind: int, payload: bytes) -> bytes:
+    """One record: header, then payload."""
+    return _HEADER.pack(MAGIC, len(payload), _crc(kind, payload), kind) + payload
+
+
+def is_wal(data: bytes) -> bool:
+    return data[: len(MAGIC)] == MAGIC
+
+
+def batches_as_request(data: bytes) -> bytes:
+    """The ``BATCH`` records of a segment as one serialized ``ExportTraceServiceRequest`` (protobuf merges
+    concatenated messages: their ``resource_spans`` add up). How ``convert`` reads a spool."""
+    return b"".join(payload for kind, payload in iter_records(data) if kind == KIND_BATCH)
+
+
+def _crc(kind: int, payload: bytes) -> int:
+    return zlib.crc32(payload, zlib.crc32(bytes((kind,))))
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _write_all(fd: int, data: bytes) -> None:

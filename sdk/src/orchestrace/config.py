@@ -4,8 +4,9 @@ Environment variables (arguments to :func:`orchestrace.configure` win over them)
 
 * ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: ``true`` (or ``span_only`` / ``span_and_event``)
   turns content capture on. Off by default: spans then carry only ``sha256:`` content refs.
-* ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes,
-  default 16384).
+* ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes, default
+  1 MiB: a model call's whole prompt and whole completion each, as real agent prompts need; what is cut is
+  counted on the span and flagged on the turn).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from orchestrace.failsafe import logger
 
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENV_MAX_CONTENT_BYTES = "ORCHESTRACE_MAX_CONTENT_BYTES"
-DEFAULT_MAX_CONTENT_BYTES = 16384
+DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 
 #: A redaction hook: receives captured text and returns what may leave the process.
 Redactor = Callable[[str], str]

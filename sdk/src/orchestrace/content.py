@@ -185,12 +185,17 @@ class Captured(NamedTuple):
 
     text: str
     truncated: bool
+    cut_bytes: int = 0  # UTF-8 bytes left out, when known (messages; 0 when unknown or nothing was cut)
 
-    def attributes(self, key: str) -> dict[str, str | bool]:
-        """Span (or event) attributes: the text under ``key``, and the truncation flag when it was cut."""
-        if self.truncated:
-            return {key: self.text, sc.ORCH_CONTENT_TRUNCATED: True}
-        return {key: self.text}
+    def attributes(self, key: str, cut_key: str | None = None) -> dict[str, str | bool | int]:
+        """Span (or event) attributes: the text under ``key``, and the truncation flag when it was cut; the
+        number of bytes cut under ``cut_key`` when given and known."""
+        if not self.truncated:
+            return {key: self.text}
+        attributes: dict[str, str | bool | int] = {key: self.text, sc.ORCH_CONTENT_TRUNCATED: True}
+        if cut_key is not None and self.cut_bytes:
+            attributes[cut_key] = self.cut_bytes
+        return attributes
 
 
 def _prefix(value: Any, limit: int | None, encoder: json.JSONEncoder) -> tuple[str, bool]:

@@ -19,6 +19,7 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 
+from orchestrace.arguments import CallArguments
 from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -254,14 +255,24 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
 @overload
 def llm(model: F, /) -> F: ...
 @overload
-def llm(model: str | None = None, *, provider: str | None = None) -> Callable[[F], F]: ...
-def llm(model: Any = None, *, provider: str | None = None) -> Any:
+def llm(model: str | None = None, *, provider: str | None = None,
+        messages: str | None = None) -> Callable[[F], F]: ...
+def llm(model: Any = None, *, provider: str | None = None, messages: str | None = None) -> Any:
     """Trace each call as one model call (a turn): a ``chat {model}`` CLIENT span.
 
-    ``model`` defaults to a ``model=`` keyword argument of the call. Token usage is read from the result
-    (see :mod:`orchestrace.usage`) or set with ``ot.set_usage``; with content capture on, the messages
-    are recorded in the GenAI shape.
+    ``model`` defaults to a ``model=`` keyword argument of the call. The prompt is the argument named
+    ``messages`` (this decorator's argument), else ``messages`` / ``prompt`` / ``input`` / ``contents``, else
+    the first; sampling parameters and tools among the other arguments are recorded (see
+    :mod:`orchestrace.arguments`). The reply may be any common client library's (see
+    :mod:`orchestrace.replies`), or a stream of its chunks when the function is a generator: usage, response
+    model and id and finish reason are read from it (usage may also be set with ``ot.set_usage``); with
+    content capture on, the messages are recorded in the GenAI shape.
     """
+
+    def decorate(func: F) -> F:
+        arguments = CallArguments(inspect.unwrap(_function_of(func)), messages)
+        return instrument(func, LlmSpec(model if isinstance(model, str) else None, provider, arguments))
+
     if model is None or isinstance(model, str):
-        return lambda func: instrument(func, LlmSpec(model, provider))
-    return instrument(model, LlmSpec(None, provider))
+        return decorate
+    return decorate(model)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,18 +84,22 @@ def _timeout() -> float | None:
     return None if configured else DEFAULT_OTLP_TIMEOUT_S
 
 
-def _otlp_http(endpoint: str | None) -> SpanExporter:
+def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
         endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-    return OTLPSpanExporter(endpoint=endpoint, timeout=_timeout())
+    # headers=None: the exporter reads OTEL_EXPORTER_OTLP[_TRACES]_HEADERS itself.
+    return OTLPSpanExporter(endpoint=endpoint, timeout=_timeout(), headers=dict(headers) if headers else None)
 
 
-def _otlp_grpc(endpoint: str | None, insecure: bool | None = None) -> SpanExporter:
+def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
+               headers: Mapping[str, str] | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout())
+    # gRPC metadata keys must be lowercase.
+    metadata = {key.lower(): value for key, value in headers.items()} if headers else None
+    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout(), headers=metadata)
 
 
 def _otlp_protocol() -> str:
@@ -103,18 +107,22 @@ def _otlp_protocol() -> str:
             or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
 
 
-def create_exporter(name: str, endpoint: str | None = None) -> SpanExporter | None:
-    """The exporter called ``name`` (see the module docstring); ``None`` for ``none`` or an unknown name."""
+def create_exporter(name: str, endpoint: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> SpanExporter | None:
+    """The exporter called ``name`` (see the module docstring); ``None`` for ``none`` or an unknown name.
+    ``headers``: sent with every OTLP export (e.g. ``{"Authorization": "Bearer <token>"}``)."""
     key = name.strip()
     lowered = key.lower()
     if lowered == "none":
         return None
     if lowered == "otlp":
-        return _otlp_grpc(endpoint) if _otlp_protocol() == "grpc" else _otlp_http(endpoint)
+        if _otlp_protocol() == "grpc":
+            return _otlp_grpc(endpoint, headers=headers)
+        return _otlp_http(endpoint, headers)
     if lowered in ("otlp-grpc", "otlp_grpc"):
-        return _otlp_grpc(endpoint)
+        return _otlp_grpc(endpoint, headers=headers)
     if lowered in ("otlp-http", "otlp_proto_http"):
-        return _otlp_http(endpoint)
+        return _otlp_http(endpoint, headers)
     if lowered == "jaeger":
         return _otlp_grpc(endpoint or JAEGER_OTLP_GRPC_ENDPOINT, insecure=True)
     if lowered == "console":

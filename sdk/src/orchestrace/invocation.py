@@ -6,7 +6,6 @@ Everything here is orchestrace's own code: it is guarded so that it can only fai
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import uuid
@@ -19,8 +18,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from orchestrace import results
 from orchestrace import semconv as sc
+from orchestrace.arguments import CallArguments, request_attributes
 from orchestrace.config import get_config
-from orchestrace.content import REF_PREFIX, Captured, call_input, capture, content_ref, quick_ref
+from orchestrace.content import Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
     AGENT_KEY,
     MODEL_CALL_KEY,
@@ -31,7 +31,8 @@ from orchestrace.context import (
     with_span,
 )
 from orchestrace.failsafe import failsafe, log_once
-from orchestrace.messages import capture_messages, chunk_text, input_messages, output_messages
+from orchestrace.messages import capture_messages, input_messages, output_messages
+from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
 from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage, extract_usage, response_model
 
@@ -54,15 +55,17 @@ def _detach(token: object) -> None:
 class Invocation:
     """One call's span from start to end. Every method is fail-safe."""
 
-    __slots__ = ("context", "explicit_usage", "span", "spec", "stream")
+    __slots__ = ("context", "explicit_usage", "span", "spec", "stream", "yielded")
 
     def __init__(self, spec: Spec, span: Span, ctx: Context) -> None:
         self.spec = spec
         self.span = span
         self.context = ctx
         self.explicit_usage = False
-        #: The text a streaming model call yielded so far.
-        self.stream: StreamedText | None = None
+        #: The reply a streaming model call yielded so far.
+        self.stream: ReplyStream | None = None
+        #: What a generator agent or tool yielded so far.
+        self.yielded: list[Any] | None = None
 
     @failsafe(default=None)
     def activate(self) -> object:
@@ -102,9 +105,12 @@ class Invocation:
 
     @failsafe(default=None)
     def close(self, token: object = None) -> None:
-        """A generator was closed (or abandoned and collected) before it finished."""
+        """A generator was closed (or abandoned and collected) before it finished: what it yielded so far
+        is its result."""
         try:
             _detach(token)
+            if self.span.is_recording() and (self.stream is not None or self.yielded is not None):
+                self.spec.record_result(self, None)
         finally:
             self.span.end()
 
@@ -113,35 +119,6 @@ class Invocation:
         """A generator yielded ``item``."""
         if self.span.is_recording():
             self.spec.record_item(self, item)
-
-
-class StreamedText:
-    """The text of a streamed model reply: hashed as it arrives (its ref equals the ref of the whole text)
-    and, with content capture on, kept up to the size limit."""
-
-    __slots__ = ("digest", "kept", "limit", "size", "truncated")
-
-    def __init__(self, limit: int) -> None:
-        self.digest = hashlib.sha256()
-        self.kept: list[str] = []
-        self.limit = limit
-        self.size = 0
-        self.truncated = False
-
-    def add(self, text: str) -> None:
-        self.digest.update(text.encode("utf-8", "surrogatepass"))
-        room = self.limit - self.size
-        if room <= 0:
-            self.truncated = self.truncated or bool(text)
-            return
-        piece = text[:room]
-        self.kept.append(piece)
-        self.size += len(piece)
-        self.truncated = self.truncated or len(piece) < len(text)
-
-    @property
-    def ref(self) -> str:
-        return REF_PREFIX + self.digest.hexdigest()
 
 
 class Spec:
@@ -185,7 +162,7 @@ class Spec:
     def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context) -> Invocation:
         name, kind, attributes = self.describe(args, kwargs, parent)
         has_input = bool(args or kwargs)
-        value = call_input(args, kwargs) if has_input else None
+        value = self.input_value(args, kwargs, attributes) if has_input else None
         # A ref that costs one hash goes on the span from its start (one attribute write fewer); other
         # inputs are serialized only if the span records.
         input_ref = quick_ref(value) if has_input else None
@@ -213,6 +190,10 @@ class Spec:
         """What the call's context holds besides its span (kinds add their agent, task or model call)."""
         return None
 
+    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes) -> Any:
+        """The value that stands for the call's input (kinds may add attributes read from the arguments)."""
+        return call_input(args, kwargs)
+
     #: Where captured input and output content go (GenAI chat messages by default).
     input_key = sc.GEN_AI_INPUT_MESSAGES
     output_key = sc.GEN_AI_OUTPUT_MESSAGES
@@ -231,9 +212,11 @@ class Spec:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
         captured = self.capture_input(value)
         if captured is not None:
-            span.set_attributes(captured.attributes(self.input_key))
+            span.set_attributes(captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES))
 
     def record_result(self, invocation: Invocation, result: Any) -> None:
+        if result is None and invocation.yielded is not None:
+            result = yielded_result(invocation.yielded)
         if result is None:
             return
         ref = content_ref(result)
@@ -241,10 +224,20 @@ class Spec:
         results.record(ref, invocation.span.get_span_context())
         captured = self.capture_output(result) if get_config().capture_content else None
         if captured is not None:
-            invocation.span.set_attributes(captured.attributes(self.output_key))
+            invocation.span.set_attributes(captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
-        """Streams: nothing by default (a stream's output ref is that of its return value)."""
+        """A generator yielded ``item``: kept, to be its result unless it returns one."""
+        if invocation.yielded is None:
+            invocation.yielded = []
+        invocation.yielded.append(item)
+
+
+def yielded_result(items: list[Any]) -> Any:
+    """A generator's result: what it yielded, joined when every item is a string, else as a list."""
+    if items and all(type(item) is str for item in items):
+        return "".join(items)
+    return list(items)
 
 
 # Kinds read the caller's agent and task from the parent context as a dict (``otel_context.get_value``
@@ -328,12 +321,16 @@ def set_usage_on(span: Span, usage: Usage) -> None:
 
 
 class LlmSpec(Spec):
-    """``@ot.llm``: ``chat {model}`` (CLIENT), one model call: usage, and messages with content capture."""
+    """``@ot.llm``: ``chat {model}`` (CLIENT), one model call: the arguments bound by the function's signature
+    (see :mod:`orchestrace.arguments`), the reply normalized (see :mod:`orchestrace.replies`): usage, response
+    model / id, finish reason, with content capture the messages, tool definitions and token ids."""
 
-    def __init__(self, model: str | None, provider: str | None) -> None:
+    def __init__(self, model: str | None, provider: str | None,
+                 arguments: CallArguments | None = None) -> None:
         super().__init__(model or "")
         self.model = model
         self.provider = provider
+        self.arguments = arguments or CallArguments(None)
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
@@ -348,47 +345,49 @@ class LlmSpec(Spec):
         _conversation(attributes, parent)
         return (f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT), SpanKind.CLIENT, attributes
 
+    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes) -> Any:
+        messages, others = self.arguments.bind(args, kwargs)
+        if others:
+            attributes.update(request_attributes(others, get_config().capture_content))
+        return messages
+
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
     def record_result(self, invocation: Invocation, result: Any) -> None:
-        self._usage(invocation, result)
-        model = response_model(result)
-        if model is not None:
-            invocation.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
         config = get_config()
         stream = invocation.stream
-        if result is None and stream is not None:  # a stream: its reply is the text it yielded
-            invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, stream.ref)
-            reply = [{"role": "assistant", "parts": [{"type": "text", "content": "".join(stream.kept)}],
-                      "finish_reason": "stop"}]
-            captured = capture_messages(reply, config) if config.capture_content else None
-            if captured is not None and stream.truncated:
-                captured = captured._replace(truncated=True)
+        span = invocation.span
+        cut_bytes = 0
+        reply: Reply | None
+        if result is None and stream is not None:  # a stream: its reply is what it yielded
+            reply = stream.finish()
+            span.set_attribute(sc.ORCH_OUTPUT_REF, stream.text.ref)
+            cut_bytes = stream.text.cut_bytes
         elif result is not None:
-            invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
-            captured = capture_messages(output_messages(result), config) if config.capture_content else None
+            reply = normalize(result)
+            span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
         else:
             return
+        # A result of no known reply shape (the user's own dict or object) may still state usage and model.
+        stated = reply or Reply(usage=extract_usage(result), response_model=response_model(result))
+        span.set_attributes(reply_attributes(stated, config.capture_content,
+                                             with_usage=not invocation.explicit_usage))
+        if not config.capture_content:
+            return
+        messages = [reply.message()] if reply is not None else output_messages(result)
+        captured = capture_messages(messages, config)
         if captured is not None:
-            invocation.span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
+            if cut_bytes:
+                captured = Captured(captured.text, True, captured.cut_bytes + cut_bytes)
+            span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
-        """A streamed chunk: its usage (usually in the last chunk) and its text."""
-        self._usage(invocation, item)
-        text = chunk_text(item)
-        if text:
-            if invocation.stream is None:
-                config = get_config()
-                invocation.stream = StreamedText(config.max_content_bytes if config.capture_content else 0)
-            invocation.stream.add(text)
-
-    def _usage(self, invocation: Invocation, value: Any) -> None:
-        """Usage found in a chunk or the result, unless set explicitly with ``ot.set_usage``."""
-        if not invocation.explicit_usage:
-            usage = extract_usage(value)
-            if usage is not None:
-                set_usage_on(invocation.span, usage)
+        """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""
+        if invocation.stream is None:
+            config = get_config()
+            invocation.stream = ReplyStream(config.max_content_bytes if config.capture_content else 0)
+        invocation.stream.add(item)
 
 
 class TaskSpec(Spec):

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 from orchestrace.config import CaptureConfig
 from orchestrace.content import _CHUNK, Captured, capture_text, content_ref, json_ref, to_text
+from orchestrace.fields import field_of
+from orchestrace.replies import normalize
 
 Message = dict[str, Any]
 Part = dict[str, Any]
@@ -29,13 +31,6 @@ _ROLE_BY_LANGCHAIN_TYPE = {
     "human": "user", "ai": "assistant", "AIMessageChunk": "assistant", "system": "system",
     "tool": "tool", "function": "tool", "chat": "user",
 }
-
-
-def field_of(value: Any, key: str, default: Any = None) -> Any:
-    """``value[key]`` for mappings, ``value.key`` for objects: results come as dicts or as SDK objects."""
-    if isinstance(value, Mapping):
-        return value.get(key, default)
-    return getattr(value, key, default)
 
 
 def _text_parts(content: Any) -> list[Part]:
@@ -187,20 +182,6 @@ def prompt_refs(messages: Sequence[Any]) -> PromptRefs:
     return PromptRefs(content_ref(converted), each, converted)
 
 
-def chunk_text(chunk: Any) -> str | None:
-    """The text of one streamed chunk: a string, an OpenAI ``choices[0].delta.content``, or a ``content``
-    string (LangChain ``AIMessageChunk``); ``None`` for chunks without text (usage, tool deltas)."""
-    if isinstance(chunk, str):
-        return chunk
-    choices = field_of(chunk, "choices")
-    if isinstance(choices, list | tuple):
-        delta = field_of(choices[0], "delta") if choices else None
-        content = field_of(delta, "content") if delta is not None else None
-    else:
-        content = field_of(chunk, "content")
-    return content if isinstance(content, str) else None
-
-
 def input_messages(value: Any) -> list[Message]:
     """Messages for a call's input (``value`` as given by ``content.call_input``)."""
     if isinstance(value, Mapping) and "messages" in value and "role" not in value:
@@ -214,47 +195,48 @@ def input_messages(value: Any) -> list[Message]:
 
 
 def output_messages(result: Any) -> list[Message]:
-    """Messages for a call's result: ChatCompletion choices, a message, a state with ``messages``, text."""
-    choices = field_of(result, "choices") if not isinstance(result, str) else None
-    if isinstance(choices, list | tuple) and choices:
-        messages = []
-        for choice in choices:
-            message = to_message(field_of(choice, "message"), "assistant") or {"role": "assistant",
-                                                                               "parts": []}
-            message["finish_reason"] = field_of(choice, "finish_reason") or "stop"
-            messages.append(message)
-        return messages
+    """Messages for a call's result: a model reply of any known shape (``replies.normalize``), the last
+    message of a state with ``messages``, else the result's text as an assistant message."""
     if isinstance(result, Mapping) and isinstance(result.get("messages"), list) and result["messages"]:
         result = result["messages"][-1]
+    reply = normalize(result)
+    if reply is not None:
+        return [reply.message()]
     message = to_message(result, "assistant") or {"role": "assistant",
                                                   "parts": _text_parts(to_text(result)[0])}
-    metadata = field_of(result, "response_metadata")
-    reason = field_of(metadata, "finish_reason") if metadata is not None else None
-    message["finish_reason"] = reason or "stop"
+    message["finish_reason"] = "stop"
     return [message]
 
 
-def _clip(text: str, budget: int, config: CaptureConfig) -> tuple[str, bool]:
+def _clip(text: str, budget: int, config: CaptureConfig) -> tuple[str, int]:
+    """``text`` redacted and cut to ``budget`` bytes, and the number of its UTF-8 bytes left out."""
     # Only a prefix of a huge text is redacted and kept.
     window, cut = to_text(text, budget + 1024)
     captured = capture_text(window, dataclasses.replace(config, max_content_bytes=budget), cut)
-    return (captured.text, captured.truncated) if captured else ("", True)
+    kept = captured.text if captured else ""
+    if captured is not None and not captured.truncated:
+        return kept, 0
+    return kept, max(1, _utf8_len(text) - _utf8_len(kept))
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def capture_messages(messages: list[Message], config: CaptureConfig) -> Captured | None:
     """The messages as a JSON attribute value: every text redacted, all texts together cut to the size
-    limit (the JSON itself stays valid). ``None`` when capture is off."""
+    limit (the JSON itself stays valid), with the number of bytes cut. ``None`` when capture is off."""
     if not config.capture_content:
         return None
     budget = config.max_content_bytes
-    truncated = False
+    cut_bytes = 0
     for message in messages:
         for part in message["parts"]:
             for key in ("content", "response"):
                 if isinstance(part.get(key), str):
                     part[key], cut = _clip(part[key], budget, config)
-                    budget = max(0, budget - len(part[key].encode("utf-8", "surrogatepass")))
-                    truncated = truncated or cut
+                    budget = max(0, budget - _utf8_len(part[key]))
+                    cut_bytes += cut
             if part.get("arguments") is not None and not isinstance(part["arguments"], str):
                 part["arguments"] = json.loads(json.dumps(part["arguments"], default=str))
-    return Captured(json.dumps(messages, ensure_ascii=False, default=str), truncated)
+    return Captured(json.dumps(messages, ensure_ascii=False, default=str), cut_bytes > 0, cut_bytes)

@@ -68,6 +68,20 @@ GEN_AI_TOOL_CALL_RESULT: Final = _g.GEN_AI_TOOL_CALL_RESULT
 GEN_AI_REQUEST_MODEL: Final = _g.GEN_AI_REQUEST_MODEL
 GEN_AI_RESPONSE_MODEL: Final = _g.GEN_AI_RESPONSE_MODEL
 GEN_AI_RESPONSE_FINISH_REASONS: Final = _g.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_ID: Final = _g.GEN_AI_RESPONSE_ID
+#: Request parameters: every ``gen_ai.request.*`` attribute but the model is a sampling parameter.
+GEN_AI_REQUEST_PREFIX: Final = "gen_ai.request."
+GEN_AI_REQUEST_TEMPERATURE: Final = _g.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_REQUEST_TOP_P: Final = _g.GEN_AI_REQUEST_TOP_P
+GEN_AI_REQUEST_TOP_K: Final = _g.GEN_AI_REQUEST_TOP_K
+GEN_AI_REQUEST_MAX_TOKENS: Final = _g.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_REQUEST_SEED: Final = _g.GEN_AI_REQUEST_SEED
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = _g.GEN_AI_REQUEST_STOP_SEQUENCES
+GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = _g.GEN_AI_REQUEST_FREQUENCY_PENALTY
+GEN_AI_REQUEST_PRESENCE_PENALTY: Final = _g.GEN_AI_REQUEST_PRESENCE_PENALTY
+GEN_AI_REQUEST_CHOICE_COUNT: Final = _g.GEN_AI_REQUEST_CHOICE_COUNT
+#: The tools offered to the model: JSON list, ``{"type": "function", "name", "description", "parameters"}``.
+GEN_AI_TOOL_DEFINITIONS: Final = _g.GEN_AI_TOOL_DEFINITIONS
 GEN_AI_USAGE_INPUT_TOKENS: Final = _g.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = _g.GEN_AI_USAGE_OUTPUT_TOKENS
 GEN_AI_INPUT_MESSAGES: Final = _g.GEN_AI_INPUT_MESSAGES
@@ -135,6 +149,17 @@ ORCH_CONTENT_REF: Final = "orchestrace.content.ref"
 ORCH_CONTENT: Final = "orchestrace.content.text"
 #: True when captured content on this span (or event) was cut to the size limit.
 ORCH_CONTENT_TRUNCATED: Final = "orchestrace.content.truncated"
+#: UTF-8 bytes left out of the captured input / output messages by the size limit (only when > 0).
+ORCH_INPUT_CUT_BYTES: Final = "orchestrace.content.input_cut_bytes"
+ORCH_OUTPUT_CUT_BYTES: Final = "orchestrace.content.output_cut_bytes"
+#: Sampling parameters with no GenAI name (``repetition_penalty``, ``min_p``, ``reasoning_effort``, ...):
+#: ``orchestrace.request.<name>``.
+ORCH_REQUEST_PREFIX: Final = "orchestrace.request."
+#: What an inference engine returned beside the text (vLLM's ``return_token_ids``, logprobs), with content
+#: capture on: int / float arrays.
+ORCH_PROMPT_TOKEN_IDS: Final = "orchestrace.prompt.token_ids"
+ORCH_COMPLETION_TOKEN_IDS: Final = "orchestrace.completion.token_ids"
+ORCH_COMPLETION_LOGPROBS: Final = "orchestrace.completion.logprobs"
 ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
 #: Message history stored once: span id (16 hex) of an earlier model call whose prompt + completion starts
 #: this call's prompt; the call then carries only the remaining messages. The full prompt is

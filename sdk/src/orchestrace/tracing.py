@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from opentelemetry import context as otel_context
@@ -189,7 +189,8 @@ def _exporter_specs(exporter: ExporterSpec | Sequence[ExporterSpec] | None) -> l
 
 
 def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | None,
-             trace_dir: str | os.PathLike[str] | None, batch: bool, credit: str = "causal") -> None:
+             trace_dir: str | os.PathLike[str] | None, batch: bool, credit: str = "causal",
+             headers: Mapping[str, str] | None = None) -> None:
     for spec in specs:
         if isinstance(spec, SpanExporter):
             handle._add(f"instance:{id(spec)}", spec, batch)
@@ -197,7 +198,7 @@ def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | N
         key = spec.strip().lower() if not spec.strip().lower().startswith("file:") else spec.strip()
         if key in handle._installed:
             continue
-        exporter = create_exporter(spec, endpoint)
+        exporter = create_exporter(spec, endpoint, headers)
         if exporter is not None:
             handle._add(key, exporter, batch)
     if trace_dir is not None:
@@ -235,6 +236,7 @@ def configure(
     redact: Redactor | None = None,
     batch: bool = True,
     tracer_provider: TracerProvider | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> TracingHandle:
     """Set up tracing for orchestrace (see the module docstring). Never raises.
 
@@ -244,7 +246,9 @@ def configure(
     :class:`orchestrace.config.CaptureConfig`. ``trace_dir``: also write finished orchestration traces
     there in-process (needs ``orchestrace-collector``), crediting rewards by ``credit`` (``causal`` or
     ``uniform``, as ``orchestrace convert --credit``). ``tracer_provider``: use this SDK provider
-    (not made global) instead of the global one.
+    (not made global) instead of the global one. ``headers``: sent with every OTLP export, e.g.
+    ``{"Authorization": "Bearer <token>"}`` for a collector that requires a token (default: the standard
+    ``OTEL_EXPORTER_OTLP_HEADERS``).
     """
     global _handle, _tracer
     with _lock:
@@ -257,7 +261,7 @@ def configure(
 
             specs = _exporter_specs(exporter)
             if _handle is not None and tracer_provider in (None, _handle.tracer_provider):
-                _install(_handle, specs, endpoint, trace_dir, batch, credit)
+                _install(_handle, specs, endpoint, trace_dir, batch, credit, headers)
                 return _handle
 
             if _env_true("OTEL_SDK_DISABLED"):
@@ -269,7 +273,7 @@ def configure(
             if not specs:
                 env = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
                 specs = [name for name in env.split(",") if name.strip()]
-            _install(handle, specs, endpoint, trace_dir, batch, credit)
+            _install(handle, specs, endpoint, trace_dir, batch, credit, headers)
             _handle = handle
             _tracer = provider.get_tracer(_TRACER_NAME, __version__)
             return handle

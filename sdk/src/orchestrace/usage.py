@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from orchestrace.messages import field_of
+from orchestrace.fields import field_of
 
 
 class Usage(NamedTuple):

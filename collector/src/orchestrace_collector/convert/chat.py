@@ -9,7 +9,8 @@
 - OpenLLMetry (older) flattened ``gen_ai.prompt.<i>.role`` / ``.content`` / ``.tool_calls.<j>...`` and
   ``gen_ai.completion.<i>.*``.
 
-A message is ``{"role", "content"}`` (text parts joined; a tool result's output is its text), plus
+A message is ``{"role", "content"}`` (text parts joined; a tool result's output is its text; GenAI
+``reasoning`` parts go to ``reasoning_content``), plus
 ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``, the shape Hugging Face
 chat templates read) on an assistant message that requested tools, and ``tool_call_id`` / ``name`` on a tool
 message when recorded.
@@ -121,12 +122,17 @@ def _structured(raw: object) -> list[ChatMessage] | None:
         message: ChatMessage = {"role": str(item.get("role") or "user")}
         if "parts" in item:
             message["content"], calls, call_id = _structured_parts(item["parts"])
+            reasoning = _reasoning_parts(item["parts"])
+            if reasoning:
+                message["reasoning_content"] = reasoning
         else:
             message["content"] = _text_of(item.get("content"))
             calls = [c for c in map(_plain_tool_call, item.get("tool_calls") or ()) if c is not None]
             call_id = item.get("tool_call_id")
             if item.get("name") and message["role"] == "tool":
                 message["name"] = str(item["name"])
+            if isinstance(item.get("reasoning_content"), str) and item["reasoning_content"]:
+                message["reasoning_content"] = item["reasoning_content"]
         _add_calls(message, calls, call_id)
         messages.append(message)
     return messages or None
@@ -154,6 +160,25 @@ def _structured_parts(raw: object) -> tuple[str, list[ChatMessage], object]:
         elif kind == "tool_call" and part.get("name"):
             calls.append(_tool_call(part.get("id"), part["name"], part.get("arguments")))
     return "".join(texts), calls, call_id
+
+
+def _reasoning_parts(raw: object) -> str:
+    """The text of GenAI ``reasoning`` parts (kept apart from the answer's text)."""
+    parts = _loads(raw)
+    if not isinstance(parts, list | tuple):
+        return ""
+    return "".join(_text_of(part.get("content")) for part in parts
+                   if isinstance(part, dict) and part.get("type") == "reasoning")
+
+
+def output_finish_reason(attrs: Attributes) -> str | None:
+    """The finish reason the first output message states (GenAI ``finish_reason``, OpenLLMetry's
+    ``gen_ai.completion.0.finish_reason``): for spans without ``gen_ai.response.finish_reasons``."""
+    data = _loads(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
+    first = data[0] if isinstance(data, list) and data else data
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    reason = reason or attrs.get(GEN_AI_COMPLETION_PREFIX + "0.finish_reason")
+    return str(reason) if reason else None
 
 
 def _tool_call(call_id: object, name: object, arguments: object) -> ChatMessage:

@@ -2,16 +2,17 @@
 
 orchestrace's own spans carry ``orchestrace.content.*_ref`` (``sha256:<hex>`` of the full content). Spans of
 other instrumentations carry content only (GenAI ``gen_ai.*`` attributes, OpenInference ``input.value`` /
-``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``): their ref is the sha256 of that text.
-In both cases the captured text is kept for the content store, keyed by the ref.
+``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``): their ref is computed here with the
+SDK's own ref function (``orchestrace.content.content_ref``), so a value has one ref wherever it is hashed.
+In both cases the captured text is kept for the content store under the ref the span claims; the writer
+stores it under the sha256 of its own bytes and records the claimed ref when the two differ (content cut to
+the size limit, redacted, or captured in another form than the one hashed).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from orchestrace import semconv as sc
+from orchestrace.content import content_ref, to_text
 
 from ..spans import Attributes
 from .vocabularies import OI_INPUT, OI_OUTPUT, TL_INPUT, TL_OUTPUT
@@ -21,18 +22,8 @@ INPUT_CONTENT = (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_INPUT_MESSAGES, OI_INP
 OUTPUT_CONTENT = (sc.GEN_AI_TOOL_CALL_RESULT, sc.GEN_AI_OUTPUT_MESSAGES, OI_OUTPUT, TL_OUTPUT)
 
 
-def sha256_ref(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def as_text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
 class ContentStore:
-    """Collects ``ref -> captured text`` for one episode."""
+    """Collects ``claimed ref -> captured text`` for one episode."""
 
     __slots__ = ("contents",)
 
@@ -42,19 +33,12 @@ class ContentStore:
     def ref(self, attrs: Attributes, ref_key: str, content_keys: tuple[str, ...]) -> str | None:
         """The ref of a span's (or span event's) content in one direction, recording captured text."""
         ref = attrs.get(ref_key)
-        text = None
-        for key in content_keys:
-            raw = attrs.get(key)
-            if raw is not None:
-                text = as_text(raw)
-                break
-        if ref:
-            ref = str(ref)
-            if text is not None:
-                self.contents.setdefault(ref, text)
-            return ref
-        if text is None:
-            return None
-        ref = sha256_ref(text)
-        self.contents.setdefault(ref, text)
+        raw = next((attrs[key] for key in content_keys if attrs.get(key) is not None), None)
+        if not ref:
+            if raw is None:
+                return None
+            ref = content_ref(raw)  # the text's own ref: a string's UTF-8 bytes, a list's canonical JSON
+        ref = str(ref)
+        if raw is not None:
+            self.contents.setdefault(ref, raw if isinstance(raw, str) else to_text(raw)[0])
         return ref

@@ -274,6 +274,7 @@ def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float]) -> Turn
             "prompt_incomplete": True if rec.prompt_incomplete else None,
             "error": rec.error,
             "error_type": rec.error_type,
+            **(rec.details or {}),
         }
     )
 

@@ -34,12 +34,16 @@ from orchestrace_langgraph import history
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 from orchestrace_langgraph.content import (
     PromptRefs,
+    Reply,
     capture_messages,
     genai_message,
     get_config,
     message_ref,
     messages_ref,
+    normalize,
     prompt_refs,
+    reply_attributes,
+    request_attributes,
 )
 
 
@@ -115,8 +119,11 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         provider = metadata.get("ls_provider")
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
+        capture_content = get_config().capture_content
+        # Sampling parameters, and with capture the tools bound to the model (``bind_tools``).
+        attrs.update(request_attributes(params, capture_content))
         refs = None
-        if get_config().capture_content:
+        if capture_content:
             refs = prompt_refs(prompt)
             attrs[sc.ORCH_INPUT_REF] = refs.whole
         else:
@@ -141,10 +148,14 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             message = generation.message
         elif generation is not None:
             message = AIMessage(generation.text)
+        reply = None
         if message is not None:
-            _add_usage_attributes(call.attributes, message, response)
+            reply = normalize(message) or Reply(text=message.text)
+            call.attributes.update(reply_attributes(reply, get_config().capture_content))
+            if reply.usage is None:
+                _add_llm_output_usage(call.attributes, response)
             call.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
-        self._span(call, message).end()
+        self._span(call, reply).end()
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -158,7 +169,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
         span.end()
 
-    def _span(self, call: _Call, completion: BaseMessage | None) -> Span:
+    def _span(self, call: _Call, completion: Reply | None) -> Span:
         """The call's span, started now with its start time; with content capture, the prompt's messages that
         no earlier call of the trace exported, and the completion."""
         attrs = call.attributes
@@ -181,11 +192,11 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
             captured = capture_messages(messages[start:], config)
             if captured is not None:
-                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES))
-            if completion is not None:
-                captured = capture_messages([genai_message(completion)], config)
+                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
+            if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
+                captured = capture_messages([completion.message()], config)
                 if captured is not None:
-                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
+                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
         span = self._tracer.start_span(call.name, context=call.context, kind=SpanKind.CLIENT,
                                        attributes=attrs, start_time=call.start_ns)
         if completion is not None and config.capture_content:
@@ -200,25 +211,13 @@ def _class_name(serialized: dict[str, Any] | None) -> str:
     return str(ids[-1]) if isinstance(ids, list) and ids else "model"
 
 
-def _add_usage_attributes(attrs: dict[str, AttributeValue], message: BaseMessage,
-                          response: LLMResult) -> None:
-    usage = getattr(message, "usage_metadata", None)
-    if usage:
-        attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
-        attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
-    else:
-        token_usage = (response.llm_output or {}).get("token_usage") or {}
-        if "prompt_tokens" in token_usage:
-            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(token_usage["prompt_tokens"])
-        if "completion_tokens" in token_usage:
-            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(token_usage["completion_tokens"])
-    metadata = message.response_metadata or {}
-    finish = metadata.get("finish_reason") or metadata.get("stop_reason")
-    if finish:
-        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = [str(finish)]
-    response_model = metadata.get("model_name") or metadata.get("model")
-    if response_model:
-        attrs[sc.GEN_AI_RESPONSE_MODEL] = str(response_model)
+def _add_llm_output_usage(attrs: dict[str, AttributeValue], response: LLMResult) -> None:
+    """Usage a model reports only in ``llm_output`` (not on its message)."""
+    token_usage = (response.llm_output or {}).get("token_usage") or {}
+    if "prompt_tokens" in token_usage:
+        attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(token_usage["prompt_tokens"])
+    if "completion_tokens" in token_usage:
+        attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(token_usage["completion_tokens"])
 
 
 class _HandlerSlot:

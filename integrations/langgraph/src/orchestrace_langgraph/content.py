@@ -6,6 +6,7 @@ only when capture is on (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)
 
 from __future__ import annotations
 
+from orchestrace.arguments import request_attributes
 from orchestrace.config import CaptureConfig, get_config
 from orchestrace.content import Captured, capture, content_ref
 from orchestrace.messages import (
@@ -17,12 +18,14 @@ from orchestrace.messages import (
     messages_ref,
     prompt_refs,
 )
+from orchestrace.replies import Reply, normalize, reply_attributes
 
 __all__ = [
     "CaptureConfig",
     "Captured",
     "Message",
     "PromptRefs",
+    "Reply",
     "capture",
     "capture_messages",
     "content_ref",
@@ -30,5 +33,8 @@ __all__ = [
     "get_config",
     "message_ref",
     "messages_ref",
+    "normalize",
     "prompt_refs",
+    "reply_attributes",
+    "request_attributes",
 ]

@@ -1,0 +1,78 @@
+"""What a turn keeps of a model call besides its messages: the tools offered, the sampling parameters, the
+response's id / model / finish reason, token ids and logprobs, and what the size limit cut.
+
+Read from the GenAI attributes (``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``) and
+orchestrace's own (``orchestrace.request.*``, ``orchestrace.prompt.token_ids``, ``orchestrace.completion.*``,
+``orchestrace.content.*_cut_bytes``), so any instrumentation that sets them gets them on its turns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrace import semconv as sc
+from orchestrace.tool_definitions import openai_tool
+
+from ..spans import Attributes
+from .chat import output_finish_reason
+
+#: Turn field -> attribute holding how many bytes were cut from it.
+_CUTS = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))
+
+
+def tools(attrs: Attributes) -> list[dict[str, Any]] | None:
+    raw = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, list | tuple):
+        return None
+    found = [t for t in map(openai_tool, raw) if t is not None]
+    return found or None
+
+
+def truncated(attrs: Attributes) -> dict[str, int] | None:
+    cuts = {name: int(attrs[key]) for name, key in _CUTS if _count(attrs.get(key))}
+    return cuts or None
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def numbers(attrs: Attributes, key: str, kind: type) -> list[Any] | None:
+    """An int or float array attribute as a list (``None`` when absent or of another type)."""
+    value = attrs.get(key)
+    if not isinstance(value, list | tuple) or not value:
+        return None
+    if kind is float:
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        return [float(v) for v in value] if ok else None
+    return list(value) if all(isinstance(v, int) and not isinstance(v, bool) for v in value) else None
+
+
+def request(attrs: Attributes) -> dict[str, Any] | None:
+    params: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if key.startswith(sc.GEN_AI_REQUEST_PREFIX) and key != sc.GEN_AI_REQUEST_MODEL:
+            params[key[len(sc.GEN_AI_REQUEST_PREFIX):]] = list(value) if isinstance(value, tuple) else value
+        elif key.startswith(sc.ORCH_REQUEST_PREFIX):
+            params[key[len(sc.ORCH_REQUEST_PREFIX):]] = list(value) if isinstance(value, tuple) else value
+    return params or None
+
+
+def finish_reason(attrs: Attributes) -> str | None:
+    reasons = attrs.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
+    if isinstance(reasons, list | tuple) and reasons:
+        return str(reasons[0])
+    if isinstance(reasons, str) and reasons:
+        return reasons
+    return output_finish_reason(attrs)
+
+
+def text(attrs: Attributes, key: str) -> str | None:
+    value = attrs.get(key)
+    return str(value) if value else None

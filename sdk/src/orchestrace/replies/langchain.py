@@ -1,0 +1,56 @@
+"""LangChain chat model replies: ``AIMessage`` and streamed ``AIMessageChunk``s (text or content blocks,
+``tool_calls`` / ``tool_call_chunks``, ``usage_metadata``, ``response_metadata``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrace.fields import field_of
+from orchestrace.replies.reply import Reply, ToolCall, finish_reason, text_of
+from orchestrace.replies.stream import ReplyStream
+from orchestrace.usage import Usage, extract_usage, response_model
+
+AI_TYPES = frozenset({"ai", "AIMessageChunk"})
+
+
+def is_ai_message(result: Any) -> bool:
+    return not isinstance(result, dict) and getattr(result, "type", None) in AI_TYPES
+
+
+def _meta(reply: Reply, message: Any) -> None:
+    metadata = field_of(message, "response_metadata") or {}
+    reply.finish_reason = finish_reason(field_of(metadata, "finish_reason")
+                                        or field_of(metadata, "stop_reason")) or reply.finish_reason
+    reply.response_model = response_model(message) or reply.response_model
+    response_id = field_of(metadata, "id") or field_of(message, "id")
+    if isinstance(response_id, str) and response_id:
+        reply.response_id = response_id
+    reply.usage = extract_usage(message) or reply.usage
+
+
+def from_ai_message(result: Any) -> Reply:
+    reply = Reply()
+    _meta(reply, result)
+    reply.text, reply.reasoning = text_of(field_of(result, "content"))
+    if not reply.reasoning:
+        extra = field_of(result, "additional_kwargs") or {}
+        reasoning = field_of(extra, "reasoning_content")
+        reply.reasoning = reasoning if isinstance(reasoning, str) else ""
+    reply.tool_calls = [ToolCall(field_of(call, "id"), str(field_of(call, "name") or ""),
+                                 field_of(call, "args")) for call in field_of(result, "tool_calls") or ()]
+    return reply
+
+
+def add_chunk(stream: ReplyStream, chunk: Any) -> None:
+    before = stream.reply.usage
+    _meta(stream.reply, chunk)
+    usage = extract_usage(chunk)
+    if usage is not None and before is not None:  # chunks' usages add up, as when LangChain merges them
+        stream.reply.usage = Usage(*((a or 0) + (b or 0) if a is not None or b is not None else None
+                                     for a, b in zip(before, usage, strict=True)))
+    text, reasoning = text_of(field_of(chunk, "content"))
+    stream.add_text(text)
+    stream.add_reasoning(reasoning)
+    for call in field_of(chunk, "tool_call_chunks") or ():
+        stream.add_call(field_of(call, "index", 0), field_of(call, "id"), field_of(call, "name"),
+                        field_of(call, "args"))

@@ -1,0 +1,190 @@
+"""Assembly under faults: a failing writer keeps the episode, revisions survive a restart, span conflicts
+are counted, and the open-episode and byte bounds write the oldest episodes instead of growing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from collector_fixtures import record_run
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.ingest import Ingest
+from orchestrace_collector.inprocess import span_from_readable
+from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.output import TraceDirWriter, latest_traces
+from orchestrace_collector.spans import Span
+from orchestrace_collector.wal import WriteAheadLog
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class FlakySink:
+    """Fails with ``OSError`` (disk full) while ``failing``."""
+
+    failing: bool = True
+    written: list[tuple[Trace, int]] = field(default_factory=list)
+
+    def write(
+        self,
+        trace: Trace,
+        turns: Sequence[Turn] = (),
+        contents: Mapping[str, str] | None = None,
+        *,
+        revision: int = 0,
+    ) -> None:
+        if self.failing:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.written.append((trace, revision))
+
+
+def spans_of(task_id: str, **kwargs: object) -> list[Span]:
+    return [span_from_readable(s) for s in record_run(task_id, **kwargs)]  # type: ignore[arg-type]
+
+
+def test_a_failing_write_keeps_the_episode_and_retries() -> None:
+    sink, clock = FlakySink(), Clock()
+    assembler = Assembler(sink, quiet_period_s=1, retry_s=5, clock=clock)  # type: ignore[arg-type]
+    spans = spans_of("flaky")
+    assembler.add(spans)
+    clock.now += 2
+    assert assembler.tick() == 0
+    assert assembler.open_episodes == 1 and assembler.storage_error is not None
+    assert "No space" in assembler.storage_error and assembler.failed == 0
+    sink.failing = False
+    clock.now += 1
+    assert assembler.tick() == 0, "retried only after retry_s"
+    clock.now += 5
+    assert assembler.tick() == 1 and assembler.storage_error is None
+    ((trace, revision),) = sink.written
+    assert revision == 0 and trace.metrics["spans"] == len(spans)
+
+
+def test_span_id_seen_again_with_other_content_keeps_the_first() -> None:
+    sink, clock = FlakySink(failing=False), Clock()
+    assembler = Assembler(sink, quiet_period_s=1, clock=clock)  # type: ignore[arg-type]
+    spans = spans_of("conflict")
+    tool = next(s for s in spans if s.name.startswith("execute_tool"))
+    forged = replace(tool, attributes={**tool.attributes, "gen_ai.tool.name": "forged"})
+    assembler.add(spans)
+    assembler.add(spans)  # an exporter retry: the same content, no conflict
+    assembler.add([forged])
+    assembler.flush()
+    ((trace, _),) = sink.written
+    assert trace.metrics["spans"] == len(spans) and trace.metrics["span_conflicts"] == 1
+    assert "forged" not in trace.model_dump_json()
+
+
+def _collector_parts(tmp_path: Path, **kwargs: object) -> tuple[WriteAheadLog, Assembler, Ingest]:
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=1000)
+    assembler = Assembler(TraceDirWriter(tmp_path), quiet_period_s=0, wal=wal, **kwargs)  # type: ignore[arg-type]
+    return wal, assembler, Ingest(wal, assembler)
+
+
+def _late_span(spans: list[Span]) -> Span:
+    child = next(s for s in spans if s.parent_span_id is not None)
+    return replace(child, span_id="00000000000000ff")
+
+
+def test_a_late_span_after_a_restart_merges_into_the_retained_trace(tmp_path: Path) -> None:
+    readable = record_run("restart-late", tools=3)
+    spans = [span_from_readable(s) for s in readable]  # type: ignore[arg-type]
+    wal, assembler, ingest = _collector_parts(tmp_path)
+    ingest.submit(encode_spans(readable))
+    ingest.start()
+    ingest.stop()  # written, and its WRITTEN marker logged
+    wal.close()
+    wal, assembler, ingest = _collector_parts(tmp_path)
+    ingest.replay()  # rebuilds the written episode from the WAL, as retained
+    assert assembler.open_episodes == 0
+    assembler.add([_late_span(spans)])
+    assert assembler.flush() == 1
+    wal.close()
+    trace = latest_traces([tmp_path])[spans[0].trace_id]
+    assert trace["metrics"]["revision"] == 1 and trace["metrics"]["spans"] == len(spans) + 1
+
+
+def test_a_late_span_for_a_forgotten_episode_never_supersedes_it(tmp_path: Path) -> None:
+    spans = spans_of("forgotten", tools=3)
+    wal, assembler, _ = _collector_parts(tmp_path, retain_spans=0)
+    for index in range(5):  # enough segments that the episode's one is retired
+        assembler.add(spans_of(f"filler-{index}"), segment=wal.segments[-1])
+    assembler.add(spans)
+    assembler.flush()
+    wal.close()
+    assert (tmp_path / "wal" / "written.idx").exists()
+    wal, assembler, _ = _collector_parts(tmp_path, retain_spans=0)
+    assembler.add([_late_span(spans)])
+    assembler.flush()
+    wal.close()
+    latest = latest_traces([tmp_path])
+    full = latest[spans[0].trace_id]
+    assert full["metrics"]["revision"] == 0 and full["metrics"]["spans"] == len(spans), "not superseded"
+    fragment = latest[f"{spans[0].trace_id}.late1"]
+    assert fragment["metrics"]["spans"] == 1
+    lines = [json.loads(line) for line in (tmp_path / "traces-00000.jsonl").read_text().splitlines()]
+    assert all(isinstance(t["metrics"]["revision"], int) for t in lines)
+
+
+def test_open_episode_cap_writes_the_oldest_as_they_are() -> None:
+    sink, clock = FlakySink(failing=False), Clock()
+    assembler = Assembler(sink, max_open_episodes=2, clock=clock)  # type: ignore[arg-type]
+    for index in range(5):
+        assembler.add([s for s in spans_of(f"open-{index}") if s.parent_span_id is not None])
+        clock.now += 1
+    assert assembler.tick() == 3 and assembler.open_episodes == 2
+    assert all(any(e.incomplete for e in t.events) for t, _ in sink.written)
+
+
+def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
+    sink, clock = FlakySink(failing=False), Clock()
+    assembler = Assembler(sink, quiet_period_s=1, max_bytes=10_000, clock=clock)  # type: ignore[arg-type]
+    assembler.add(spans_of("done"), nbytes=4_000)
+    clock.now += 2
+    assert assembler.tick() == 1 and assembler.retained_bytes == 4_000
+    for index in range(4):
+        assembler.add([s for s in spans_of(f"big-{index}") if s.parent_span_id is not None], nbytes=3_000)
+    assert assembler.tick() == 2, "12 kB open: the two oldest are written"
+    assert assembler.open_bytes == 6_000
+    assert assembler.retained_bytes == 6_000, "the first episode was let go, the two written are retained"
+
+
+def test_a_long_open_episode_does_not_pin_the_wal_past_its_limit(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=2_000, max_bytes=8_000)
+    writer = TraceDirWriter(tmp_path)
+    clock = Clock()
+    assembler = Assembler(writer, quiet_period_s=1, wal=wal, clock=clock)
+    ingest = Ingest(wal, assembler)
+    ingest.start()
+    try:
+        never_ends = [s for s in record_run("never-ends") if s.parent is not None]
+        ingest.submit(encode_spans(never_ends))
+        for index in range(40):
+            ingest.submit(encode_spans(record_run(f"short-{index}")))
+            clock.now += 2
+            time.sleep(0.02)
+        deadline = time.monotonic() + 10
+        while wal.total_bytes > 2 * wal.max_bytes and time.monotonic() < deadline:
+            clock.now += 2
+            time.sleep(0.1)
+        assert wal.total_bytes <= 2 * wal.max_bytes, f"WAL at {wal.total_bytes} bytes"
+    finally:
+        ingest.stop()
+        wal.close()
+        writer.close()
+    tasks = {t["task_id"] for t in latest_traces([tmp_path]).values()}
+    assert {f"short-{i}" for i in range(40)} <= tasks
+    assert f"{never_ends[0].context.trace_id:032x}" in {
+        t["trace_id"] for t in latest_traces([tmp_path]).values()
+    }

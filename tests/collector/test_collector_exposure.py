@@ -1,0 +1,169 @@
+"""Exposing the collector: bearer token (HTTP and gRPC, from ``ot.configure(headers=...)`` and from
+``OTEL_EXPORTER_OTLP_HEADERS``), TLS with the real OTLP exporters, the loopback ``Host`` check, and clear
+errors for an unauthenticated non-loopback bind or a busy port."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from collector_fixtures import encode_protobuf, free_port, record_run, start_collector, validate_trace_dir
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from orchestrace.exporters import create_exporter
+
+TOKEN = "s3cret-token-for-tests"
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrace_collector.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_non_loopback_without_token_is_refused(tmp_path: Path) -> None:
+    # Refused before anything is bound (this test never listens beyond loopback).
+    result = _cli("collect", "--out", str(tmp_path / "out"), "--host", "0.0.0.0", "--port", "0")
+    assert result.returncode == 1
+    assert "not loopback" in result.stderr and "--insecure-no-auth" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _cli(
+            "collect", "--out", str(tmp_path / "out"), "--port", str(port), "--grpc-port", str(free_port())
+        )
+    assert result.returncode == 1
+    assert "cannot bind HTTP port" in result.stderr and "collector ready" not in result.stderr
+    assert "Traceback" not in result.stderr
+    invalid = _cli("collect", "--out", str(tmp_path / "out"), "--port", "70000")
+    assert invalid.returncode == 2 and "65535" in invalid.stderr
+
+
+def test_token_required_on_http_and_grpc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    collector = start_collector(tmp_path / "out", "--quiet-period", "0.2", "--token-file", str(token_file))
+    runs = {name: record_run(name) for name in ("tok-http", "tok-grpc", "tok-env", "tok-none")}
+    try:
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        # What ot.configure(exporter=..., endpoint=..., headers=...) installs.
+        http = create_exporter("otlp-http", collector.base_url, bearer)
+        assert http is not None and http.export(runs["tok-http"]) == SpanExportResult.SUCCESS
+        grpc_exporter = create_exporter("otlp-grpc", f"http://{collector.grpc_endpoint}", bearer)
+        assert grpc_exporter is not None
+        assert grpc_exporter.export(runs["tok-grpc"]) == SpanExportResult.SUCCESS
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {TOKEN}")
+        from_env = create_exporter("otlp-http", collector.base_url)
+        assert from_env is not None and from_env.export(runs["tok-env"]) == SpanExportResult.SUCCESS
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS")
+
+        body = encode_protobuf(runs["tok-none"])
+        assert httpx.post(collector.http_endpoint, content=body, headers=PROTOBUF).status_code == 401
+        wrong = {**PROTOBUF, "Authorization": "Bearer nope"}
+        assert httpx.post(collector.http_endpoint, content=body, headers=wrong).status_code == 401
+        channel = grpc.insecure_channel(collector.grpc_endpoint)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            export(body, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        channel.close()
+    finally:
+        assert collector.stop() == 0
+    tasks = {t["task_id"] for t in validate_trace_dir(collector.out).values()}
+    assert tasks == {"tok-http", "tok-grpc", "tok-env"}, "only authenticated spans are written"
+
+
+def test_loopback_host_header_check(collector: object) -> None:
+    from collector_fixtures import RunningCollector
+
+    assert isinstance(collector, RunningCollector)
+    body = encode_protobuf(record_run("host-check"))
+    rebound = {**PROTOBUF, "Host": f"attacker.example:{collector.port}"}
+    assert httpx.post(collector.http_endpoint, content=body, headers=rebound).status_code == 403
+    for host in ("localhost", "127.0.0.1", "[::1]"):
+        named = {**PROTOBUF, "Host": f"{host}:{collector.port}"}
+        assert httpx.post(collector.http_endpoint, content=body, headers=named).status_code == 200
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_tls_on_both_receivers_with_the_real_exporters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # requests lets these variables override the exporter's own certificate_file.
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    cert, key = _self_signed(tmp_path)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    collector = start_collector(
+        tmp_path / "out",
+        "--quiet-period",
+        "0.2",
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+        "--token-file",
+        str(token_file),
+        tls_ca=cert,
+    )
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    try:
+        http = HttpExporter(endpoint=collector.http_endpoint, certificate_file=str(cert), headers=headers)
+        assert http.export(record_run("tls-http")) == SpanExportResult.SUCCESS
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        over_grpc = GrpcExporter(endpoint=collector.grpc_endpoint, credentials=credentials, headers=headers)
+        assert over_grpc.export(record_run("tls-grpc")) == SpanExportResult.SUCCESS
+        with pytest.raises(httpx.HTTPError):  # plain HTTP is not served on the TLS port
+            httpx.post(
+                f"http://127.0.0.1:{collector.port}/v1/traces", content=b"", headers=PROTOBUF, timeout=5
+            )
+    finally:
+        assert collector.stop() == 0
+    tasks = {t["task_id"] for t in validate_trace_dir(collector.out).values()}
+    assert tasks == {"tls-http", "tls-grpc"}

@@ -1,0 +1,350 @@
+"""The fault suite: a real collector under storage faults, restarts, pressure and hostile clients.
+
+Each test asserts that no acknowledged span is lost (every run answered 200 is in a written trace with all its
+spans after the fault and a restart) and that the collector keeps serving (answers, recovers by itself).
+``FAULT_TABLE=path`` collects the fault table (sent, acknowledged, written, peak RSS) of these runs.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from collector_fixtures import (
+    RunningCollector,
+    encode_protobuf,
+    record_run,
+    start_collector,
+    validate_trace_dir,
+)
+from fault_support import (
+    PROTOBUF_HEADERS,
+    PeakRss,
+    Sent,
+    assert_acked_written,
+    fill,
+    record_fault,
+    run_body,
+    tmpfs,
+    wait_healthy,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+def test_full_disk_keeps_every_acknowledged_span_and_recovers(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        ballast = fill(disk, leave_bytes=160 << 10)
+        collector = start_collector(disk, "--quiet-period", "0.2")
+        rss = PeakRss(collector.process.pid)
+        sent = Sent()
+        unhealthy = []
+        with httpx.Client() as client:
+            for index in range(60):
+                task = f"full-{index}"
+                body, spans = run_body(task, tools=12)
+                sent.post(client, collector.http_endpoint, task, body, spans)
+                health = client.get(f"{collector.base_url}/healthz")
+                if health.status_code == 503:
+                    unhealthy.append(health.text)
+            assert sent.refused > 0, "the disk never filled: the test proves nothing"
+            assert unhealthy and "No space left" in unhealthy[-1], "/healthz must say why storage fails"
+            ballast.unlink()  # space returns: the collector recovers without a restart
+            for index in range(60, 80):
+                task = f"full-{index}"
+                body, spans = run_body(task, tools=12)
+                for _ in range(50):  # what an exporter does with 503 + Retry-After (shortened)
+                    if sent.post(client, collector.http_endpoint, task, body, spans) == 200:
+                        break
+                    time.sleep(0.2)
+                assert task in sent.acked, "not accepted again after space returned"
+            wait_healthy(collector)
+        assert collector.stop() == 0
+        restarted = start_collector(disk, "--quiet-period", "0.2")
+        assert restarted.stop() == 0
+        written = assert_acked_written(sent, disk)
+        record_fault("disk full (8 MiB tmpfs, 160 KiB left), then space freed", sent, written, rss.stop())
+
+
+def _prlimit(pid: int, soft: int) -> None:
+    """Set the process's soft descriptor limit (the hard one stays: raising it back needs no privilege)."""
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={soft}:"], check=True)
+
+
+def test_descriptor_exhaustion_keeps_the_episodes_and_recovers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    collector = start_collector(out, "--quiet-period", "1.0")
+    pid = collector.process.pid
+    rss = PeakRss(pid)
+    sent = Sent()
+    with httpx.Client() as client:  # one keep-alive connection, opened before the limit
+        for index in range(20):
+            task = f"emfile-{index}"
+            body, spans = run_body(task)
+            assert sent.post(client, collector.http_endpoint, task, body, spans) == 200
+        # A soft limit of 3: the descriptors open stay usable, every new one fails (EMFILE), as when other
+        # clients' connections took them all; the trace files cannot be opened.
+        _prlimit(pid, 3)
+        try:
+            time.sleep(2.0)  # the quiet period passes; writing fails with EMFILE
+            health = client.get(f"{collector.base_url}/healthz")
+            assert health.status_code == 503 and "Too many open files" in health.text
+            refused = client.post(
+                collector.http_endpoint, content=run_body("emfile-refused")[0], headers=PROTOBUF_HEADERS
+            )
+            assert refused.status_code == 503 and refused.headers["Retry-After"]
+            assert not list(out.glob("traces-*.jsonl")), "nothing could be written"
+        finally:
+            _prlimit(pid, 1024)
+        wait_healthy(collector)
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault("descriptors exhausted (prlimit) at write time", sent, written, rss.stop())
+
+
+def test_failed_wal_rotation_keeps_serving_and_writing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    collector = start_collector(out, "--quiet-period", "0.2", "--wal-segment-mb", "0.001")
+    wal = out / "wal"
+    current = max(int(p.stem) for p in wal.glob("*.wal"))
+    # New segments cannot be created: their names are taken (a read-only directory does not stop root).
+    blockers = [wal / f"{current + n:010d}.wal" for n in range(1, 200)]
+    for blocker in blockers:
+        blocker.mkdir()
+    sent = Sent()
+    rss = PeakRss(collector.process.pid)
+    with httpx.Client() as client:
+        for index in range(20):
+            task = f"rotate-{index}"
+            body, spans = run_body(task)
+            response = client.post(collector.http_endpoint, content=body, headers=PROTOBUF_HEADERS)
+            assert response.status_code == 200, response.text
+            ExportTraceServiceResponse().ParseFromString(response.content)  # a real answer, not WAL bytes
+            sent.acked[task] = spans
+            sent.sent += 1
+        assert client.get(f"{collector.base_url}/healthz").status_code == 200
+        for blocker in blockers:
+            blocker.rmdir()
+        body, spans = run_body("rotate-after")
+        assert sent.post(client, collector.http_endpoint, "rotate-after", body, spans) == 200
+    assert collector.stop() == 0, "SIGTERM after a failed rotation is a clean stop"
+    restarted = start_collector(out, "--quiet-period", "0.2")
+    assert restarted.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault("WAL segment rotation fails (names taken)", sent, written, rss.stop())
+
+
+def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    spans = record_run("late-after-restart", tools=3)
+    body = encode_protobuf(spans)
+    collector = start_collector(out, "--quiet-period", "0.2")
+    assert httpx.post(collector.http_endpoint, content=body, headers=PROTOBUF_HEADERS).status_code == 200
+    assert collector.stop() == 0
+    (first,) = validate_trace_dir(out).values()
+    assert first["metrics"]["revision"] == 0 and first["metrics"]["spans"] == len(spans)
+
+    late = ExportTraceServiceRequest()
+    late.ParseFromString(body)
+    scope = late.resource_spans[0].scope_spans[0]
+    child = next(s for s in scope.spans if s.parent_span_id)
+    del scope.spans[:]
+    scope.spans.append(child)
+    scope.spans[0].span_id = bytes.fromhex("00000000000000ff")  # a new span of the same run
+    restarted = start_collector(out, "--quiet-period", "0.2")
+    response = httpx.post(restarted.http_endpoint, content=late.SerializeToString(), headers=PROTOBUF_HEADERS)
+    assert response.status_code == 200
+    assert restarted.stop() == 0
+    (latest,) = validate_trace_dir(out).values()
+    assert latest["trace_id"] == first["trace_id"]
+    assert latest["metrics"]["spans"] == len(spans) + 1, "the late span merged into the full trace"
+    assert latest["metrics"]["revision"] == 1
+    lines = (out / "traces-00000.jsonl").read_text().splitlines()
+    assert '"revision":1' in lines[-1], "revision is written as an int"
+    sent = Sent(sent=2, acked={"late-after-restart": len(spans) + 1})
+    record_fault("restart, then a late span of a written trace", sent, latest["metrics"]["spans"], 0)
+
+
+@pytest.mark.slow
+def test_flood_of_large_never_ending_episodes_stays_under_the_memory_limit(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    limit_mb = 96
+    collector = start_collector(
+        out, "--quiet-period", "0.2", "--memory-limit-mb", str(limit_mb), "--shutdown-timeout", "25"
+    )
+    baseline = PeakRss(collector.process.pid)
+    time.sleep(0.3)
+    idle_rss = baseline.stop()
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    stop = time.monotonic() + 6.0
+    filler = "x" * (256 << 10)
+
+    def never_ending(worker: int) -> None:
+        with httpx.Client() as client:
+            index = 0
+            while time.monotonic() < stop:
+                task = f"flood-{worker}-{index}"
+                index += 1
+                spans = [s for s in record_run(task, tools=4) if s.parent is not None]  # the root never comes
+                for span in spans:
+                    span._attributes = {**span.attributes, "filler": filler}  # type: ignore[attr-defined]
+                trace_id = f"{spans[0].context.trace_id:032x}"  # no root, no task id: found by trace id
+                sent.post(client, collector.http_endpoint, trace_id, encode_protobuf(spans), len(spans))
+
+    threads = [threading.Thread(target=never_ending, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    small_ok = 0
+    with httpx.Client() as client:
+        while time.monotonic() < stop:  # a small client is still answered (200, or 503 it can retry)
+            task = f"small-{small_ok}"
+            body, spans = run_body(task, tools=1)
+            status = sent.post(client, collector.http_endpoint, task, body, spans)
+            assert status in (200, 503)
+            small_ok += status == 200
+            time.sleep(0.2)
+    for thread in threads:
+        thread.join()
+    peak = rss.stop()
+    assert sent.refused > 0, "the limit was never reached: the test proves nothing"
+    assert small_ok > 0, "small requests must get through"
+    assert peak - idle_rss < 2.5 * (limit_mb << 20), f"RSS grew {(peak - idle_rss) >> 20} MiB"
+    assert collector.stop() == 0
+    restarted = start_collector(out, "--quiet-period", "0.2")
+    assert restarted.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault(
+        f"4 senders of 1 MiB never-ending episodes for 6 s, --memory-limit-mb {limit_mb}", sent, written, peak
+    )
+
+
+def test_idle_and_half_sent_connections_are_closed_and_others_served(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    collector = start_collector(
+        out,
+        "--quiet-period",
+        "0.2",
+        "--header-timeout",
+        "1",
+        "--max-connections",
+        "64",
+        "--body-timeout",
+        "1",
+    )
+    rss = PeakRss(collector.process.pid)
+    slow_body = socket.create_connection(("127.0.0.1", collector.port))
+    slow_body.sendall(
+        b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+        b"Content-Length: 1000\r\n\r\n12345"
+    )
+    hogs = []
+    for index in range(100):
+        sock = socket.create_connection(("127.0.0.1", collector.port))
+        if index % 2:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never finished
+        hogs.append(sock)
+    sent = Sent()
+    deadline = time.monotonic() + 10
+    with httpx.Client() as client:
+        while not sent.acked and time.monotonic() < deadline:
+            body, spans = run_body("served")
+            sent.post(client, collector.http_endpoint, "served", body, spans)
+            time.sleep(0.2)
+    assert sent.acked, "a well-behaved client was not served"
+    time.sleep(1.5)
+    slow_body.settimeout(3)
+    assert b"408" in slow_body.recv(1000), "a body that does not arrive gets 408"
+    closed = 0
+    for sock in hogs:
+        sock.settimeout(3)
+        try:
+            closed += sock.recv(1) == b""
+        except OSError:
+            closed += 1
+        sock.close()
+    slow_body.close()
+    assert closed == len(hogs), f"{len(hogs) - closed} idle connections still open"
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault("100 idle / half-sent connections + a stalled body", sent, written, rss.stop())
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rng = random.Random(16)
+    sent = Sent()
+    peak = 0
+    runs = iter(range(100_000))
+    for _round in range(3):
+        collector = start_collector(out, "--quiet-period", "0.3", "--wal-segment-mb", "0.05")
+        rss = PeakRss(collector.process.pid)
+        stop = threading.Event()
+
+        def send(collector: RunningCollector = collector, stop: threading.Event = stop) -> None:
+            with httpx.Client() as client:
+                while not stop.is_set():
+                    task = f"kill-{next(runs)}"
+                    body, spans = run_body(task, tools=1 + len(task) % 3)
+                    sent.post(client, collector.http_endpoint, task, body, spans)
+
+        senders = [threading.Thread(target=send) for _ in range(3)]
+        for thread in senders:
+            thread.start()
+        time.sleep(rng.uniform(0.5, 2.0))  # some written, some open, some in flight
+        collector.kill()
+        stop.set()
+        for thread in senders:
+            thread.join()
+        peak = max(peak, rss.stop())
+    final = start_collector(out, "--quiet-period", "0.2")
+    assert final.stop() == 0
+    assert len(sent.acked) > 30, "too little traffic to prove anything"
+    written = assert_acked_written(sent, out)
+    record_fault("kill -9 at 3 random points under 3 senders, restart each time", sent, written, peak)
+
+
+@pytest.mark.slow
+def test_many_large_bodies_at_once_are_refused_before_they_add_up(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    limit_mb = 64
+    collector = start_collector(out, "--quiet-period", "0.2", "--memory-limit-mb", str(limit_mb))
+    idle = PeakRss(collector.process.pid)
+    time.sleep(0.3)
+    idle_rss = idle.stop()
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    stop = time.monotonic() + 4.0
+    filler = "y" * (1 << 20)
+
+    def large(worker: int) -> None:
+        with httpx.Client() as client:
+            index = 0
+            while time.monotonic() < stop:
+                task = f"large-{worker}-{index}"
+                index += 1
+                spans = record_run(task, tools=3)
+                for span in spans[1:]:
+                    span._attributes = {**span.attributes, "filler": filler}  # type: ignore[attr-defined]
+                sent.post(client, collector.http_endpoint, task, encode_protobuf(spans), len(spans))
+
+    threads = [threading.Thread(target=large, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    peak = rss.stop()
+    assert sent.refused > 0, "the limit was never reached: the test proves nothing"
+    assert peak - idle_rss < 3 * (limit_mb << 20), f"RSS grew {(peak - idle_rss) >> 20} MiB"
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault(f"6 senders of 4 MiB bodies for 4 s, --memory-limit-mb {limit_mb}", sent, written, peak)
