@@ -562,6 +562,21 @@ def test_a_late_reward_recredits_and_replaces_earlier_credit() -> None:
         make_annotation(late.trace_id, "bonus", 1.0, "replace", "causal")
 
 
+def test_a_late_reward_keeps_activations_apart_in_agent_credit() -> None:
+    from orchestrace_collector.annotations import make_annotation
+
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    for start in (1, 4):
+        writer = s.agent("writer", start, start + 2, lead)
+        s.chat(start + 0.5, start + 1, writer)
+    episode = convert_episode(s.spans)
+    trace = episode.trace.model_copy(deep=True)
+    make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
+    credit = {k: v for k, v in trace.rewards.items() if k.startswith("credit:agent:")}
+    assert credit == pytest.approx({"credit:agent:writer#1": 0.5, "credit:agent:writer#2": 0.5})
+
+
 def test_metrics_and_costs() -> None:
     s = Spans()
     lead = s.agent(

@@ -32,10 +32,11 @@ credit (``annotate``) replaces all of it; recorded rewards are never touched.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from ..model import Trace, Turn
+from .actors import instance_label
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
@@ -179,23 +180,40 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
     ]
     for k in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
         del trace.rewards[k]
+    label = _labeller(trace, new_turns)
     if new_turns:
-        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns], [t.agent for t in new_turns]))
+        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns],
+                                          [label(t.agent, t.activation) for t in new_turns]))
     else:
-        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace)))
+        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace, label)))
     return new_turns
 
 
-def turn_activation(turn: Turn) -> tuple[str, object]:
-    return turn.agent, getattr(turn, "activation", None)
+def turn_activation(turn: Turn) -> tuple[str, int | None]:
+    return turn.agent, turn.activation
 
 
-def event_owners(trace: Trace) -> list[str]:
-    """The agent each event counts for, by position (a tool result counts for the caller of the tool)."""
+def _labeller(trace: Trace, turns: Sequence[Turn]) -> Callable[[str, int | None], str]:
+    """Activation labels (``name#k`` when the episode has several activations of a name), as credit keys
+    are written at conversion."""
+    counts: dict[str, int] = {}
+    for agent, activation in [*((ev.agent, ev.activation) for ev in trace.events),
+                              *(turn_activation(t) for t in turns)]:
+        if activation is not None:
+            counts[agent] = max(counts.get(agent, 0), activation)
+
+    def label(agent: str, activation: int | None) -> str:
+        return agent if activation is None else instance_label(agent, activation, counts[agent])
+
+    return label
+
+
+def event_owners(trace: Trace, label: Callable[[str, int | None], str]) -> list[str]:
+    """The activation each event counts for, by position (a tool result counts for the caller)."""
     by_id = {ev.id: ev for ev in trace.events}
-    owners = {ev.id: ev.agent for ev in trace.events}
+    owners = {ev.id: label(ev.agent, ev.activation) for ev in trace.events}
     for edge in trace.edges:
         src, dst = by_id[edge.src], by_id[edge.dst]
         if edge.type == "return" and dst.type == "tool_result" and src.type == "tool_call":
-            owners[dst.id] = src.agent
+            owners[dst.id] = owners[src.id]
     return [owners[ev.id] for ev in trace.events]
