@@ -95,6 +95,15 @@ def test_openai_chat_completion(tmp_path: Path, as_object: bool) -> None:
     assert picked(one_turn(tmp_path, reply)) == EXPECTED
 
 
+def test_litellm_model_response(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of LiteLLM's price list
+    from litellm import ModelResponse  # imported here: a heavy import, and after the variable is set
+
+    reply = ModelResponse(**CHAT_COMPLETION)
+    assert type(reply).__module__.startswith("litellm")
+    assert picked(one_turn(tmp_path, reply)) == EXPECTED
+
+
 def _chunk(choices: list[dict[str, Any]], **extra: Any) -> ChatCompletionChunk:
     return ChatCompletionChunk.model_validate(
         {
