@@ -130,6 +130,7 @@ def test_tokens_rebuild_the_turns(supervisor: tuple[ExampleRun, Path], tmp_path:
         last = turns[row["turn_ids"][-1]]
         whole = tokenizer.apply_chat_template(
             template_messages([*row_messages(last["prompt"]), *row_messages(last["completion"])]),
+            tools=last.get("tools"),  # the tools the model was offered are part of what it read
             tokenize=False,
         )
         assert tokenizer.decode(row["input_ids"]) == whole

@@ -15,7 +15,17 @@ from orchestrace import semconv as sc
 
 from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
 from .actors import Actors, Instance
-from .classify import AGENT, NODE, WORKFLOW, Kind, actor_name, created_agent_name, foreign_step, tool_name
+from .classify import (
+    AGENT,
+    NODE,
+    TOOL_NODE,
+    WORKFLOW,
+    Kind,
+    actor_name,
+    created_agent_name,
+    foreign_step,
+    tool_name,
+)
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
 
@@ -342,9 +352,9 @@ def _span_event(
 
 
 def _inner(owner: Instance, node: Node) -> bool:
-    """Whether ``node`` is part of an agent's inner working (its graph run or one of its graph's nodes), as
-    opposed to the agent's own span, whose events are those of the graph around the agent."""
-    return owner.sub_kind == AGENT and node.sub_kind in (NODE, WORKFLOW) and node.instance is owner
+    """Whether ``node`` is part of an agent's inner working (its graph run or one of its graph's nodes, its
+    tool node too), as opposed to the agent's own span, whose events are those of the graph around it."""
+    return owner.sub_kind == AGENT and node.sub_kind in (NODE, WORKFLOW, TOOL_NODE) and node.instance is owner
 
 
 def _inner_route(owner: Instance, node: Node, attrs: Attributes, targets: object) -> bool:
