@@ -49,6 +49,7 @@ def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner
     assert trace["metrics"]["task_success"] == 1.0
     delegated = {name(e["to"]) for e in decisions(run, "delegate") if "to" in e}
     assert {"researcher", "mathematician", "writer"} <= delegated
+    assert not delegated & {"model", "tools", "agent"}  # a worker's own ReAct loop is no orchestration
     tools = sorted(e["tool"] for e in run.events if e["type"] == "tool_call")
     worker_tools = [t for t in tools if not t.startswith("transfer_")]
     assert worker_tools == ["add", "count_words", "lookup_moons", "lookup_moons"]
