@@ -7,7 +7,7 @@ import errno
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collector_fixtures import record_run
@@ -19,22 +19,14 @@ from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.output import TraceDirWriter, latest_traces
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import WriteAheadLog
+from test_assemble import Clock, Sink
 
 
 @dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class FlakySink:
+class FlakySink(Sink):
     """Fails with ``OSError`` (disk full) while ``failing``."""
 
     failing: bool = True
-    written: list[tuple[Trace, int]] = field(default_factory=list)
 
     def write(
         self,
@@ -46,7 +38,7 @@ class FlakySink:
     ) -> None:
         if self.failing:
             raise OSError(errno.ENOSPC, "No space left on device")
-        self.written.append((trace, revision))
+        super().write(trace, turns, contents, revision=revision)
 
 
 def spans_of(task_id: str, **kwargs: object) -> list[Span]:
