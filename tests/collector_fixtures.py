@@ -104,6 +104,16 @@ class RunningCollector:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
+def run_into_collector(collector: RunningCollector, exporter: str, program: str, *args: str) -> None:
+    """Run ``program`` (``python -c``) with an ``otlp`` / ``otlp-grpc`` exporter name and the collector's
+    endpoint as its first arguments, then stop the collector so that everything is written."""
+    endpoint = collector.base_url if exporter == "otlp" else f"http://{collector.grpc_endpoint}"
+    done = subprocess.run([sys.executable, "-c", program, exporter, endpoint, *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert collector.stop() == 0
+
+
 def start_collector(out: Path, *args: str, tls_ca: Path | None = None) -> RunningCollector:
     out.mkdir(parents=True, exist_ok=True)
     collector = RunningCollector(

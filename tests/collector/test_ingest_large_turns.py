@@ -3,12 +3,10 @@ the transport cuts nothing that reaches the training data."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
-from collector_fixtures import RunningCollector, validate_trace_dir
+from collector_fixtures import RunningCollector, run_into_collector, validate_trace_dir
 from orchestrace_collector.output import latest_turns
 
 PROGRAM = textwrap.dedent("""
@@ -35,16 +33,7 @@ PROGRAM = textwrap.dedent("""
 
 @pytest.mark.parametrize("exporter", ["otlp", "otlp-grpc"])
 def test_a_large_call_reaches_the_turn_whole(collector: RunningCollector, exporter: str) -> None:
-    endpoint = collector.base_url if exporter == "otlp" else f"http://{collector.grpc_endpoint}"
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, exporter, endpoint],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert collector.stop() == 0
+    run_into_collector(collector, exporter, PROGRAM)
     traces = validate_trace_dir(collector.out)
     (turns,) = latest_turns(collector.out, traces).values()
     (turn,) = turns

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
-from collector_fixtures import RunningCollector, validate_trace_dir
+from collector_fixtures import RunningCollector, run_into_collector, validate_trace_dir
 
 PROGRAM = textwrap.dedent("""
     import sys
@@ -36,17 +34,8 @@ PROGRAM = textwrap.dedent("""
 
 @pytest.mark.parametrize("exporter", ["otlp", "otlp-grpc"])
 def test_sdk_run_over_otlp_becomes_a_trace(collector: RunningCollector, exporter: str) -> None:
-    endpoint = collector.base_url if exporter == "otlp" else f"http://{collector.grpc_endpoint}"
     task = f"sdk-{exporter}"
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, exporter, endpoint, task],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert collector.stop() == 0
+    run_into_collector(collector, exporter, PROGRAM, task)
     (trace,) = validate_trace_dir(collector.out).values()
     assert trace["task_id"] == task
     assert {e["agent"] for e in trace["events"]} >= {"supervisor", "researcher"}

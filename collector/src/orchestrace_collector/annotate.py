@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrace_collector.annotations import Annotation, make_annotation, reward_key
+from orchestrace_collector.annotations import Annotation, make_annotation
+from orchestrace_collector.convert.rewards import channel_key
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.output import REVISION, TraceDirWriter, latest_traces, latest_turns, revision_of
 
@@ -52,7 +53,7 @@ def annotate(
     revised: list[tuple[Annotation, dict[str, Any], list[dict[str, Any]]]] = []
     for tid, trace in matching.items():
         revision = int(revision_of(trace)) + 1
-        annotation = make_annotation(tid, reward_key(family, name), reward, mode, strategy, revision)
+        annotation = make_annotation(tid, channel_key(family, name), reward, mode, strategy, revision)
         try:
             model = Trace.model_validate(trace)
             credited = annotation.apply(model, [Turn.model_validate(t) for t in turns[tid]])

@@ -26,10 +26,6 @@ Mode = Literal["replace", "add"]
 MODES: tuple[Mode, ...] = ("replace", "add")
 
 
-def reward_key(family: str, name: str | None) -> str:
-    return f"{family}:{name}" if name else family
-
-
 def check_key(key: str) -> None:
     """A late reward's key: ``family`` or ``family:name`` with a known family (ValueError otherwise)."""
     family = key.split(":", 1)[0]

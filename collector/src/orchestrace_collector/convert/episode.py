@@ -15,7 +15,7 @@ from .classify import Kind
 from .construct import Constructor
 from .content import ContentStore
 from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
-from .edges import EdgeRec, build_edges
+from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
@@ -92,7 +92,8 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     turn_recs = build_turns(events_set.model_nodes, store)
     edges = build_edges(events_set, actors)
     reward_set = collect_rewards(events_set, actors, turn_recs)
-    rewards, turn_credit = _credit(events, edges, turn_recs, reward_set, credit)
+    on_path = causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
+    rewards, turn_credit = _credit(events, on_path, turn_recs, reward_set, credit)
 
     t0 = min(n.start_ns for n in forest.nodes)
     end = max(n.end_ns for n in forest.nodes)
@@ -107,7 +108,6 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         metrics["task_success"] = success
     agents = {ev.agent for ev in events if ev.type == "return"}
     if agents:
-        on_path = _on_path(events, edges)
         metrics["agent_utilization"] = len({_owner(events[i]) for i in on_path} & agents) / len(agents)
 
     trace = Trace.model_construct(
@@ -138,18 +138,14 @@ def _owner(ev: Ev) -> str:
     return ev.owner.label if ev.type == "tool_result" else ev.agent
 
 
-def _on_path(events: list[Ev], edges: list[EdgeRec]) -> set[int]:
-    return causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
-
-
-def _credit(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], reward_set: RewardSet,
+def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_set: RewardSet,
             strategy: str) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """The trace's ``rewards`` and each turn's credit (see ``credit.py``); sets the events' ``credit``."""
+    """The trace's ``rewards`` and each turn's credit (see ``credit.py``); sets the events' ``credit``.
+    ``on_path``: positions of the events the answer depends on."""
     rewards: dict[str, float] = {}
     credits: list[dict[str, float]] = [{} for _ in turns]
     if not reward_set.channels:
         return rewards, credits
-    on_path = _on_path(events, edges)
     turn_events = [{ev.index for ev in t.events} for t in turns]
     owners = [id(t.owner) for t in turns]
     team = turn_weights(strategy, turn_events, owners, on_path)

@@ -89,9 +89,11 @@ class RewardSet:
 
 
 def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> RewardSet:
-    resolver = _Resolver(events_set, actors, turns)
     channels: dict[str, Channel] = {}
     rejected: dict[str, int] = {}
+    if not events_set.evaluations:
+        return RewardSet(channels, rejected)  # most episodes: no index of turns and agents to build
+    resolver = _Resolver(events_set, actors, turns)
     recorded = sorted(events_set.evaluations, key=lambda item: item[1].time_ns)  # stable: ties keep order
     for node, event in recorded:
         attrs = event.attributes
