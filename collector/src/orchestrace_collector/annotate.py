@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from orchestrace_collector.annotations import Annotation, make_annotation
 from orchestrace_collector.convert.rewards import channel_key
-from orchestrace_collector.model import Trace, Turn
-from orchestrace_collector.output import REVISION, TraceDirWriter, latest_traces, latest_turns, revision_of
+from orchestrace_collector.model import REVISION, Trace, Turn
+from orchestrace_collector.output import TraceDirWriter, latest_traces, latest_turns, revision_of
 
 
 class NoSuchTrace(LookupError):

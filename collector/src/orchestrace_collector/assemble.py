@@ -53,8 +53,7 @@ from typing import Any, Protocol
 
 from orchestrace.semconv import ORCH_EPISODE_ID
 
-from orchestrace_collector.model import Trace, Turn
-from orchestrace_collector.output import SPAN_CONFLICTS, SPAN_COUNT
+from orchestrace_collector.model import SPAN_CONFLICTS, SPAN_COUNT, Trace, Turn
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import KIND_WRITTEN, WriteAheadLog
 
@@ -70,10 +69,18 @@ class ConvertedEpisode(Protocol):
     trace: Trace
     turns: list[Turn]
     contents: dict[str, str]
+    trace_id: str  # the trace's, without making its model
+
+    @property
+    def metrics(self) -> dict[str, float]: ...  # the trace's, without making its model
+
+    def json_lines(self, revision: int) -> tuple[bytes, list[bytes]]: ...
 
 
 class TraceSink(Protocol):
-    """Where written episodes go: ``output.TraceDirWriter``, or a list for ``convert_spans``."""
+    """Where written episodes go: ``output.TraceDirWriter``, or a list for ``convert_spans``. A sink with a
+    ``write_episode(episode, *, revision)`` method (``TraceDirWriter``) is given the converted episode
+    instead, to write its records without making its models."""
 
     def write(
         self,
@@ -389,13 +396,18 @@ class Assembler:
             converted = self.converter(spans)
             if self.hook is not None:
                 self.hook(converted)
-            trace = converted.trace
             if episode.late:
-                trace.trace_id = f"{trace.trace_id}.late{episode.late}"
-            trace.metrics[SPAN_COUNT] = float(len(spans))
+                converted.trace_id = f"{converted.trace_id}.late{episode.late}"
+            converted.metrics[SPAN_COUNT] = float(len(spans))
             if episode.conflicts:
-                trace.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
-            self.writer.write(trace, converted.turns, converted.contents, revision=episode.revision)
+                converted.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
+            write_episode = getattr(self.writer, "write_episode", None)
+            if write_episode is not None:  # writes the converter's records as they are
+                write_episode(converted, revision=episode.revision)
+            else:
+                self.writer.write(
+                    converted.trace, converted.turns, converted.contents, revision=episode.revision
+                )
         except OSError:
             raise
         except Exception:

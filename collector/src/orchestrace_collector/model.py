@@ -23,12 +23,23 @@ Topology = Literal[
     "unknown",
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
+#: Metrics the writer and the assembler set: the trace's revision, the spans it was built from, span ids seen
+#: again with other content.
+REVISION = "revision"
+SPAN_COUNT = "spans"
+SPAN_CONFLICTS = "span_conflicts"
 #: Metrics that are counts, written as JSON integers.
-INTEGER_METRICS = frozenset({"revision", "spans", "critical_steps", "incomplete", "rejected_rewards"})
+INTEGER_METRICS = frozenset({REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards"})
 
 
 def _is_count(metric: str) -> bool:
     return metric in INTEGER_METRICS or metric.startswith("rejected_rewards:")
+
+
+def json_metrics(metrics: dict[str, float]) -> dict[str, float | int]:
+    """Metrics as written: counts (``revision``, ``spans``, ``rejected_rewards``) are JSON integers,
+    whatever their type here."""
+    return {k: int(v) if _is_count(k) and float(v).is_integer() else v for k, v in metrics.items()}
 
 
 class Event(BaseModel):
@@ -105,8 +116,7 @@ class Trace(BaseModel):
 
     @field_serializer("metrics")
     def _metrics(self, metrics: dict[str, float]) -> dict[str, float | int]:
-        # Counts (``revision``, ``spans``, ``rejected_rewards``) are JSON integers, whatever their type here.
-        return {k: int(v) if _is_count(k) and float(v).is_integer() else v for k, v in metrics.items()}
+        return json_metrics(metrics)
 
     def to_json_dict(self) -> dict[str, object]:
         """The trace as written: aliases (``from``) applied, unset optional fields left out."""

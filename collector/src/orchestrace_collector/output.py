@@ -39,12 +39,15 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from orchestrace.content import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
-from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.model import REVISION, Trace, Turn
+
+if TYPE_CHECKING:
+    from orchestrace_collector.assemble import ConvertedEpisode
 
 TRACES_PREFIX = "traces-"
 TURNS_PREFIX = "turns-"
@@ -52,9 +55,6 @@ CONTENT_DIR = "content"
 CONTENT_REFS = "content-refs.jsonl"
 WAL_DIR = "wal"
 ANNOTATIONS_FILE = "annotations.jsonl"
-REVISION = "revision"
-SPAN_COUNT = "spans"
-SPAN_CONFLICTS = "span_conflicts"
 _FILE_RE = re.compile(r"^(traces|turns)-(\d{5,})\.jsonl$")
 
 
@@ -75,14 +75,14 @@ class _RotatingJsonl:
         self._fd = -1
         self._size = 0
 
-    def write_lines(self, lines: Sequence[str]) -> int:
-        """Append ``lines``; returns the file size before them (for :meth:`truncate`)."""
+    def write_lines(self, lines: Sequence[bytes]) -> int:
+        """Append ``lines`` (UTF-8); returns the file size before them (for :meth:`truncate`)."""
         if not lines:
             return -1
         fd = self._handle()
         start = self._size
         try:
-            data = "".join(lines).encode("utf-8")
+            data = b"".join(lines)
             _write_all(fd, data)
         except OSError:
             self.truncate(start)
@@ -170,27 +170,30 @@ class TraceDirWriter:
     ) -> None:
         turns, revision = self.apply_annotations(trace, turns, revision)
         trace.metrics[REVISION] = float(revision)
-        # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.
-        trace_line = trace.model_dump_json(by_alias=True, exclude_none=True) + "\n"
-        revision_field = f',"{REVISION}":{revision}}}\n'
+        trace_line = trace.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
+        revision_field = b',"%s":%d}\n' % (REVISION.encode(), revision)
         # A turn always has fields, so its JSON ends with the closing brace the revision goes before.
-        turn_lines = [turn.model_dump_json(exclude_none=True)[:-1] + revision_field for turn in turns]
+        turn_lines = [t.model_dump_json(exclude_none=True).encode()[:-1] + revision_field for t in turns]
         self.write_raw(trace_line, turn_lines, contents)
+
+    def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
+        """:meth:`write` for a converted episode: its records are written as they are (see
+        ``convert/written.py``) unless an annotation of its trace has to be applied first."""
+        if self._annotations_of(episode.trace_id):
+            self.write(episode.trace, episode.turns, episode.contents, revision=revision)
+            return
+        trace_line, turn_lines = episode.json_lines(revision)
+        self.write_raw(trace_line, turn_lines, episode.contents)
 
     def write_dicts(self, trace: Mapping[str, Any], turns: Iterable[Mapping[str, Any]]) -> None:
         """Write an already serialized trace (``annotate``); its ``metrics.revision`` must already be set."""
         revision = trace.get("metrics", {}).get(REVISION, 0)
         self.write_raw(
-            json.dumps(trace, ensure_ascii=False, separators=(",", ":")) + "\n",
-            [
-                json.dumps({**t, REVISION: revision}, ensure_ascii=False, separators=(",", ":")) + "\n"
-                for t in turns
-            ],
-            None,
+            _json_line(trace), [_json_line({**t, REVISION: revision}) for t in turns], None
         )
 
     def write_raw(
-        self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
+        self, trace_line: bytes, turn_lines: Sequence[bytes], contents: Mapping[str, str] | None
     ) -> None:
         """Write one trace; on ``OSError`` nothing of it is left in the jsonl files (content files, being
         addressed by their hash, may stay) and the error propagates: the caller keeps the episode."""
@@ -242,6 +245,10 @@ class TraceDirWriter:
             if self._refs is not None:
                 self._refs.close()
                 self._refs = None
+
+
+def _json_line(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 def _holds(path: Path, digest: str) -> bool:

@@ -33,7 +33,7 @@ import logging
 import os
 import pickle
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +51,9 @@ from orchestrace_collector.decode import (
     parse_otlp_protobuf,
     spans_from_request,
 )
-from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.model import SPAN_COUNT
 from orchestrace_collector.offline import input_files
-from orchestrace_collector.output import SPAN_COUNT, TraceDirWriter
+from orchestrace_collector.output import TraceDirWriter
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import batches_as_request, is_wal
 
@@ -70,7 +70,7 @@ _TASKS_PER_CPU = 2
 _Source = ExportTraceServiceRequest | list[Span]
 #: What a worker sends back for one converted episode: its lines (``TraceDirWriter.write_raw``'s arguments)
 #: or the error that stopped it.
-_Lines = tuple[str, list[str], dict[str, str]]
+_Lines = tuple[bytes, list[bytes], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -187,23 +187,6 @@ def _index_file(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _CapturedLines(TraceDirWriter):
-    """``TraceDirWriter.write`` without a directory: keeps the lines it would append, so the workers serialize
-    and the driver only appends (``write_raw``)."""
-
-    def __init__(self) -> None:  # deliberately no directory and no files
-        self.lines: list[_Lines] = []
-
-    def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
-                          ) -> tuple[Sequence[Turn], int]:
-        return turns, revision  # a fresh conversion: nothing annotated it yet
-
-    def write_raw(
-        self, trace_line: str, turn_lines: Sequence[str], contents: Mapping[str, str] | None
-    ) -> None:
-        self.lines.append((trace_line, list(turn_lines), dict(contents or {})))
-
-
 def _convert(
     key: str, positioned: Sequence[tuple[int, Span]], converter: Converter, hook: EpisodeHook | None
 ) -> tuple[str, _Lines | None, str]:
@@ -216,12 +199,11 @@ def _convert(
         converted = converter(spans)
         if hook is not None:
             hook(converted)
-        converted.trace.metrics[SPAN_COUNT] = float(len(spans))
-        captured = _CapturedLines()
-        captured.write(converted.trace, converted.turns, converted.contents, revision=0)
+        converted.metrics[SPAN_COUNT] = float(len(spans))
+        trace_line, turn_lines = converted.json_lines(0)  # a fresh conversion: nothing annotated it yet
     except Exception as exc:  # one bad episode must not stop the run, as with the local engine
         return key, None, f"{type(exc).__name__}: {exc} ({len(spans)} spans)"
-    return key, captured.lines[0], ""
+    return key, (trace_line, turn_lines, converted.contents), ""
 
 
 def _convert_part(row: dict[str, Any], converter: Converter, hook: EpisodeHook | None) -> dict[str, Any]:

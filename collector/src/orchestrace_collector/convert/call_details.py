@@ -15,10 +15,36 @@ from orchestrace import semconv as sc
 from orchestrace.tool_definitions import openai_tool
 
 from ..spans import Attributes
-from .chat import output_finish_reason
+from .chat import FINISH_REASON_KEYS, output_finish_reason
 
 #: Turn field -> attribute holding how many bytes were cut from it.
 _CUTS = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))
+_REQUEST_PREFIXES = (sc.GEN_AI_REQUEST_PREFIX, sc.ORCH_REQUEST_PREFIX)
+#: Every attribute ``details`` reads but the request's: most model calls have none of them.
+_KEYS = frozenset({
+    sc.GEN_AI_TOOL_DEFINITIONS, sc.ORCH_INPUT_CUT_BYTES, sc.ORCH_OUTPUT_CUT_BYTES,
+    sc.ORCH_PROMPT_TOKEN_IDS, sc.ORCH_COMPLETION_TOKEN_IDS, sc.ORCH_COMPLETION_LOGPROBS,
+    sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_RESPONSE_FINISH_REASONS, *FINISH_REASON_KEYS,
+})
+
+
+def details(attrs: Attributes) -> dict[str, Any] | None:
+    """The turn's fields read here that the call has, in ``model.Turn``'s order (``None`` when none)."""
+    params = request(attrs)
+    if _KEYS.isdisjoint(attrs):
+        return {"request": params} if params is not None else None
+    found = {
+        "tools": tools(attrs),
+        "truncated": truncated(attrs),
+        "prompt_token_ids": numbers(attrs, sc.ORCH_PROMPT_TOKEN_IDS, int),
+        "completion_token_ids": numbers(attrs, sc.ORCH_COMPLETION_TOKEN_IDS, int),
+        "completion_logprobs": numbers(attrs, sc.ORCH_COMPLETION_LOGPROBS, float),
+        "request": params,
+        "response_id": text(attrs, sc.GEN_AI_RESPONSE_ID),
+        "response_model": text(attrs, sc.GEN_AI_RESPONSE_MODEL),
+        "finish_reason": finish_reason(attrs),
+    }
+    return {key: value for key, value in found.items() if value is not None} or None
 
 
 def tools(attrs: Attributes) -> list[dict[str, Any]] | None:
@@ -57,10 +83,11 @@ def numbers(attrs: Attributes, key: str, kind: type) -> list[Any] | None:
 def request(attrs: Attributes) -> dict[str, Any] | None:
     params: dict[str, Any] = {}
     for key, value in attrs.items():
-        if key.startswith(sc.GEN_AI_REQUEST_PREFIX) and key != sc.GEN_AI_REQUEST_MODEL:
-            params[key[len(sc.GEN_AI_REQUEST_PREFIX):]] = list(value) if isinstance(value, tuple) else value
-        elif key.startswith(sc.ORCH_REQUEST_PREFIX):
-            params[key[len(sc.ORCH_REQUEST_PREFIX):]] = list(value) if isinstance(value, tuple) else value
+        if not key.startswith(_REQUEST_PREFIXES) or key == sc.GEN_AI_REQUEST_MODEL:
+            continue
+        short = key[len(sc.GEN_AI_REQUEST_PREFIX if key.startswith(sc.GEN_AI_REQUEST_PREFIX)
+                        else sc.ORCH_REQUEST_PREFIX):]
+        params[short] = list(value) if isinstance(value, tuple) else value
     return params or None
 
 

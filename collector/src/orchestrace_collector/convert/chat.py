@@ -171,13 +171,18 @@ def _reasoning_parts(raw: object) -> str:
                    if isinstance(part, dict) and part.get("type") == "reasoning")
 
 
+_COMPLETION_FINISH_REASON = GEN_AI_COMPLETION_PREFIX + "0.finish_reason"
+#: What ``output_finish_reason`` reads.
+FINISH_REASON_KEYS = (sc.GEN_AI_OUTPUT_MESSAGES, _COMPLETION_FINISH_REASON)
+
+
 def output_finish_reason(attrs: Attributes) -> str | None:
     """The finish reason the first output message states (GenAI ``finish_reason``, OpenLLMetry's
     ``gen_ai.completion.0.finish_reason``): for spans without ``gen_ai.response.finish_reasons``."""
     data = _loads(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
     first = data[0] if isinstance(data, list) and data else data
     reason = first.get("finish_reason") if isinstance(first, dict) else None
-    reason = reason or attrs.get(GEN_AI_COMPLETION_PREFIX + "0.finish_reason")
+    reason = reason or attrs.get(_COMPLETION_FINISH_REASON)
     return str(reason) if reason else None
 
 

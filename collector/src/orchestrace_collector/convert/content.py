@@ -33,7 +33,11 @@ class ContentStore:
     def ref(self, attrs: Attributes, ref_key: str, content_keys: tuple[str, ...]) -> str | None:
         """The ref of a span's (or span event's) content in one direction, recording captured text."""
         ref = attrs.get(ref_key)
-        raw = next((attrs[key] for key in content_keys if attrs.get(key) is not None), None)
+        raw = None
+        for key in content_keys:
+            raw = attrs.get(key)
+            if raw is not None:
+                break
         if not ref:
             if raw is None:
                 return None

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrace import semconv as sc
 
-from ..model import Costs, Edge, Event, Message, Trace, Turn
 from ..spans import Span
 from .actors import Actors, assign_instances
-from .chat import ChatMessage
 from .classify import Kind
-from .construct import Constructor
 from .content import ContentStore
 from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
 from .edges import build_edges
@@ -23,19 +20,9 @@ from .metrics import structural_metrics
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
 from .turns import TurnRec, build_turns
+from .written import Episode, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
-_new_event = Constructor(Event)
-_new_edge = Constructor(Edge)
-_new_turn = Constructor(Turn)
-_new_message = Constructor(Message)
-
-
-@dataclass(slots=True)
-class Episode:
-    trace: Trace
-    turns: list[Turn]
-    contents: dict[str, str] = field(default_factory=dict)  # content ref -> captured text (the content store)
 
 
 def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit: str = "causal") -> Episode:
@@ -110,26 +97,22 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     if agents:
         metrics["agent_utilization"] = len({_owner(events[i]) for i in on_path} & agents) / len(agents)
 
-    trace = Trace.model_construct(
-        trace_id=trace_id,
-        task_id=str(task),
-        system=str(system) if system else None,
-        topology=infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY)),
-        events=[_event(ev, t0) for ev in events],
-        edges=[
-            _new_edge.complete({"src": events[s].id, "dst": events[d].id, "type": kind})
-            for s, d, kind in edges
-        ],
-        rewards=rewards,
-        costs=Costs.model_construct(
-            tokens=float(sum(t.tokens for t in turn_recs)),
-            wall_clock_s=(end - t0) / _NS,
-            tool_calls=float(sum(1 for ev in events if ev.type == "tool_call")),
-            messages=float(sum(1 for ev in events if ev.type == "message")),
-        ),
-        metrics=metrics,
-    )
-    turns = [_turn(t, trace, t0, c) for t, c in zip(turn_recs, turn_credit, strict=True)]
+    ids = [ev.id for ev in events]
+    trace: TraceRecord = {"trace_id": trace_id, "task_id": str(task)}
+    if system:
+        trace["system"] = str(system)
+    trace["topology"] = infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
+    trace["events"] = [_event(ev, t0) for ev in events]
+    trace["edges"] = [{"src": ids[s], "dst": ids[d], "type": kind} for s, d, kind in edges]
+    trace["rewards"] = rewards
+    trace["costs"] = {
+        "tokens": float(sum(t.tokens for t in turn_recs)),
+        "wall_clock_s": (end - t0) / _NS,
+        "tool_calls": float(sum(1 for ev in events if ev.type == "tool_call")),
+        "messages": float(sum(1 for ev in events if ev.type == "message")),
+    }
+    trace["metrics"] = metrics
+    turns = [_turn(t, trace_id, str(task), t0, c) for t, c in zip(turn_recs, turn_credit, strict=True)]
     return Episode(trace, turns, store.contents)
 
 
@@ -207,76 +190,103 @@ def _seconds(t_ns: int, t0: int) -> float:
     return max(0.0, (t_ns - t0) / _NS)  # clock skew between processes never makes t negative
 
 
-def _event(ev: Ev, t0: int) -> Event:
-    node, actor = ev.node, ev.actor
-    span = node.span if node is not None else None
-    # Every field of ``Event`` in declaration order (``Constructor.complete`` takes the dict as it is).
-    return _new_event.complete(
-        {
-            "id": ev.id,
-            "t": _seconds(ev.key[0], t0),
-            "type": ev.type,
-            "agent": actor.name if actor is not None else ev.agent,
-            "role": ev.role,
-            "from_": ev.frm,
-            "to": ev.to,
-            "tool": ev.tool,
-            "content_ref": ev.content_ref,
-            "trusted": ev.trusted,
-            "activation": actor.activation if actor is not None else None,
-            "decision": ev.decision,
-            "label": ev.label,
-            "reason": ev.reason,
-            "handoff": ev.handoff,
-            "agent_id": ev.agent_id,
-            "t_end": _seconds(ev.t_end_ns, t0) if ev.t_end_ns is not None else None,
-            "t_start": _seconds(ev.owner.start_ns, t0) if ev.type == "return" else None,
-            "span_id": span.span_id if span is not None else None,
-            "otel_trace_id": span.trace_id if span is not None else None,
-            "tokens": ev.tokens,
-            "reward": ev.reward,
-            "credit": ev.credit,
-            "incomplete": True if node is not None and node.incomplete else None,
-            "error": ev.error,
-            "error_type": ev.error_type,
-        }
-    )
+def _event(ev: Ev, t0: int) -> dict[str, Any]:
+    """The event's record: ``model.Event``'s fields in declaration order, those with a value."""
+    actor = ev.actor
+    out: dict[str, Any] = {
+        "id": ev.id,
+        "t": _seconds(ev.key[0], t0),
+        "type": ev.type,
+        "agent": actor.name if actor is not None else ev.agent,
+    }
+    if ev.role is not None:
+        out["role"] = ev.role
+    if ev.frm is not None:
+        out["from"] = ev.frm
+    if ev.to is not None:
+        out["to"] = ev.to
+    if ev.tool is not None:
+        out["tool"] = ev.tool
+    if ev.content_ref is not None:
+        out["content_ref"] = ev.content_ref
+    if ev.trusted is not None:
+        out["trusted"] = ev.trusted
+    if actor is not None:
+        out["activation"] = actor.activation
+    if ev.decision is not None:
+        out["decision"] = ev.decision
+    if ev.label is not None:
+        out["label"] = ev.label
+    if ev.reason is not None:
+        out["reason"] = ev.reason
+    if ev.handoff is not None:
+        out["handoff"] = ev.handoff
+    if ev.agent_id is not None:
+        out["agent_id"] = ev.agent_id
+    if ev.t_end_ns is not None:
+        out["t_end"] = _seconds(ev.t_end_ns, t0)
+    if ev.type == "return":
+        out["t_start"] = _seconds(ev.owner.start_ns, t0)
+    node = ev.node
+    if node is not None:
+        out["span_id"] = node.span.span_id
+        out["otel_trace_id"] = node.span.trace_id
+    if ev.tokens is not None:
+        out["tokens"] = ev.tokens
+    if ev.reward is not None:
+        out["reward"] = ev.reward
+    if ev.credit is not None:
+        out["credit"] = ev.credit
+    if node is not None and node.incomplete:
+        out["incomplete"] = True
+    if ev.error is not None:
+        out["error"] = ev.error
+    if ev.error_type is not None:
+        out["error_type"] = ev.error_type
+    return out
 
 
-def _turn(rec: TurnRec, trace: Trace, t0: int, credit: dict[str, float]) -> Turn:
-    span = rec.node.span
-    event_ids = [ev.id for ev in rec.events]
-    return _new_turn(
-        {
-            "trace_id": trace.trace_id,
-            "task_id": trace.task_id,
-            "turn_id": span.span_id,
-            "agent": rec.owner.name,
-            "activation": rec.owner.activation or None,
-            "agent_id": rec.owner.agent_id,
-            "model": rec.model,
-            "provider": rec.provider,
-            "t": _seconds(rec.node.start_ns, t0),
-            "t_end": _seconds(rec.node.end_ns, t0),
-            "input_tokens": rec.input_tokens,
-            "output_tokens": rec.output_tokens,
-            "input_ref": rec.input_ref,
-            "output_ref": rec.output_ref,
-            "event_ids": event_ids,
-            "reward": sum(credit.values()) if credit else None,
-            "credit": credit or None,
-            "prompt": _messages(rec.prompt),
-            "completion": _messages(rec.completion),
-            "prompt_incomplete": True if rec.prompt_incomplete else None,
-            "error": rec.error,
-            "error_type": rec.error_type,
-            **(rec.details or {}),
-        }
-    )
-
-
-def _messages(chat: list[ChatMessage] | None) -> list[Message] | None:
-    if chat is None:
-        return None
-    # Plain messages skip validation (the hot path); tool calls are nested models, built by validating.
-    return [_new_message(m) if len(m) == 2 else Message.model_validate(m) for m in chat]
+def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, float]) -> TurnRecord:
+    """The turn's record: ``model.Turn``'s fields in declaration order, those with a value."""
+    owner = rec.owner
+    out: TurnRecord = {
+        "trace_id": trace_id,
+        "task_id": task_id,
+        "turn_id": rec.node.span.span_id,
+        "agent": owner.name,
+    }
+    if owner.activation:
+        out["activation"] = owner.activation
+    if owner.agent_id is not None:
+        out["agent_id"] = owner.agent_id
+    if rec.model is not None:
+        out["model"] = rec.model
+    if rec.provider is not None:
+        out["provider"] = rec.provider
+    out["t"] = _seconds(rec.node.start_ns, t0)
+    out["t_end"] = _seconds(rec.node.end_ns, t0)
+    if rec.input_tokens is not None:
+        out["input_tokens"] = rec.input_tokens
+    if rec.output_tokens is not None:
+        out["output_tokens"] = rec.output_tokens
+    if rec.input_ref is not None:
+        out["input_ref"] = rec.input_ref
+    if rec.output_ref is not None:
+        out["output_ref"] = rec.output_ref
+    out["event_ids"] = [ev.id for ev in rec.events]
+    if credit:
+        out["reward"] = sum(credit.values())
+        out["credit"] = credit
+    if rec.prompt is not None:
+        out["prompt"] = [message_record(m) for m in rec.prompt]
+    if rec.completion is not None:
+        out["completion"] = [message_record(m) for m in rec.completion]
+    if rec.prompt_incomplete:
+        out["prompt_incomplete"] = True
+    if rec.error is not None:
+        out["error"] = rec.error
+    if rec.error_type is not None:
+        out["error_type"] = rec.error_type
+    if rec.details:
+        out.update(rec.details)  # the remaining fields, in declaration order (see ``turns._details``)
+    return out

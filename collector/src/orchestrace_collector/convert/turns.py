@@ -17,7 +17,6 @@ from typing import Any
 
 from orchestrace import semconv as sc
 
-from ..model import ToolDefinition
 from ..spans import Attributes
 from . import call_details
 from .actors import Instance
@@ -97,7 +96,7 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         )
         if node.span.status_code:
             turn.error, turn.error_type = span_error(node.span)
-        turn.details = _details(attrs)
+        turn.details = call_details.details(attrs)
         turns.append(turn)
         by_owner.setdefault(id(owner), []).append(turn)
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
@@ -105,26 +104,6 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     for group in by_owner.values():
         _link(group)
     return turns
-
-
-def _details(attrs: Attributes) -> dict[str, Any] | None:
-    found = {
-        "tools": _tools(attrs),
-        "truncated": call_details.truncated(attrs),
-        "prompt_token_ids": call_details.numbers(attrs, sc.ORCH_PROMPT_TOKEN_IDS, int),
-        "completion_token_ids": call_details.numbers(attrs, sc.ORCH_COMPLETION_TOKEN_IDS, int),
-        "completion_logprobs": call_details.numbers(attrs, sc.ORCH_COMPLETION_LOGPROBS, float),
-        "request": call_details.request(attrs),
-        "response_id": call_details.text(attrs, sc.GEN_AI_RESPONSE_ID),
-        "response_model": call_details.text(attrs, sc.GEN_AI_RESPONSE_MODEL),
-        "finish_reason": call_details.finish_reason(attrs),
-    }
-    return {key: value for key, value in found.items() if value is not None} or None
-
-
-def _tools(attrs: Attributes) -> list[ToolDefinition] | None:
-    found = call_details.tools(attrs)
-    return [ToolDefinition.model_validate(tool) for tool in found] if found else None
 
 
 def _prefix(turn: TurnRec) -> tuple[str, int] | None:

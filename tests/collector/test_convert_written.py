@@ -1,0 +1,158 @@
+"""The converter's records are written (orjson) exactly as pydantic writes the models made from them.
+
+An episode is written from its records unless something asked for its models (a reward hook, an annotation,
+``convert_spans``); both ways must give the same bytes, for every kind of value a span can carry, and a value
+orjson refuses must go the models' way (written, or refused, by pydantic as before).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convert_support import Spans, event
+from orchestrace import semconv as sc
+from orchestrace_collector.convert import Episode, convert_episode
+from orchestrace_collector.decode import PayloadError, decode_bytes
+from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.spans import Span
+from pydantic_core import PydanticSerializationError
+from test_convert_fuzz import _base, _mutate
+
+_TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Find it.",
+                                             "parameters": {"type": "object", "required": [None, 1.5]}}}]
+
+
+def rich_episode(**chat_attrs: Any) -> list[Span]:
+    """Two agents, tools (one untrusted, with content), a message, a stop, rewards, and a model call with
+    captured content, tool calls, offered tools, sampling parameters, token ids and a cut prompt."""
+    s = Spans()
+    root = s.workflow("team", 0, 10, **{sc.ORCH_TASK_ID: "task-é"})
+    lead = s.agent("lead", 0.5, 9, root, role="orchestrator",
+                   events=[event(sc.EVENT_MESSAGE, 1.0, **{sc.ORCH_TO: "worker", sc.ORCH_CONTENT: "go"}),
+                           event(sc.EVENT_STOP, 8.5, **{sc.ORCH_REASON: "done"})])
+    worker = s.agent("worker", 2, 7, lead)
+    messages_in = [{"role": "user", "parts": [{"type": "text", "content": "Où? \u2603 \"quoted\" \\"}]}]
+    messages_out = [{"role": "assistant", "finish_reason": "tool_call", "parts": [
+        {"type": "reasoning", "content": "think"},
+        {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": "x", "n": [1, 2.5, None]}}]}]
+    s.chat(2.1, 2.9, worker, **{
+        sc.GEN_AI_INPUT_MESSAGES: json.dumps(messages_in),
+        sc.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages_out),
+        sc.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps([{"type": "text", "content": "be brief"}]),
+        sc.GEN_AI_TOOL_DEFINITIONS: json.dumps(_TOOLS),
+        sc.GEN_AI_PROVIDER_NAME: "vllm",
+        "gen_ai.request.temperature": 0.7,
+        "gen_ai.request.stop_sequences": ("a", "b"),
+        "orchestrace.request.seed": 3,
+        sc.GEN_AI_RESPONSE_ID: "r1",
+        sc.ORCH_PROMPT_TOKEN_IDS: (1, 2, 3),
+        sc.ORCH_COMPLETION_LOGPROBS: (-0.25, -1e-7),
+        sc.ORCH_INPUT_CUT_BYTES: 12,
+        **chat_attrs,
+    })
+    s.tool("lookup", 3, 4, worker, **{sc.GEN_AI_TOOL_CALL_ID: "c1", sc.GEN_AI_TOOL_CALL_RESULT: "found",
+                                      sc.GEN_AI_TOOL_CALL_ARGUMENTS: '{"q":"x"}'})
+    s.chat(4.5, 5, worker, tokens=(7, 0))
+    worker.events = (event(sc.EVENT_EVALUATION_RESULT, 6.5, **{sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.25,
+                                                               sc.ORCH_REWARD_UNIT: "agent"}),)
+    root.events = (event(sc.EVENT_EVALUATION_RESULT, 9.5, **{sc.GEN_AI_EVALUATION_SCORE_VALUE: 1,
+                                                             sc.GEN_AI_EVALUATION_NAME: "tests"}),)
+    return s.spans
+
+
+def both_ways(spans: list[Span]) -> tuple[Episode, Episode]:
+    """The episode twice: written from its records, and from its models."""
+    from_models = convert_episode(spans)
+    assert from_models.trace is not None and from_models.turns is not None  # made now
+    return convert_episode(spans), from_models
+
+
+def test_records_are_written_as_pydantic_writes_the_models() -> None:
+    fast, slow = both_ways(rich_episode())
+    lines = fast.json_lines(2)
+    assert lines == slow.json_lines(2)
+    trace_line, turn_lines = lines
+    trace = json.loads(trace_line)
+    assert trace["metrics"]["revision"] == 2 and trace["task_id"] == "task-é"
+    assert any("from" in e for e in trace["events"])  # the alias
+    first = json.loads(turn_lines[0])
+    assert list(first["completion"][0]) == ["role", "content", "tool_calls", "reasoning_content"]
+    arguments = {"q": "x", "n": [1, 2.5, None]}
+    assert first["completion"][0]["tool_calls"][0] == {
+        "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
+    assert first["tools"] == _TOOLS and first["request"] == {"temperature": 0.7, "stop_sequences": ["a", "b"],
+                                                              "seed": 3}
+    assert first["truncated"] == {"prompt": 12} and first["revision"] == 2
+
+
+@pytest.mark.parametrize("value", [b"\x00bytes", 2**70, {1: "int key"}])
+def test_a_value_orjson_refuses_is_written_by_pydantic(value: object) -> None:
+    fast, slow = both_ways(rich_episode(**{"orchestrace.request.odd": value}))
+    assert fast.json_lines(0) == slow.json_lines(0)
+    assert "odd" in json.loads(fast.json_lines(0)[1][0])["request"]
+
+
+def test_a_value_neither_can_write_fails_the_same_way() -> None:
+    fast, slow = both_ways(rich_episode(**{"orchestrace.request.text": "lone \ud800 surrogate"}))
+    for episode in (fast, slow):
+        with pytest.raises(PydanticSerializationError):
+            episode.json_lines(0)
+
+
+def test_what_a_hook_changes_on_the_models_is_what_is_written(tmp_path: Path) -> None:
+    episode = convert_episode(rich_episode())
+    episode.metrics["spans"] = 12.0  # before the models exist: kept when they are made
+    episode.trace.rewards["late"] = 0.5
+    episode.trace_id = "renamed"
+    episode.turns = episode.turns[:1]
+    writer = TraceDirWriter(tmp_path)
+    writer.write_episode(episode, revision=1)
+    writer.close()
+    (trace_line,) = (tmp_path / "traces-00000.jsonl").read_text().splitlines()
+    trace = json.loads(trace_line)
+    assert trace["trace_id"] == "renamed" and trace["rewards"]["late"] == 0.5
+    assert trace["metrics"]["spans"] == 12 and trace["metrics"]["revision"] == 1
+    assert len((tmp_path / "turns-00000.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_mutated_runs_are_written_alike_both_ways(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    base = _base()
+    compared = 0
+    for _ in range(40):
+        request = type(base)()
+        request.CopyFrom(base)
+        spans = request.resource_spans[0].scope_spans[0].spans
+        mutated = list(spans)
+        _mutate(rng, mutated)
+        del spans[:]
+        spans.extend(mutated)
+        try:
+            decoded = decode_bytes(request.SerializeToString())
+        except PayloadError:
+            continue
+        by_trace: dict[str, list[Span]] = defaultdict(list)
+        for span in decoded:
+            by_trace[span.trace_id].append(span)
+        for group in by_trace.values():
+            try:
+                fast, slow = both_ways(group)
+            except ValueError:
+                continue  # no event: nothing to write
+            assert outcome(fast) == outcome(slow)
+            compared += 1
+    assert compared > 20
+
+
+def outcome(episode: Episode) -> object:
+    """The episode's lines, or the error writing it raised (bytes that are not UTF-8 fail either way)."""
+    try:
+        return episode.json_lines(0)
+    except PydanticSerializationError as error:
+        return str(error)
