@@ -12,6 +12,12 @@
 
 Payloads are parsed with ``opentelemetry-proto`` and ``google.protobuf.json_format``; the only hand-written
 part is the hex-id rewrite the OTLP JSON mapping requires. Any malformed input raises :class:`PayloadError`.
+
+Protobuf spans are decoded from a second reading of the same wire format (``_RawTracesData``) in which a
+span's, span event's and link's attributes stay the bytes of their ``KeyValue`` messages: each distinct
+attribute is parsed once (with ``opentelemetry-proto``'s own ``KeyValue``) and remembered, so the attributes
+that repeat from span to span (operation names, models, agent names, token counts) cost one dict lookup
+instead of a Python object per field. It is the decoder's hot loop.
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ import json
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from orchestrace_collector.spans import (
     STATUS_ERROR,
@@ -112,7 +120,7 @@ def _rewrite_ids(obj: dict[str, Any]) -> None:
             obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
 
 
-def drop_invalid_spans(request: ExportTraceServiceRequest) -> tuple[int, str]:
+def drop_invalid_spans(request: Message) -> tuple[int, str]:
     """Remove spans whose ids are not valid OTLP ids, in place. Returns (rejected count, reason for the
     first)."""
     rejected = 0
@@ -130,7 +138,7 @@ def drop_invalid_spans(request: ExportTraceServiceRequest) -> tuple[int, str]:
     return rejected, reason
 
 
-def _invalid_reason(span: PbSpan) -> str:
+def _invalid_reason(span: Message) -> str:
     # Runs on every received span: comparisons with the all-zero ids, not a Python loop over the bytes.
     trace_id = span.trace_id
     if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
@@ -147,12 +155,93 @@ def count_spans(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
-def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
-    # The hot loop of decoding: each protobuf field is read once, fields are passed by position, and the
-    # hex of a trace id (shared by the spans of a trace) is computed once per request.
+def _raw_attributes_class() -> type[Message]:
+    """``TracesData`` (the wire format of ``ExportTraceServiceRequest`` too) whose span, span event and
+    link ``attributes`` are ``repeated bytes``: each item a serialized ``KeyValue``, read by
+    ``_raw_attributes``. Made from the installed ``opentelemetry-proto`` descriptors, in a pool of its own."""
+    pool = descriptor_pool.DescriptorPool()
+    files = []
+    for module in (common_pb2, resource_pb2, trace_pb2):
+        file = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(file)
+        files.append(file)
+    for message in files[-1].message_type:
+        if message.name == "Span":
+            for owner in (message, *message.nested_type):  # the span, its Event and its Link
+                for field in owner.field:
+                    if field.name == "attributes":
+                        field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                        field.ClearField("type_name")
+    for file in files:
+        pool.Add(file)
+    traces_data = pool.FindMessageTypeByName(trace_pb2.TracesData.DESCRIPTOR.full_name)
+    return message_factory.GetMessageClass(traces_data)
+
+
+_RawTracesData = _raw_attributes_class()
+#: Serialized ``KeyValue`` -> (key, value), for attributes whose value cannot change (no ``kvlist``), up to
+#: ``_CACHED_BYTES`` long; emptied when it holds ``_CACHE_SIZE`` (ids and refs, unique, fill it over time).
+_decoded: dict[bytes, tuple[str, Any]] = {}
+_CACHED_BYTES = 256
+_CACHE_SIZE = 16_384
+
+
+class _Malformed(PayloadError):
+    """Not an OTLP trace export (``decode_bytes`` then tries the bytes as length-prefixed messages)."""
+
+
+def _parse_raw(data: bytes) -> Message:
+    request = _RawTracesData()
+    try:
+        request.ParseFromString(data)
+    except (DecodeError, RecursionError) as exc:
+        raise _Malformed(f"malformed OTLP protobuf: {exc}") from None
+    return request
+
+
+def _raw_attributes(raws: Iterable[bytes]) -> Attributes:
+    out: Attributes = {}
+    for raw in raws:
+        item = _decoded.get(raw)
+        if item is None:
+            item = _key_value(raw)
+        out[item[0]] = item[1]
+    return out
+
+
+def _key_value(raw: bytes) -> tuple[str, Any]:
+    try:
+        kv = KeyValue.FromString(raw)
+    except (DecodeError, RecursionError) as exc:
+        raise _Malformed(f"malformed OTLP protobuf: {exc}") from None
+    value = kv.value
+    item = (kv.key, _any_value(value, value.WhichOneof("value")))
+    if len(raw) <= _CACHED_BYTES and _immutable(item[1]):
+        if len(_decoded) >= _CACHE_SIZE:
+            _decoded.clear()
+        _decoded[raw] = item
+    return item
+
+
+def _immutable(value: Any) -> bool:
+    return not isinstance(value, dict) and (not isinstance(value, tuple) or all(map(_immutable, value)))
+
+
+def spans_from_request(request: Message) -> list[Span]:
+    """The spans of a parsed export (``ExportTraceServiceRequest``, as the receivers parse it), decoded."""
+    if not isinstance(request, _RawTracesData):
+        request = _parse_raw(request.SerializeToString())  # C both ways; see the module docstring
+    return _spans(request, check_ids=False)
+
+
+def _spans(request: Message, *, check_ids: bool) -> list[Span]:
+    """The hot loop of decoding: each protobuf field is read once, fields are passed by position, the hex of
+    a trace id (shared by the spans of a trace) is computed once per request. ``check_ids``: a span with an
+    invalid id fails the whole request (``PayloadError``), as ``_valid_spans`` says."""
     out: list[Span] = []
     append = out.append
     trace_hex: dict[bytes, str] = {}
+    attributes = _raw_attributes
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
@@ -161,29 +250,32 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                 tid = pb.trace_id
                 trace_id = trace_hex.get(tid)
                 if trace_id is None:
+                    if check_ids and (len(tid) != 16 or tid == _ZERO_TRACE_ID):
+                        _reject_ids(request)
                     trace_id = trace_hex[tid] = tid.hex()
+                span_id = pb.span_id
                 parent = pb.parent_span_id
+                if check_ids and (len(span_id) != 8 or span_id == _ZERO_SPAN_ID or len(parent) not in (0, 8)):
+                    _reject_ids(request)
                 events = pb.events
                 links = pb.links
                 status = pb.status
                 append(
                     Span(
                         trace_id,
-                        pb.span_id.hex(),
+                        span_id.hex(),
                         parent.hex() if parent and parent != _ZERO_SPAN_ID else None,
                         pb.name,
                         pb.start_time_unix_nano,
                         pb.end_time_unix_nano,
                         pb.kind,
-                        _attributes(pb.attributes),
-                        tuple(
-                            [SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in events]
-                        )
+                        attributes(pb.attributes),
+                        tuple([SpanEvent(e.name, e.time_unix_nano, attributes(e.attributes)) for e in events])
                         if events
                         else (),
                         tuple(
                             [
-                                SpanLink(lk.trace_id.hex(), lk.span_id.hex(), _attributes(lk.attributes))
+                                SpanLink(lk.trace_id.hex(), lk.span_id.hex(), attributes(lk.attributes))
                                 for lk in links
                             ]
                         )
@@ -196,6 +288,26 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                     )
                 )
     return out
+
+
+def _reject_ids(request: Message) -> NoReturn:
+    """Refuse an export holding a span with an invalid id; one that is also malformed is refused as malformed
+    (what parsing it whole finds first)."""
+    malformed = _refusal(request.SerializeToString())
+    if malformed is not None:
+        raise malformed
+    rejected, reason = drop_invalid_spans(request)
+    raise PayloadError(f"{rejected} span(s) with bad ids, e.g. {reason}")
+
+
+def _refusal(data: bytes) -> _Malformed | None:
+    """Why parsing ``data`` whole as an ``ExportTraceServiceRequest`` fails, if it does: the error users see,
+    whichever part of the export the decoder met first."""
+    try:
+        ExportTraceServiceRequest.FromString(data)
+    except (DecodeError, RecursionError) as exc:
+        return _Malformed(f"malformed OTLP protobuf: {exc}")
+    return None
 
 
 def _attributes(kvs: Iterable[KeyValue]) -> Attributes:
@@ -365,15 +477,23 @@ def decode_bytes(data: bytes) -> list[Span]:
     if not data.strip():
         return []
     try:
-        request = parse_otlp_protobuf(data)
-    except PayloadError:
+        return _export_spans(data, whole=True)
+    except _Malformed:
         delimited = _length_prefixed(data)
         if delimited is None:
             raise
-        return [span for chunk in delimited for span in _valid_spans(parse_otlp_protobuf(chunk))]
-    if not request.resource_spans:
-        raise PayloadError("not an OTLP trace export (no resource_spans; neither JSON nor OTLP protobuf)")
-    return _valid_spans(request)
+    return [span for chunk in delimited for span in _export_spans(chunk)]
+
+
+def _export_spans(data: bytes, *, whole: bool = False) -> list[Span]:
+    """The spans of one serialized export (``whole``: a file's only one, which must hold spans)."""
+    try:
+        request = _parse_raw(data)
+        if whole and not request.resource_spans:
+            raise PayloadError("not an OTLP trace export (no resource_spans; neither JSON nor OTLP protobuf)")
+        return _spans(request, check_ids=True)
+    except _Malformed as malformed:
+        raise _refusal(data) or malformed from None
 
 
 def _length_prefixed(data: bytes) -> list[bytes] | None:
@@ -394,10 +514,7 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
 
 def _valid_spans(request: ExportTraceServiceRequest) -> list[Span]:
     """A dump is read whole or not at all: a span with a bad id is an error, not a silent drop."""
-    rejected, reason = drop_invalid_spans(request)
-    if rejected:
-        raise PayloadError(f"{rejected} span(s) with bad ids, e.g. {reason}")
-    return spans_from_request(request)
+    return _spans(_parse_raw(request.SerializeToString()), check_ids=True)
 
 
 def decode_file(path: Path) -> list[Span]:
