@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from orchestrace import semconv as sc
@@ -23,6 +24,7 @@ from .turns import TurnRec, build_turns
 from .written import Episode, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
+_KEY = attrgetter("key")  # an event's sort key
 
 
 def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit: str = "causal") -> Episode:
@@ -69,7 +71,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
             f"{len(forest.nodes)} span(s) yielded no orchestration event (no actor, tool or orchestration "
             "span): a trace needs at least one event"
         )
-    events.sort(key=_key)
+    events.sort(key=_KEY)
     for i, ev in enumerate(events):
         ev.index = i
         ev.id = f"e{i + 1}"
@@ -160,10 +162,6 @@ def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_se
 
 
 
-def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
-    return ev.key
-
-
 def _service_name(forest: Forest) -> str:
     for node in forest.roots or forest.nodes:
         name = node.span.resource.get("service.name")
@@ -187,7 +185,8 @@ def _episode_attributes(forest: Forest) -> dict[str, object]:
 
 
 def _seconds(t_ns: int, t0: int) -> float:
-    return max(0.0, (t_ns - t0) / _NS)  # clock skew between processes never makes t negative
+    t = (t_ns - t0) / _NS
+    return t if t > 0.0 else 0.0  # clock skew between processes never makes t negative
 
 
 def _event(ev: Ev, t0: int) -> dict[str, Any]:

@@ -72,14 +72,18 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     orphans: list[Node] = []
     maybe_cycles = False
     for node in ordered:
-        pid = node.span.parent_span_id
-        hops = 0
-        while pid and (node.span.trace_id, pid) in aside and hops <= len(aside):
-            pid = aside[(node.span.trace_id, pid)]
-            hops += 1
+        span = node.span
+        pid = span.parent_span_id
         if not pid:
             continue
-        parent = by_id.get((node.span.trace_id, pid))
+        if aside:
+            hops = 0
+            while pid and (span.trace_id, pid) in aside and hops <= len(aside):
+                pid = aside[(span.trace_id, pid)]
+                hops += 1
+            if not pid:
+                continue
+        parent = by_id.get((span.trace_id, pid))
         if parent is None or parent is node:
             orphans.append(node)
         else:

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .edges import EdgeRec
 from .events import Ev
 from .forest import Forest
@@ -26,6 +28,7 @@ ORCHESTRATION_TYPES = frozenset(
     {"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"}
 )
 WORK_TYPES = frozenset({"tool_call", "tool_result"})
+_START = attrgetter("start_ns")
 
 
 def active_wall_clock_ns(forest: Forest) -> int:
@@ -47,9 +50,12 @@ def serial_work_ns(forest: Forest) -> int:
     """The summed own time of every span: its duration less the union of its children's intervals."""
     total = 0
     for node in forest.nodes:
+        if not node.children:
+            total += node.end_ns - node.start_ns
+            continue
         covered = 0
         cur_start = cur_end = node.start_ns
-        for child in sorted(node.children, key=lambda c: c.start_ns):
+        for child in sorted(node.children, key=_START):
             start, end = max(child.start_ns, node.start_ns), min(child.end_ns, node.end_ns)
             if end <= start:
                 continue

@@ -12,6 +12,7 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,12 +64,13 @@ class TurnRec:
 
 #: Larger token counts are not counts (OTLP ints are int64; a sum of doubles near 1e308 overflows a float).
 _MAX_COUNT = 2**63 - 1
+_NUMBER = (int, float)
 
 
 def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+        if isinstance(value, _NUMBER) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
             return int(value)
     return None
 
@@ -153,15 +155,13 @@ def _rebuild_prompts(turns: list[TurnRec]) -> None:
 
 def _link(turns: list[TurnRec]) -> None:
     timeline = turns[0].owner.timeline
+    times = [ev.key[0] for ev in timeline]  # in order: the timeline is sorted
     i = 0
     for k, turn in enumerate(turns):
         start = turn.node.start_ns
-        stop = turns[k + 1].node.start_ns if k + 1 < len(turns) else None
-        while i < len(timeline) and timeline[i].t_ns < start:
-            i += 1
-        while i < len(timeline) and (stop is None or timeline[i].t_ns < stop):
-            turn.events.append(timeline[i])
-            i += 1
+        first = bisect_left(times, start, i)
+        i = bisect_left(times, turns[k + 1].node.start_ns, first) if k + 1 < len(turns) else len(times)
+        turn.events = timeline[first:i]
         if turn.tokens:
             # A call that led to no event of its own (its agent's last one, say) counts on the agent's event
             # just before it, else its return: the events' tokens add up to the trace's.
