@@ -118,7 +118,12 @@ default_converter: Converter = EpisodeConverter()
 
 
 def episode_key_of(span: Span) -> str | None:
-    value = span.attributes.get(ORCH_EPISODE_ID)
+    return episode_key(span.attributes)
+
+
+def episode_key(attributes: Mapping[str, Any]) -> str | None:
+    """The episode a span's attributes name (``orchestrace.episode.id``), if any."""
+    value = attributes.get(ORCH_EPISODE_ID)
     return str(value) if value else None
 
 

@@ -199,6 +199,11 @@ def _parse_raw(data: bytes) -> Message:
     return request
 
 
+def raw_span_attributes(span: Message) -> Attributes:
+    """The attributes of one span of a :func:`read_export` request, decoded."""
+    return _raw_attributes(span.attributes)
+
+
 def _raw_attributes(raws: Iterable[bytes]) -> Attributes:
     out: Attributes = {}
     for raw in raws:
@@ -225,6 +230,11 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
 
 def _immutable(value: Any) -> bool:
     return not isinstance(value, dict) and (not isinstance(value, tuple) or all(map(_immutable, value)))
+
+
+def spans_from_export(data: bytes) -> list[Span]:
+    """The spans of a serialized export :func:`read_export` already checked (a part of it, re-serialized)."""
+    return _spans(_parse_raw(data), check_ids=False)
 
 
 def spans_from_request(request: Message) -> list[Span]:
@@ -494,6 +504,20 @@ def _export_spans(data: bytes, *, whole: bool = False) -> list[Span]:
         return _spans(request, check_ids=True)
     except _Malformed as malformed:
         raise _refusal(data) or malformed from None
+
+
+def read_export(data: bytes) -> Message | list[Span]:
+    """A dump as :func:`decode_bytes` reads it (the same errors), except that a plain OTLP protobuf export is
+    returned parsed and checked but not decoded, for its spans to be decoded where they are needed
+    (``ray_engine``): a ``TracesData`` whose attributes are still bytes, for :func:`spans_from_request`."""
+    if is_wal(data):  # a collector's spool: its batches are one request
+        data = batches_as_request(data)
+    protobuf = data[:2] != b"\x1f\x8b" and data.lstrip()[:1] not in (b"{", b"[") and bool(data.strip())
+    if protobuf and _refusal(data) is None:  # parsed whole, every attribute included, as decode_bytes does
+        request = _parse_raw(data)
+        if request.resource_spans and drop_invalid_spans(request)[0] == 0:
+            return request
+    return decode_bytes(data)  # every other case, errors included
 
 
 def _length_prefixed(data: bytes) -> list[bytes] | None:

@@ -1,25 +1,23 @@
 """Offline conversion on Ray Data: ``orchestrace convert --engine ray``, for dumps too large for one process.
 
-Episodes are keyed as the assembler keys them (``assemble.episode_key_of``): the episode id found first (in
-input order) on a span of an OTel trace, else the OTel trace id. A key is only known once every span of a
-trace has been seen, and an episode may span several files, so the run has two passes over the files, each a
-Ray Data map with one task per file (or per part of a file, so that every CPU has work):
+One pass over the files and one shuffle:
 
-1. Index: each task parses its file and returns, per OTel trace, the episode key it names (if any) and its
-   span count. A plain OTLP protobuf file is only parsed (C) and scanned for trace ids; its spans are not
-   decoded here. The driver resolves each trace's key and finds the episodes whose traces lie in more than
-   one file (*split* episodes).
-2. Convert: each task parses its file again, decodes only the spans of the episodes given to it and converts
-   them with the same converter as the local engine, returning the serialized lines; the driver appends them
-   to the same :class:`~orchestrace_collector.output.TraceDirWriter`. No span leaves the worker that decoded
-   it, and nothing is shuffled.
-3. Only when some episode is split: the spans of split episodes are decoded where they lie, grouped by
-   episode (a Ray Data groupby, the one shuffle) and converted per group.
+1. Scan: a Ray Data map with one task per file (or per part of a file, so that every CPU has work) reads its
+   file and cuts its spans by OTel trace: one row per trace it holds, carrying those spans (a plain OTLP
+   protobuf file's spans stay protobuf, re-serialized per trace: they are decoded only on the other side of
+   the shuffle), their positions in the input, and the episode id the first of them naming one names.
+2. The driver reads the rows' small columns (never the spans) and keys each OTel trace by episode as the
+   assembler does (``assemble.episode_key_of``): the episode id named first in input order (file, then
+   position) by a span of the trace, else the trace id. An episode may span several traces and files.
+3. Convert: the rows are grouped by episode (a Ray Data groupby, the one shuffle); each group's spans are
+   decoded, put back in input order and converted with the same converter as the local engine, and the
+   lines to write come back to the driver, which appends them to the same
+   :class:`~orchestrace_collector.output.TraceDirWriter`.
 
 The output directory is the one the local engine writes (line order aside: episodes are written as they
-finish). Within an episode, spans keep their input order (file, then position), and a span id seen twice
-counts once (the later copy wins, at the first copy's position), as in the assembler. A file that cannot be
-read is reported in ``bad_files`` and skipped.
+finish). Within an episode, spans keep their input order, and a span id seen twice counts once (the later
+copy wins, at the first copy's position). A file that cannot be read is reported in ``bad_files`` and
+skipped.
 
 Cluster: ``address`` (``--address``), else ``RAY_ADDRESS``, else a local Ray cluster started for the run
 (and stopped after). Workers of a real cluster need ``orchestrace-collector`` installed and the input paths
@@ -32,42 +30,44 @@ import functools
 import logging
 import os
 import pickle
-from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+import numpy as np
+from google.protobuf.message import Message
 from orchestrace.semconv import ORCH_EPISODE_ID
 
-from orchestrace_collector.assemble import Converter, EpisodeHook, default_converter, episode_key_of
+from orchestrace_collector.assemble import (
+    Converter,
+    EpisodeHook,
+    default_converter,
+    episode_key,
+    episode_key_of,
+)
 from orchestrace_collector.decode import (
     PayloadError,
-    decode_bytes,
     decode_file,
-    drop_invalid_spans,
-    parse_otlp_protobuf,
-    spans_from_request,
+    raw_span_attributes,
+    read_export,
+    spans_from_export,
 )
 from orchestrace_collector.model import SPAN_COUNT
 from orchestrace_collector.offline import input_files
 from orchestrace_collector.output import TraceDirWriter
 from orchestrace_collector.spans import Span
-from orchestrace_collector.wal import batches_as_request, is_wal
 
 log = logging.getLogger(__name__)
 
 # A span's position in the input, for the local engine's order: file index in the high bits, position in the
 # low.
 _POSITION_BITS = 40
-_EPISODE_ATTRIBUTE_BYTES = (ORCH_EPISODE_ID.encode(),)
-# Convert tasks per CPU: a file larger than the others then does not leave a CPU idle at the end.
+_EPISODE_ATTRIBUTE = ORCH_EPISODE_ID.encode()
+# Scan tasks per CPU: a file larger than the others then does not leave a CPU idle at the end.
 _TASKS_PER_CPU = 2
 
-#: A loaded dump file: a plain OTLP protobuf file as its parsed request, any other format as its spans.
-_Source = ExportTraceServiceRequest | list[Span]
 #: What a worker sends back for one converted episode: its lines (``TraceDirWriter.write_raw``'s arguments)
 #: or the error that stopped it.
 _Lines = tuple[bytes, list[bytes], dict[str, str]]
@@ -82,7 +82,7 @@ class RayConvertResult:
     bad_files: tuple[str, ...]
 
 
-# --- reading a file (workers) -------------------------------------------------------------------------------
+# --- 1. scan (workers) --------------------------------------------------------------------------------------
 
 
 def _read(path: str) -> bytes:
@@ -93,98 +93,137 @@ def _read(path: str) -> bytes:
         raise
 
 
-def _parse(data: bytes, *, validated: bool = False) -> _Source:
-    """The file's bytes as ``decode_bytes`` reads them, but a plain protobuf file stays a parsed request, so
-    that its spans are decoded only where they are needed (parsing is C and fast; decoding to ``Span`` is
-    not). ``validated``: the index pass already checked the span ids of this file."""
-    if is_wal(data):  # a collector's spool: its batches are one request
-        data = batches_as_request(data)
-    if data[:2] != b"\x1f\x8b" and data.lstrip()[:1] not in (b"{", b"["):  # decode_bytes' gzip and JSON
-        try:
-            request: ExportTraceServiceRequest | None = parse_otlp_protobuf(data)
-        except PayloadError:
-            request = None  # length-prefixed messages, or not protobuf: decode_bytes knows
-        valid = request is not None and (validated or drop_invalid_spans(request)[0] == 0)
-        if request is not None and request.resource_spans and valid:
-            return request
-    return decode_bytes(data)  # every other case, errors included, exactly as the local engine reads it
+def _row(trace: str, *, count: int = 0, hint: str = "", hint_at: int = -1, protobuf: bool = False,
+         spans: bytes = b"", positions: bytes = b"", error: str = "", file: int = -1) -> dict[str, Any]:
+    """One output row of the scan (every row has every column: Ray Data makes a table of them)."""
+    return {"trace": trace, "count": count, "hint": hint, "hint_at": hint_at, "protobuf": protobuf,
+            "spans": spans, "positions": positions, "error": error, "file": file}
 
 
-def _pb_spans(request: ExportTraceServiceRequest) -> Iterator[PbSpan]:
+def _scan(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """One file, or part ``part`` of ``parts`` of a protobuf file's spans -> a row per OTel trace."""
+    number, path = int(part["file"]), str(part["path"])
+    try:
+        data = _read(path)
+        source = read_export(data)
+    except PayloadError as exc:
+        return [_row("", error=f"{path}: {exc}", file=number)] if part["part"] == 0 else []
+    base = number << _POSITION_BITS
+    if isinstance(source, list):  # any other format, decoded whole: in part 0
+        if part["part"] != 0:
+            return []
+        by_trace: dict[str, list[tuple[int, Span]]] = {}
+        for position, span in enumerate(source):
+            by_trace.setdefault(span.trace_id, []).append((base + position, span))
+        return [_decoded_row(trace, items) for trace, items in by_trace.items()]
+    named = _EPISODE_ATTRIBUTE in data  # attribute keys are plain UTF-8 in protobuf
+    return list(_protobuf_rows(source, base, int(part["part"]), int(part["parts"]), named))
+
+
+def _decoded_row(trace: str, items: list[tuple[int, Span]]) -> dict[str, Any]:
+    hint, hint_at = next(((key, at) for at, span in items if (key := episode_key_of(span))), ("", -1))
+    return _row(trace, count=len(items), hint=hint, hint_at=hint_at,
+                spans=pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+class _TraceExport:
+    """The spans of one OTel trace met in a scanned part, as an export of their own."""
+
+    __slots__ = ("export", "hint", "hint_at", "positions", "resource_spans", "scope", "scope_spans")
+
+    def __init__(self, export: Message) -> None:
+        self.export = export
+        self.positions = array("q")
+        self.resource_spans: Message | None = None  # the input's resource and scope of the last span added
+        self.scope_spans: Message | None = None
+        self.scope: Message | None = None  # where the next span of that scope goes
+        self.hint = ""
+        self.hint_at = -1
+
+    def add(self, resource_spans: Message, scope_spans: Message, span: Message, position: int) -> None:
+        if self.scope is None or (resource_spans, scope_spans) != (self.resource_spans, self.scope_spans):
+            into = self.export.resource_spans.add()
+            into.resource.CopyFrom(resource_spans.resource)
+            self.scope = into.scope_spans.add()
+            self.scope.scope.CopyFrom(scope_spans.scope)
+            self.resource_spans, self.scope_spans = resource_spans, scope_spans
+        self.scope.spans.append(span)
+        self.positions.append(position)
+
+
+def _protobuf_rows(
+    request: Message, base: int, part: int, parts: int, named: bool
+) -> Iterator[dict[str, Any]]:
+    """Every ``parts``-th span from the ``part``-th (in file order), cut by OTel trace."""
+    traces: dict[bytes, _TraceExport] = {}
+    position = 0
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
-            yield from scope_spans.spans
-
-
-def _decode_one(pb: PbSpan) -> Span:
-    request = ExportTraceServiceRequest()
-    request.resource_spans.add().scope_spans.add().spans.append(pb)
-    return spans_from_request(request)[0]
-
-
-def _pb_episode_key(pb: PbSpan) -> str | None:
-    """``episode_key_of`` a protobuf span; the span is decoded only when it carries an episode attribute."""
-    for kv in pb.attributes:
-        if kv.key == ORCH_EPISODE_ID:
-            return episode_key_of(_decode_one(pb))
-    return None
-
-
-def _selected_spans(source: _Source, traces: Collection[str] | None) -> list[tuple[int, Span]]:
-    """The spans of the OTel traces ``traces`` (None: all), decoded, with their positions in the file."""
-    if isinstance(source, list):
-        return [(p, s) for p, s in enumerate(source) if traces is None or s.trace_id in traces]
-    if traces is None:
-        return list(enumerate(spans_from_request(source)))
-    # Copy the wanted protobuf spans (C) into a smaller request, with their resources and scopes, and decode
-    # only that one.
-    wanted = {bytes.fromhex(t) for t in traces}
-    subset = ExportTraceServiceRequest()
-    positions: list[int] = []
-    position = 0
-    for resource_spans in source.resource_spans:
-        into_resource = subset.resource_spans.add()
-        into_resource.resource.CopyFrom(resource_spans.resource)
-        for scope_spans in resource_spans.scope_spans:
-            into_scope = into_resource.scope_spans.add()
-            into_scope.scope.CopyFrom(scope_spans.scope)
-            for pb in scope_spans.spans:
-                if pb.trace_id in wanted:
-                    into_scope.spans.append(pb)
-                    positions.append(position)
+            for span in scope_spans.spans:
+                if position % parts == part:
+                    trace = traces.get(span.trace_id)
+                    if trace is None:
+                        trace = traces[span.trace_id] = _TraceExport(type(request)())
+                    trace.add(resource_spans, scope_spans, span, base + position)
+                    if named and trace.hint_at < 0:
+                        key = _episode_key(span)
+                        if key is not None:
+                            trace.hint, trace.hint_at = key, base + position
                 position += 1
-    return list(zip(positions, spans_from_request(subset), strict=True))
+    for trace_id, trace in traces.items():
+        yield _row(trace_id.hex(), count=len(trace.positions), hint=trace.hint, hint_at=trace.hint_at,
+                   protobuf=True, spans=trace.export.SerializeToString(), positions=trace.positions.tobytes())
 
 
-# --- the passes (workers) -----------------------------------------------------------------------------------
+def _episode_key(span: Message) -> str | None:
+    """``episode_key_of`` a protobuf span, decoding its attributes only when one names an episode."""
+    if not any(_EPISODE_ATTRIBUTE in raw for raw in span.attributes):
+        return None
+    return episode_key(raw_span_attributes(span))
 
 
-def _index_file(row: dict[str, Any]) -> dict[str, Any]:
-    """Pass 1: one file -> {OTel trace id: (episode key it names or None, span count)}, or why it is bad."""
-    try:
-        data = _read(row["path"])
-        source = _parse(data)
-    except PayloadError as exc:
-        return {"file": row["file"], "error": f"{row['path']}: {exc}", "traces": b""}
-    traces: dict[str, tuple[str | None, int]] = {}
-    if isinstance(source, list):
-        for span in source:
-            key, count = traces.get(span.trace_id, (None, 0))
-            traces[span.trace_id] = (key if key is not None else episode_key_of(span), count + 1)
-    elif any(name in data for name in _EPISODE_ATTRIBUTE_BYTES):
-        by_id: dict[bytes, tuple[str | None, int]] = {}
-        for pb in _pb_spans(source):
-            key, count = by_id.get(pb.trace_id, (None, 0))
-            by_id[pb.trace_id] = (key if key is not None else _pb_episode_key(pb), count + 1)
-        traces = {trace_id.hex(): value for trace_id, value in by_id.items()}
-    else:  # attribute keys are plain UTF-8 in protobuf: no span of this file names an episode
-        counts = Counter(pb.trace_id for pb in _pb_spans(source))
-        traces = {trace_id.hex(): (None, count) for trace_id, count in counts.items()}
-    return {
-        "file": row["file"],
-        "error": "",
-        "traces": pickle.dumps(traces, protocol=pickle.HIGHEST_PROTOCOL),
-    }
+# --- 2. keys (driver) ---------------------------------------------------------------------------------------
+
+
+def _episode_keys(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """OTel trace id -> episode key, for the traces that name an episode: the one named first in the input."""
+    first: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        if row["hint"] and (row["trace"] not in first or row["hint_at"] < first[row["trace"]][0]):
+            first[row["trace"]] = (int(row["hint_at"]), str(row["hint"]))
+    return {trace: key for trace, (_, key) in first.items()}
+
+
+def _with_episode(batch: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]:
+    """The rows that carry spans (not a bad file's), each with its episode key."""
+    spans = batch["error"] == ""
+    kept = {column: values[spans] for column, values in batch.items()}
+    kept["episode"] = np.array([keys.get(trace, trace) for trace in kept["trace"]], dtype=object)
+    return kept
+
+
+# --- 3. convert (workers) -----------------------------------------------------------------------------------
+
+
+def _convert_group(
+    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None
+) -> dict[str, list[bytes]]:
+    """All rows of one episode -> its result: ``(key, lines, "")``, or ``(key, None, what stopped it)``."""
+    positioned: list[tuple[int, Span]] = []
+    for protobuf, spans, positions in zip(batch["protobuf"], batch["spans"], batch["positions"], strict=True):
+        if protobuf:
+            at = array("q")
+            at.frombytes(positions)
+            positioned.extend(zip(at, spans_from_export(spans), strict=True))
+        else:
+            positioned.extend(pickle.loads(spans))
+    positioned.sort(key=_first)
+    result = _convert(str(batch["episode"][0]), positioned, converter, hook)
+    return {"results": [pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)]}
+
+
+def _first(item: tuple[int, Span]) -> int:
+    return item[0]
 
 
 def _convert(
@@ -204,40 +243,6 @@ def _convert(
     except Exception as exc:  # one bad episode must not stop the run, as with the local engine
         return key, None, f"{type(exc).__name__}: {exc} ({len(spans)} spans)"
     return key, (trace_line, turn_lines, converted.contents), ""
-
-
-def _convert_part(row: dict[str, Any], converter: Converter, hook: EpisodeHook | None) -> dict[str, Any]:
-    """Pass 2: the episodes of one file (or part of it) that lie in that file only -> their results."""
-    keys: dict[str, str] = pickle.loads(row["keys"])
-    traces: list[str] | None = pickle.loads(row["traces"])
-    episodes: dict[str, list[tuple[int, Span]]] = defaultdict(list)
-    source = _parse(_read(row["path"]), validated=True)
-    for item in _selected_spans(source, None if traces is None else set(traces)):
-        episodes[keys.get(item[1].trace_id, item[1].trace_id)].append(item)
-    results = [_convert(key, items, converter, hook) for key, items in episodes.items()]
-    return {"results": pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)}
-
-
-def _split_parts(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pass 3, map side: one file's spans of split episodes, one row per episode, positioned in the input."""
-    keys: dict[str, str] = pickle.loads(row["keys"])
-    base = row["file"] << _POSITION_BITS
-    episodes: dict[str, list[tuple[int, Span]]] = defaultdict(list)
-    for position, span in _selected_spans(_parse(_read(row["path"]), validated=True), set(keys)):
-        episodes[keys[span.trace_id]].append((base + position, span))
-    return [
-        {"episode": key, "spans": pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)}
-        for key, items in episodes.items()
-    ]
-
-
-def _convert_group(
-    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None
-) -> dict[str, list[Any]]:
-    """Pass 3, reduce side: all parts of one split episode -> its result."""
-    positioned = sorted((item for blob in batch["spans"] for item in pickle.loads(blob)), key=lambda i: i[0])
-    result = _convert(str(batch["episode"][0]), positioned, converter, hook)
-    return {"results": [pickle.dumps([result], protocol=pickle.HIGHEST_PROTOCOL)]}
 
 
 # --- the driver ---------------------------------------------------------------------------------------------
@@ -281,67 +286,6 @@ def convert_with_ray(
             ray.shutdown()
 
 
-@dataclass
-class _Plan:
-    """What the index pass tells the driver."""
-
-    spans: int
-    bad: list[str]
-    #: Per readable file: {OTel trace id: span count}, in file order.
-    traces: dict[int, dict[str, int]]
-    #: OTel trace id -> episode key, for the traces that name one.
-    keys: dict[str, str]
-
-    def key(self, trace_id: str) -> str:
-        return self.keys.get(trace_id, trace_id)
-
-
-def _plan(rows: list[dict[str, Any]]) -> _Plan:
-    plan = _Plan(spans=0, bad=[], traces={}, keys={})
-    for row in sorted(rows, key=lambda r: int(r["file"])):  # file order: the key named first wins
-        if row["error"]:
-            plan.bad.append(row["error"])
-            continue
-        traces: dict[str, tuple[str | None, int]] = pickle.loads(row["traces"])
-        plan.traces[int(row["file"])] = {trace_id: count for trace_id, (_, count) in traces.items()}
-        for trace_id, (key, count) in traces.items():
-            plan.spans += count
-            if key is not None:
-                plan.keys.setdefault(trace_id, key)
-    return plan
-
-
-def _convert_rows(
-    files: list[str], plan: _Plan, split: set[str], parts_per_file: int
-) -> Iterator[dict[str, Any]]:
-    """Pass 2's tasks: each file's single-file episodes, cut in ``parts_per_file`` parts of similar size."""
-    for number, counts in plan.traces.items():
-        episodes: dict[str, int] = defaultdict(int)  # key -> spans in this file
-        for trace_id, count in counts.items():
-            if plan.key(trace_id) not in split:
-                episodes[plan.key(trace_id)] += count
-        if not episodes:
-            continue
-        keys = {t: plan.keys[t] for t in counts if t in plan.keys and plan.keys[t] in episodes}
-        cut = max(1, -(-sum(episodes.values()) // parts_per_file))
-        parts: list[set[str]] = [set()]
-        filled = 0
-        for key, count in episodes.items():
-            if filled >= cut:
-                parts.append(set())
-                filled = 0
-            parts[-1].add(key)
-            filled += count
-        whole = len(parts) == 1 and len(episodes) == len({plan.key(t) for t in counts})
-        for part in parts:
-            traces = None if whole else [t for t in counts if plan.key(t) in part]
-            yield {
-                "path": files[number],
-                "keys": pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL),
-                "traces": pickle.dumps(traces, protocol=pickle.HIGHEST_PROTOCOL),
-            }
-
-
 def _run(
     files: list[str], writer: TraceDirWriter, converter: Converter, hook: EpisodeHook | None
 ) -> RayConvertResult:
@@ -355,58 +299,35 @@ def _run(
     # shuffle.
     context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     tasks = max(1, _TASKS_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
-    on_each_file = [{"file": i, "path": path} for i, path in enumerate(files)]
-    plan = _plan(
-        ray.data.from_items(on_each_file, override_num_blocks=len(files)).map(_index_file).take_all()
-    )
-
-    files_of: dict[str, set[int]] = defaultdict(set)
-    for number, counts in plan.traces.items():
-        for trace_id in counts:
-            files_of[plan.key(trace_id)].add(number)
-    split = {key for key, numbers in files_of.items() if len(numbers) > 1}
-
+    parts = max(1, -(-tasks // len(files)))  # protobuf files are cut so that every CPU has work
+    scan = [{"file": i, "path": path, "part": k, "parts": parts}
+            for i, path in enumerate(files) for k in range(parts)]
+    scanned = ray.data.from_items(scan, override_num_blocks=len(scan)).flat_map(_scan).materialize()
+    rows = scanned.select_columns(["trace", "count", "hint", "hint_at", "error", "file"]).take_all()
+    bad = [str(r["error"]) for r in sorted(rows, key=lambda r: int(r["file"])) if r["error"]]
+    keys = _episode_keys(rows)
+    episodes = {keys.get(r["trace"], r["trace"]) for r in rows if not r["error"]}
     written = failed = 0
-
-    def write(results: list[tuple[str, _Lines | None, str]]) -> None:
-        nonlocal written, failed
-        for key, lines, error in results:
+    if episodes:
+        converted = (
+            scanned.map_batches(_with_episode, fn_kwargs={"keys": keys}, batch_format="numpy")
+            .groupby("episode", num_partitions=max(1, min(tasks, len(episodes))))
+            .map_groups(
+                functools.partial(_convert_group, converter=converter, hook=hook), batch_format="numpy"
+            )
+        )
+        for row in converted.iter_rows():
+            key, lines, error = pickle.loads(row["results"])
             if lines is None:
                 failed += 1
                 log.error("orchestrace: could not convert episode %s: %s", key, error)
             else:
                 writer.write_raw(*lines)
                 written += 1
-
-    parts = list(_convert_rows(files, plan, split, max(1, -(-tasks // max(1, len(plan.traces))))))
-    if parts:
-        convert_part = functools.partial(_convert_part, converter=converter, hook=hook)
-        converted = ray.data.from_items(parts, override_num_blocks=len(parts)).map(convert_part)
-        for row in converted.iter_rows():
-            write(pickle.loads(row["results"]))
-    if split:
-        in_split = [
-            {
-                "file": number,
-                "path": files[number],
-                "keys": pickle.dumps(
-                    {t: plan.key(t) for t in counts if plan.key(t) in split},
-                    protocol=pickle.HIGHEST_PROTOCOL,
-                ),
-            }
-            for number, counts in plan.traces.items()
-            if any(plan.key(t) in split for t in counts)
-        ]
-        grouped = (
-            ray.data.from_items(in_split, override_num_blocks=len(in_split))
-            .flat_map(_split_parts)
-            .groupby("episode", num_partitions=min(tasks, len(split)))
-            .map_groups(
-                functools.partial(_convert_group, converter=converter, hook=hook), batch_format="numpy"
-            )
-        )
-        for row in grouped.iter_rows():
-            write(pickle.loads(row["results"]))
     return RayConvertResult(
-        files=len(files), spans=plan.spans, written=written, failed=failed, bad_files=tuple(plan.bad)
+        files=len(files),
+        spans=sum(int(r["count"]) for r in rows),
+        written=written,
+        failed=failed,
+        bad_files=tuple(bad),
     )
