@@ -141,7 +141,8 @@ class _TraceExport:
         self.hint_at = -1
 
     def add(self, resource_spans: Message, scope_spans: Message, span: Message, position: int) -> None:
-        if self.scope is None or (resource_spans, scope_spans) != (self.resource_spans, self.scope_spans):
+        same = resource_spans is self.resource_spans and scope_spans is self.scope_spans  # not ==: contents
+        if self.scope is None or not same:
             into = self.export.resource_spans.add()
             into.resource.CopyFrom(resource_spans.resource)
             self.scope = into.scope_spans.add()
