@@ -7,7 +7,7 @@ UV := $(CURDIR)/.tools/bin/uv
 endif
 RUN := $(UV) run --frozen
 
-.PHONY: demo test lint pytest bench sync clean
+.PHONY: demo test test-slow lint pytest bench sync clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -28,9 +28,12 @@ lint: sync
 	$(RUN) ruff check .
 	$(RUN) mypy
 
-# The fast suite, then the slow fault tests (deselected by default in pyproject; never skipped here).
+# The fast suite (pyproject deselects the tests marked slow).
 pytest: sync
 	$(RUN) pytest -q
+
+# The slow tests: the benchmark smoke run, the Ray engine, long fault tests. CI runs them after `make test`.
+test-slow: sync
 	$(RUN) pytest -q -m slow
 
 bench: sync

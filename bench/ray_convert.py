@@ -12,6 +12,14 @@ run weighs on both sides. All outputs must be the same: same number of traces an
 over the sorted canonical JSON of each. Peak memory is the largest sum of the resident sets of the command's
 process tree (for the running cluster, the cluster's processes too; shared pages count once per process that
 maps them).
+
+A paper estimate for a larger cluster (``estimate``), from measured per-stage costs: the Ray engine's stages
+run here in one process on the same dumps (CPU seconds, so that other load on the machine does not count):
+the scan of every file and the conversion of every episode, which run in parallel on a cluster, and the
+driver's work (keying traces by episode, writing every line), which does not. With ``C`` cores:
+``T(C) = start + driver + (scan + convert) / C + overhead``, where ``overhead`` is what the measured 2-core
+run took beyond that model (scheduling, serialization, the shuffle), counted whole (it does not shrink:
+the pessimistic case) or divided by ``C / 2`` (it is per-core work: the optimistic one).
 """
 
 from __future__ import annotations
@@ -184,6 +192,66 @@ def ray_stages(log: str) -> list[dict[str, Any]]:
     ]
 
 
+def stage_costs(dumps: Path, out: Path) -> dict[str, float]:
+    """CPU seconds of each stage of the Ray engine on ``dumps``, run in this process without Ray (the same
+    functions the workers and the driver run)."""
+    import pickle
+    from collections import defaultdict
+
+    from orchestrace_collector.assemble import default_converter
+    from orchestrace_collector.output import TraceDirWriter
+    from orchestrace_collector.ray_engine import _convert_group, _episode_keys, _scan
+
+    files = sorted(str(p) for p in dumps.iterdir())
+    start = time.process_time()
+    rows = [row for i, path in enumerate(files)
+            for row in _scan({"file": i, "path": path, "part": 0, "parts": 1})]
+    scan_s = time.process_time() - start
+    start = time.process_time()
+    keys = _episode_keys(rows)
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[keys.get(row["trace"], row["trace"])].append(row)
+    key_s = time.process_time() - start
+    start = time.process_time()
+    columns = ("protobuf", "spans", "positions")
+    results = [
+        _convert_group({"episode": [key], **{c: [r[c] for r in group] for c in columns}}, default_converter,
+                       None)["results"][0]
+        for key, group in groups.items()
+    ]
+    convert_s = time.process_time() - start
+    writer = TraceDirWriter(out)
+    start = time.process_time()
+    for blob in results:
+        _, lines, _ = pickle.loads(blob)
+        writer.write_raw(*lines)
+    writer.close()
+    write_s = time.process_time() - start
+    return {"scan_cpu_s": scan_s, "keys_cpu_s": key_s, "convert_cpu_s": convert_s, "write_cpu_s": write_s}
+
+
+def estimate(costs: dict[str, float], ray_s: float, start_s: float, local_s: float, cores: int,
+             target_cores: int = 32) -> dict[str, float]:
+    """The speedup over the local engine on ``target_cores`` cores (see the module docstring)."""
+    parallel = costs["scan_cpu_s"] + costs["convert_cpu_s"]
+    driver = costs["keys_cpu_s"] + costs["write_cpu_s"]
+    overhead = max(0.0, ray_s - (driver + parallel / cores))
+    pessimistic = start_s + driver + parallel / target_cores + overhead
+    optimistic = start_s + driver + parallel / target_cores + overhead * cores / target_cores
+    return {
+        "cores": target_cores,
+        "parallel_cpu_s": parallel,
+        "driver_cpu_s": driver,
+        "overhead_at_measured_s": overhead,
+        "cluster_start_s": start_s,
+        "seconds_pessimistic": pessimistic,
+        "seconds_optimistic": optimistic,
+        "speedup_pessimistic": local_s / pessimistic,
+        "speedup_optimistic": local_s / optimistic,
+    }
+
+
 def digest(out: Path, prefix: str) -> tuple[int, str]:
     """Line count and SHA-256 of the sorted canonical JSON lines of ``{prefix}*.jsonl`` in ``out``."""
     lines = sorted(
@@ -239,6 +307,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             on_cluster = convert("ray-cluster", "--engine", "ray", "--address", address, also=head)
         del env["RAY_AUTH_MODE"]
         local_last = convert("local-last")
+        costs = stage_costs(tmp / "dumps", tmp / "stages")
     runs = (local_first, on_ray, on_cluster, local_last)
     same_output = all(r["digest"] == local_first["digest"] for r in runs)
     (traces_sha, turns_sha) = (local_first["digest"][0][1], local_first["digest"][1][1])
@@ -287,6 +356,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         },
         # (b) against a cluster already running (`ray start`, then --address): start-up paid once, outside.
         "speedup_running_cluster": local_s / on_cluster["seconds"],
+        "stage_costs": costs,
+        # A running cluster's start-up is paid once, outside the command: the estimate leaves it out too.
+        "estimate": estimate(costs, on_cluster["seconds"], 0.0, local_s, cpus),
         "same_output": same_output,
         "traces_sha256": traces_sha,
         "turns_sha256": turns_sha,

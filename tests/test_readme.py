@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,10 +40,26 @@ def test_decorate_example_runs_and_converts(tmp_path: Path, trace_dir_validator:
     assert sum(edge["type"] == "aggregate" for edge in trace["edges"]) == 2
 
 
-def test_dump_training_traces_recipes_run(tmp_path: Path) -> None:
+# Runs each recipe given on stdin (a JSON list) as a program of its own (fresh globals) in one interpreter, so
+# that their imports (datasets, transformers, trl, pandas) load once; prints what each printed, as JSON.
+RECIPES_RUNNER = """
+import contextlib, io, json, sys
+printed = []
+for recipe in json.load(sys.stdin):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(recipe, "<recipe>", "exec"), {"__name__": "__main__"})
+    printed.append(out.getvalue())
+print(json.dumps(printed))
+"""
+
+
+def test_dump_training_traces_recipes_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The section's export commands, then each consumer's recipe, as printed, on a run of the supervisor
     example (a tokenizer built here stands for ``my-tokenizer/``)."""
     from export_fixtures import build_tokenizer
+    from orchestrace_collector.cli import app
+    from typer.testing import CliRunner
 
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Dump training traces") :]
@@ -77,27 +95,18 @@ def test_dump_training_traces_recipes_run(tmp_path: Path) -> None:
         "decisions",
         "jsonl",
     }
-    for command in commands:
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrace_collector.cli", *command[1:]],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    monkeypatch.chdir(tmp_path)  # the commands' paths are relative
+    for command in commands:  # the `orchestrace` command, in this process
+        done = CliRunner().invoke(app, command[1:])
+        assert done.exit_code == 0, (command, done.output, done.exception)
     researcher = [json.loads(line) for line in (tmp_path / "researcher.jsonl").read_text().splitlines()]
     assert researcher and all(r["agent"] == "researcher" and r["reward"] >= 0.1 for r in researcher)
     recipes = re.findall(r"```python\n(.*?)```", section, re.S)
-    outputs = []
-    for recipe in recipes:
-        assert len(recipe.strip().splitlines()) <= 12
-        done = subprocess.run(
-            [sys.executable, "-c", recipe], cwd=tmp_path, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, (recipe, done.stderr)
-        outputs.append(done.stdout)
-    trl, tokens, triplets, decisions = outputs
+    assert all(len(recipe.strip().splitlines()) <= 12 for recipe in recipes)
+    done = subprocess.run([sys.executable, "-c", RECIPES_RUNNER], input=json.dumps(recipes), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    trl, tokens, triplets, decisions = json.loads(done.stdout.splitlines()[-1])
     assert trl.startswith("10 rows in 1 groups; completion: <call>transfer_to_researcher {}</call>")
     assert re.match(r"\(\d+, \d+\) generated tokens: [1-9]", tokens)
     assert triplets.startswith("10 triplets")

@@ -99,3 +99,59 @@ def test_invalid_ids_are_dropped_and_counted(run: list) -> None:
     rejected, reason = drop_invalid_spans(request)
     assert rejected == 2 and "span_id" in reason
     assert len(spans_from_request(request)) == len(run) - 2
+
+
+def test_remembered_attributes_decode_alike_and_mutable_values_are_never_shared() -> None:
+    """Attributes are parsed once per distinct encoding and remembered (``decode._decoded``): a span decoded
+    from that memory equals one decoded fresh, and a map value (a dict) is a new one for every span."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from orchestrace_collector import decode
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for index in range(3):
+        span = scope.spans.add(trace_id=b"\x01" * 16, span_id=bytes([index + 1]) * 8, name="s")
+        values = (("text", "same"), ("count", 7), ("ratio", 0.5), ("flag", True), ("blob", b"\x00\x01"))
+        for key, value in values:
+            item = span.attributes.add(key=key)
+            if isinstance(value, bool):
+                item.value.bool_value = value
+            elif isinstance(value, int):
+                item.value.int_value = value
+            elif isinstance(value, float):
+                item.value.double_value = value
+            elif isinstance(value, bytes):
+                item.value.bytes_value = value
+            else:
+                item.value.string_value = value
+        nested = span.attributes.add(key="map").value.kvlist_value.values.add(key="k")
+        nested.value.string_value = "v"
+        listed = span.attributes.add(key="list").value.array_value.values
+        listed.add().string_value = "a"
+        listed.add().int_value = 2
+    data = request.SerializeToString()
+    decode._decoded.clear()
+    fresh = decode_bytes(data)
+    remembered = decode_bytes(data)
+    assert fresh == remembered
+    first, second, _ = remembered
+    assert first.attributes == {"text": "same", "count": 7, "ratio": 0.5, "flag": True, "blob": b"\x00\x01",
+                                "map": {"k": "v"}, "list": ("a", 2)}
+    assert list(first.attributes) == ["text", "count", "ratio", "flag", "blob", "map", "list"]
+    first.attributes["map"]["k"] = "changed"
+    assert second.attributes["map"] == {"k": "v"}
+
+
+def test_an_attribute_that_is_not_a_key_value_fails_the_dump() -> None:
+    """Attributes are parsed apart from their span: a malformed one is still a malformed export."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    span = scope.spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    span.attributes.add(key="bad").value.string_value = "\u00e9"
+    data = request.SerializeToString().replace("\u00e9".encode(), b"\xff\xfe")  # not UTF-8
+    with pytest.raises(PayloadError, match="malformed OTLP protobuf"):
+        decode_bytes(data)
+    with pytest.raises(PayloadError, match="malformed OTLP protobuf"):
+        parse_otlp_protobuf(data)

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.offline import ConvertResult, convert_local
 from orchestrace_collector.output import TraceDirWriter
 
-# Slow (each test starts a Ray cluster): `make test` runs it after the fast suite (`pytest -m slow`).
+# Slow (each test starts a Ray cluster): `make test-slow` runs it (CI: after `make test`).
 pytestmark = pytest.mark.slow
 
 # Read when ray is first imported, so set before it. As convert_with_ray does for the local cluster it
