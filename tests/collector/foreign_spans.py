@@ -1,8 +1,9 @@
 """Spans of a small LangGraph agent run under another project's LangChain instrumentor, written as OTLP-JSON.
 
-Run as a script (``python foreign_spans.py openinference|openllmetry OUT [fanout]``), in its own process:
-these instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's
-``uninstrument`` leaves its ``Pregel.stream`` patch), which would leak into every later test of the session.
+Run as a script (``python foreign_spans.py openinference|openllmetry OUT_DIR``), in its own process: these
+instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's ``uninstrument``
+leaves its ``Pregel.stream`` patch), which would leak into every later test of the session. It runs each
+graph once, the agent first, and writes ``OUT_DIR/agent.jsonl`` and ``OUT_DIR/fanout.jsonl``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Send
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from orchestrace.exporters import OtlpJsonFileExporter
 
 
@@ -85,9 +87,10 @@ def run_fan_out() -> None:
     assert result["total"] == 60
 
 
-def main(which: str, out: str, shape: str = "agent") -> None:
+def main(which: str, out: str) -> None:
+    memory = InMemorySpanExporter()
     tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(out)))
+    tp.add_span_processor(SimpleSpanProcessor(memory))
     if which == "openinference":
         from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -98,9 +101,14 @@ def main(which: str, out: str, shape: str = "agent") -> None:
         LangchainInstrumentor().instrument(tracer_provider=tp)
     else:
         raise SystemExit(f"unknown instrumentation {which!r}")
-    run_fan_out() if shape == "fanout" else run_graph()
+    for shape, run in (("agent", run_graph), ("fanout", run_fan_out)):
+        run()
+        exporter = OtlpJsonFileExporter(f"{out}/{shape}.jsonl")
+        exporter.export(memory.get_finished_spans())
+        exporter.shutdown()
+        memory.clear()
     tp.shutdown()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:3])

@@ -105,7 +105,8 @@ def _base() -> ExportTraceServiceRequest:
     return request
 
 
-@pytest.mark.parametrize("seed", range(8))
+# Two seeds in the fast suite; six more run with the slow tests (``make test-slow``).
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
 def test_mutated_otlp_converts_or_is_refused(seed: int) -> None:
     rng = random.Random(seed)
     base = _base()

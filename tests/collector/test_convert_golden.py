@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,20 +185,32 @@ def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExpo
 # ---------------------------
 
 
-def foreign_episode(which: str, tmp_path: Path, shape: str = "agent") -> Episode:
-    """Convert the spans ``foreign_spans.py`` writes in a subprocess (no instrumentor patch leaks here)."""
-    out = tmp_path / f"{which}-{shape}.jsonl"
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("foreign_spans.py")), which, str(out), shape],
-        capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return convert_episode(list(decode_file(out)))
+ForeignEpisode = Callable[[str, str], Episode]
+
+
+@pytest.fixture(scope="module")
+def foreign_episode(tmp_path_factory: pytest.TempPathFactory) -> ForeignEpisode:
+    """``foreign_episode(which, shape)``: the spans ``foreign_spans.py`` writes in a subprocess (no
+    instrumentor patch leaks here), one run per instrumentor for both graph shapes, converted."""
+    runs: dict[str, Path] = {}
+
+    def get(which: str, shape: str) -> Episode:
+        if which not in runs:
+            out = tmp_path_factory.mktemp(which)
+            done = subprocess.run(
+                [sys.executable, str(Path(__file__).with_name("foreign_spans.py")), which, str(out)],
+                capture_output=True, text=True, timeout=180, check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            runs[which] = out
+        return convert_episode(list(decode_file(runs[which] / f"{shape}.jsonl")))
+
+    return get
 
 
 @pytest.mark.parametrize("which", ["openinference", "openllmetry"])
-def test_other_libraries_langchain_instrumentor(which: str, tmp_path: Path) -> None:
-    episode = foreign_episode(which, tmp_path)
+def test_other_libraries_langchain_instrumentor(which: str, foreign_episode: ForeignEpisode) -> None:
+    episode = foreign_episode(which, "agent")
     w = assert_golden(f"{which}_langgraph", episode)
     # The graph run is a workflow (OpenInference: a CHAIN root; OpenLLMetry: its workflow span, which it also
     # calls an agent), so its nodes are actors; the tools node is only known as a node here.
@@ -240,9 +252,11 @@ def _check_agent_graph(w: dict[str, Any], episode: Episode) -> None:
 
 
 @pytest.mark.parametrize("which", ["openinference", "openllmetry"])
-def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(which: str, tmp_path: Path) -> None:
+def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(
+    which: str, foreign_episode: ForeignEpisode
+) -> None:
     """plan -> Send("work") x3 -> gather, recorded by another library alone: gather aggregates the three."""
-    w = checked(foreign_episode(which, tmp_path, "fanout"))
+    w = checked(foreign_episode(which, "fanout"))
     returns = {e["from"]: e for e in by_type(w, "return")}
     assert {"plan", "work#1", "work#2", "work#3", "gather", "fan"} == set(returns)
     (aggregate,) = by_type(w, "aggregate")

@@ -1,5 +1,7 @@
 """The fault suite: a real collector under storage faults, restarts, pressure and hostile clients.
 
+The long ones are marked slow: out of ``make test``, run by ``make test-slow`` (CI runs both).
+
 Each test asserts that no acknowledged span is lost (every run answered 200 is in a written trace with all its
 spans after the fault and a restart) and that the collector keeps serving (answers, recovers by itself).
 ``FAULT_TABLE=path`` collects the fault table (sent, acknowledged, written, peak RSS) of these runs.
@@ -40,6 +42,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 
+@pytest.mark.slow
 def test_full_disk_keeps_every_acknowledged_span_and_recovers(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "8m") as disk:
         ballast = fill(disk, leave_bytes=160 << 10)
@@ -79,6 +82,7 @@ def _prlimit(pid: int, soft: int) -> None:
     subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={soft}:"], check=True)
 
 
+@pytest.mark.slow
 def test_descriptor_exhaustion_keeps_the_episodes_and_recovers(tmp_path: Path) -> None:
     out = tmp_path / "out"
     collector = start_collector(out, "--quiet-period", "1.0")
@@ -110,6 +114,7 @@ def test_descriptor_exhaustion_keeps_the_episodes_and_recovers(tmp_path: Path) -
     record_fault("descriptors exhausted (prlimit) at write time", sent, written, rss.stop())
 
 
+@pytest.mark.slow
 def test_failed_wal_rotation_keeps_serving_and_writing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     collector = start_collector(out, "--quiet-period", "0.2", "--wal-segment-mb", "0.001")
@@ -142,6 +147,7 @@ def test_failed_wal_rotation_keeps_serving_and_writing(tmp_path: Path) -> None:
     record_fault("WAL segment rotation fails (names taken)", sent, written, rss.stop())
 
 
+@pytest.mark.slow
 def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) -> None:
     out = tmp_path / "out"
     spans = record_run("late-after-restart", tools=3)
@@ -227,6 +233,7 @@ def test_flood_of_large_never_ending_episodes_stays_under_the_memory_limit(tmp_p
     )
 
 
+@pytest.mark.slow
 def test_idle_and_half_sent_connections_are_closed_and_others_served(tmp_path: Path) -> None:
     out = tmp_path / "out"
     collector = start_collector(

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from collector_fixtures import (
     RunningCollector,
     encode_otlp_json,
@@ -122,6 +123,7 @@ def test_retry_after_is_honoured_while_batches_keep_coming() -> None:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_forward_queue_survives_a_restart_with_the_target_down(tmp_path: Path) -> None:
     target_port = free_port()
     front = start_collector(

@@ -136,6 +136,7 @@ def test_retire_deletes_only_a_prefix_with_nothing_in_flight(tmp_path: Path) -> 
     wal.close()
 
 
+@pytest.mark.slow
 def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
     out = tmp_path / "out"
     # Long quiet period: at the kill, acknowledged traces are still open, only the WAL holds them.
