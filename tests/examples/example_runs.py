@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 from orchestrace_collector.output import latest_traces, latest_turns
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Every example app (``examples/<name>/app.py``).
+EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 
 
 @dataclass
@@ -32,17 +35,34 @@ class ExampleRun:
 
 def run_example(name: str, out: Path, *options: str) -> ExampleRun:
     """``python -m examples.<name>.app``: spans to ``out/spans.jsonl``, traces to ``out/traces``."""
+    (run,) = run_examples([(name, out, *options)])
+    return run
+
+
+def run_examples(runs: Sequence[tuple[str, Path, *tuple[str, ...]]]) -> list[ExampleRun]:
+    """Several :func:`run_example` at once, each in its own process (they spend most of their time starting
+    up: importing LangGraph and friends)."""
+    started = []
+    for name, out, *options in runs:
+        out.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", f"examples.{name}.app", "--exporter", f"file:{out / 'spans.jsonl'}"]
+        with (out / "stdout.txt").open("w") as stdout, (out / "stderr.txt").open("w") as stderr:
+            process = subprocess.Popen([*command, "--trace-dir", str(out / "traces"), *options], cwd=ROOT,
+                                       stdout=stdout, stderr=stderr)
+        started.append((process, out))
+    try:
+        for process, out in started:
+            assert process.wait(timeout=240) == 0, (out / "stderr.txt").read_text()
+    finally:
+        for process, _ in started:
+            if process.poll() is None:  # another one failed: stop the rest
+                process.kill()
+                process.wait()
+    return [_read_run((out / "stdout.txt").read_text(), out) for _, out in started]
+
+
+def _read_run(stdout: str, out: Path) -> ExampleRun:
     spans_file, trace_dir = out / "spans.jsonl", out / "traces"
-    command = [sys.executable, "-m", f"examples.{name}.app", "--exporter", f"file:{spans_file}"]
-    done = subprocess.run(
-        [*command, "--trace-dir", str(trace_dir), *options],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
     spans = [
         span
         for line in spans_file.read_text(encoding="utf-8").splitlines()
@@ -52,6 +72,5 @@ def run_example(name: str, out: Path, *options: str) -> ExampleRun:
     ]
     traces = latest_traces([trace_dir])
     turns = latest_turns(trace_dir, traces)
-    return ExampleRun(
-        done.stdout, spans, list(traces.values()), [t for ts in turns.values() for t in ts], trace_dir
-    )
+    turns_of = [t for ts in turns.values() for t in ts]
+    return ExampleRun(stdout, spans, list(traces.values()), turns_of, trace_dir)

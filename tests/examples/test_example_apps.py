@@ -8,11 +8,10 @@ from typing import Any
 
 import pyarrow.json
 import pytest
-from example_runs import ExampleRun, run_example
+from example_runs import EXAMPLES, ExampleRun, run_example
 from orchestrace_collector.output import content_refs, read_content
 from orchestrace_collector.validate import content_problems, validate_trace
 
-EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 Runner = Callable[[str], ExampleRun]
 STATUS_ERROR = 2  # OTLP Status.code
 

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
-from example_runs import ExampleRun, run_example
+from example_runs import EXAMPLES, ExampleRun, run_examples
 from export_fixtures import build_tokenizer
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import DECISIONS, TOKENS, TRL, TURNS, features, template_messages
@@ -19,7 +19,6 @@ from orchestrace_collector.export.tokens import load_tokenizer
 from orchestrace_collector.output import latest_traces, latest_turns
 from typer.testing import CliRunner
 
-EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 runner = CliRunner()
 
 
@@ -37,8 +36,7 @@ def supervisor(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExampleRun, Pa
     """Two rollouts of the supervisor example's task, content captured, then the spans of the first converted
     twice more into the same directory and annotated (a revision)."""
     base = tmp_path_factory.mktemp("supervisor")
-    first = run_example("supervisor", base / "a", "--capture-content")
-    second = run_example("supervisor", base / "b", "--capture-content")
+    first, second = run_examples([("supervisor", base / side, "--capture-content") for side in ("a", "b")])
     out = base / "out"
     for source in (base / "a" / "traces", base / "b" / "traces"):
         for file in source.rglob("*"):

@@ -9,6 +9,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,8 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
     collected traces are those of ours alone (the other two disabled by their entry-point name)."""
     app = tmp_path / "app.py"
     app.write_text(ZERO_CODE_APP.format(tests=str(Path(__file__).parent)))
-    results = []
-    for disabled in ("langchain", ""):
+
+    def run(disabled: str) -> tuple[list[list[tuple[Any, ...]]], list[tuple[Any, ...]]]:
         collector = start_collector(tmp_path / f"out-{disabled or 'all'}", "--quiet-period", "0.2")
         try:
             env = {**os.environ, "OTEL_TRACES_EXPORTER": "otlp",
@@ -198,7 +199,7 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
         traces = validate_trace_dir(collector.out)
         turns = [json.loads(line) for f in sorted(collector.out.glob("turns*.jsonl"))
                  for line in f.read_text().splitlines() if line.strip()]
-        results.append((
+        return (
             sorted(
                 sorted((e["type"], e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")),
                         e.get("tool")) for e in t["events"])
@@ -206,7 +207,9 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
             ),
             sorted((t["agent"], t.get("activation"), t.get("input_tokens"), t.get("output_tokens"))
                    for t in turns),
-        ))
-    alone, together = results
+        )
+
+    with ThreadPoolExecutor(2) as both:  # each run in its own processes: they can run at once
+        alone, together = both.map(run, ("langchain", ""))
     assert len(alone[0]) == 2 and alone[1]
     assert together == alone
