@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.decode import count_spans, drop_invalid_spans, spans_from_request
 from orchestrace_collector.forward import Forwarder
-from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog
+from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ class Ingest:
             queue.SimpleQueue()
         )
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
+        self._deadline: float | None = None  # set by :meth:`stop`: batches still queued then stay in the WAL
+        self.batches_left = 0  # batches not assembled at shutdown (they stay in the WAL)
         self.accepted_spans = 0
         self.rejected_spans = 0
 
@@ -164,6 +166,8 @@ class Ingest:
                 batches += 1
             elif kind == KIND_WRITTEN:
                 self.assembler.replay_marker(payload)
+            elif kind == KIND_OPEN:
+                self.assembler.replay_open(payload)
         return batches
 
     def _assembly_loop(self) -> None:
@@ -174,6 +178,10 @@ class Ingest:
             except queue.Empty:
                 item = False  # nothing new: only the completion check is due
             if item is None:
+                return
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                # Shutdown ran out of time: this batch and those queued after it stay in the WAL.
+                self.batches_left = self._queue.qsize() + isinstance(item, tuple) - 1  # less the stop marker
                 return
             try:
                 if isinstance(item, tuple):
@@ -193,10 +201,17 @@ class Ingest:
 
     def stop(self, timeout_s: float | None = None) -> int:
         """Assemble everything still queued, then write every open episode (shutdown), within
-        ``timeout_s``: what is not written by then stays in the WAL for the next start. Returns how many
-        episodes are left open."""
-        deadline = None if timeout_s is None else self.assembler.clock() + timeout_s
+        ``timeout_s``: the batches not assembled (:attr:`batches_left`) and the episodes not written by then
+        stay in the WAL for the next start. Returns how many episodes are left open."""
+        if timeout_s is not None:
+            self._deadline = time.monotonic() + timeout_s
         self._queue.put(None)
-        self._thread.join()
-        self.assembler.flush(deadline=deadline)
+        self._thread.join(None if timeout_s is None else timeout_s + _TICK_S)
+        if self._thread.is_alive():  # one conversion outlasting the timeout: the WAL keeps everything
+            return self.assembler.open_episodes
+        if self._deadline is None:
+            self.assembler.flush()
+        else:
+            left = max(0.0, self._deadline - time.monotonic())
+            self.assembler.flush(deadline=self.assembler.clock() + left)
         return self.assembler.open_episodes

@@ -24,7 +24,9 @@ Topology = Literal[
 ]
 Decision = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
 #: Metrics that are counts, written as JSON integers.
-INTEGER_METRICS = frozenset({"revision", "spans", "critical_steps", "incomplete", "rejected_rewards"})
+INTEGER_METRICS = frozenset(
+    {"revision", "spans", "critical_steps", "incomplete", "rejected_rewards", "truncated", "truncated_bytes"}
+)
 
 
 def _is_count(metric: str) -> bool:

@@ -27,6 +27,9 @@ revision (a late span) keeps them.
 
 Order of writes: content first, then turns, then the trace line, so that whatever a trace line refers to is
 already on disk when a reader sees it.
+
+Size: what one episode writes is bounded by the amplification limit (``output_limit.py``: identifiers cut to
+256 characters, and the trace line plus its turns cut to ``max_trace_bytes``, 64 MiB by default).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from orchestrace.content import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
 from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES, limit_output
 
 TRACES_PREFIX = "traces-"
 TURNS_PREFIX = "turns-"
@@ -122,8 +126,14 @@ class _RotatingJsonl:
 class TraceDirWriter:
     """Appends traces, turns and content to an output directory (thread-safe)."""
 
-    def __init__(self, out_dir: Path, *, rotate_bytes: int = 128 << 20) -> None:
+    #: The amplification limit's budget per written episode (0: identifiers are still cut, nothing else).
+    max_trace_bytes = DEFAULT_MAX_BYTES
+
+    def __init__(
+        self, out_dir: Path, *, rotate_bytes: int = 128 << 20, max_trace_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.out_dir = out_dir
+        self.max_trace_bytes = max_trace_bytes
         out_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._traces = _RotatingJsonl(out_dir, TRACES_PREFIX, rotate_bytes)
@@ -168,6 +178,7 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
+        limit_output(trace, turns, self.max_trace_bytes)  # before annotations: they are keyed by the cut id
         turns, revision = self.apply_annotations(trace, turns, revision)
         trace.metrics[REVISION] = float(revision)
         # pydantic's Rust serializer: a third of the cost of model_dump + json.dumps on the conversion path.

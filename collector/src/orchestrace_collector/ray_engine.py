@@ -191,8 +191,9 @@ class _CapturedLines(TraceDirWriter):
     """``TraceDirWriter.write`` without a directory: keeps the lines it would append, so the workers serialize
     and the driver only appends (``write_raw``)."""
 
-    def __init__(self) -> None:  # deliberately no directory and no files
+    def __init__(self, max_trace_bytes: int) -> None:  # deliberately no directory and no files
         self.lines: list[_Lines] = []
+        self.max_trace_bytes = max_trace_bytes
 
     def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
                           ) -> tuple[Sequence[Turn], int]:
@@ -205,7 +206,11 @@ class _CapturedLines(TraceDirWriter):
 
 
 def _convert(
-    key: str, positioned: Sequence[tuple[int, Span]], converter: Converter, hook: EpisodeHook | None
+    key: str,
+    positioned: Sequence[tuple[int, Span]],
+    converter: Converter,
+    hook: EpisodeHook | None,
+    max_trace_bytes: int,
 ) -> tuple[str, _Lines | None, str]:
     """One episode's spans, in input order -> (key, its lines, "") or (key, None, what stopped it)."""
     unique: dict[str, Span] = {}
@@ -217,14 +222,16 @@ def _convert(
         if hook is not None:
             hook(converted)
         converted.trace.metrics[SPAN_COUNT] = float(len(spans))
-        captured = _CapturedLines()
+        captured = _CapturedLines(max_trace_bytes)
         captured.write(converted.trace, converted.turns, converted.contents, revision=0)
     except Exception as exc:  # one bad episode must not stop the run, as with the local engine
         return key, None, f"{type(exc).__name__}: {exc} ({len(spans)} spans)"
     return key, captured.lines[0], ""
 
 
-def _convert_part(row: dict[str, Any], converter: Converter, hook: EpisodeHook | None) -> dict[str, Any]:
+def _convert_part(
+    row: dict[str, Any], converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int
+) -> dict[str, Any]:
     """Pass 2: the episodes of one file (or part of it) that lie in that file only -> their results."""
     keys: dict[str, str] = pickle.loads(row["keys"])
     traces: list[str] | None = pickle.loads(row["traces"])
@@ -232,7 +239,7 @@ def _convert_part(row: dict[str, Any], converter: Converter, hook: EpisodeHook |
     source = _parse(_read(row["path"]), validated=True)
     for item in _selected_spans(source, None if traces is None else set(traces)):
         episodes[keys.get(item[1].trace_id, item[1].trace_id)].append(item)
-    results = [_convert(key, items, converter, hook) for key, items in episodes.items()]
+    results = [_convert(key, items, converter, hook, max_trace_bytes) for key, items in episodes.items()]
     return {"results": pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)}
 
 
@@ -250,11 +257,11 @@ def _split_parts(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _convert_group(
-    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None
+    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int
 ) -> dict[str, list[Any]]:
     """Pass 3, reduce side: all parts of one split episode -> its result."""
     positioned = sorted((item for blob in batch["spans"] for item in pickle.loads(blob)), key=lambda i: i[0])
-    result = _convert(str(batch["episode"][0]), positioned, converter, hook)
+    result = _convert(str(batch["episode"][0]), positioned, converter, hook, max_trace_bytes)
     return {"results": [pickle.dumps([result], protocol=pickle.HIGHEST_PROTOCOL)]}
 
 
@@ -398,7 +405,9 @@ def _run(
 
     parts = list(_convert_rows(files, plan, split, max(1, -(-tasks // max(1, len(plan.traces))))))
     if parts:
-        convert_part = functools.partial(_convert_part, converter=converter, hook=hook)
+        convert_part = functools.partial(
+            _convert_part, converter=converter, hook=hook, max_trace_bytes=writer.max_trace_bytes
+        )
         converted = ray.data.from_items(parts, override_num_blocks=len(parts)).map(convert_part)
         for row in converted.iter_rows():
             write(pickle.loads(row["results"]))
@@ -420,7 +429,10 @@ def _run(
             .flat_map(_split_parts)
             .groupby("episode", num_partitions=min(tasks, len(split)))
             .map_groups(
-                functools.partial(_convert_group, converter=converter, hook=hook), batch_format="numpy"
+                functools.partial(
+                    _convert_group, converter=converter, hook=hook, max_trace_bytes=writer.max_trace_bytes
+                ),
+                batch_format="numpy",
             )
         )
         for row in grouped.iter_rows():
