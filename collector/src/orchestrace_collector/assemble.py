@@ -34,15 +34,15 @@ Conflicts. A span id seen again with different content keeps the first copy; the
 refused in ``metrics.span_conflicts``.
 
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
-bounded: above ``max_open_episodes`` or ``max_bytes`` (wire bytes of open and retained spans) retained
-episodes are let go and the oldest open ones written as they are. With a write-ahead log, the oldest segment
-any open or retained episode still needs is kept and older ones are deleted. Above the log's ``max_bytes``
-it is compacted while running (``_compact``, one segment a tick): written episodes stop holding segments,
-and the open episodes holding the oldest segment have their spans logged again at the log's end (an ``OPEN``
-marker, then one batch), so the segment, whose other records are all written episodes', is deleted; a
-long-open episode never pins the log. Only open episodes too large to carry (over a quarter of ``max_bytes``)
-are written as they are instead. A ``WRITTEN`` marker per written episode lets a replay skip what was
-already written.
+bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
+spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are.
+With a write-ahead log, the oldest segment any open or retained episode still needs is kept and older ones
+are deleted. Above the log's ``max_bytes`` it is compacted while running (``_compact``, one segment a tick):
+written episodes stop holding segments, and the open episodes holding the oldest segment have their spans
+logged again at the log's end (an ``OPEN`` marker, then one batch), so the segment, whose other records are
+all written episodes', is deleted; a long-open episode never pins the log. Only open episodes too large to
+carry (over a quarter of ``max_bytes``) are written as they are instead. A ``WRITTEN`` marker per written
+episode lets a replay skip what was already written.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class _Episode:
     first_segment: int | None = None
     late: int = 0  # > 0: late spans of an episode no longer retained, written as fragment ``.late<late>``
     conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
-    nbytes: int = 0  # the spans' size on the wire, what the memory limit counts
+    nbytes: int = 0  # what the spans cost in memory (the caller's estimate), what the memory limit counts
 
     def add(self, span: Span, now: float, segment: int | None, nbytes: int = 0) -> None:
         previous = self.spans.get(span.span_id)
@@ -202,7 +202,8 @@ class Assembler:
         self.failed = 0
         #: 0: no cap; else above this many open episodes the oldest is written as it is (``incomplete``).
         self.max_open_episodes = max_open_episodes
-        #: 0: no bound. Else open + retained spans above this many wire bytes: retained episodes are let go
+        #: 0: no bound. Else open + retained spans above this many bytes (``nbytes``, the caller's estimate of
+        #: their resident cost): retained episodes are let go
         #: first (a late span for them becomes a fragment), then the oldest open ones written as they are.
         self.max_bytes = max_bytes
         self.retry_s = retry_s
@@ -219,7 +220,7 @@ class Assembler:
     # --- input ----------------------------------------------------------------------------------------------
 
     def add(self, spans: Iterable[Span], segment: int | None = None, nbytes: int = 0) -> None:
-        """Add spans; ``nbytes``: their size on the wire (counted against the memory limit)."""
+        """Add spans; ``nbytes``: what they cost in memory (counted against the memory limit)."""
         now = self.clock()
         spans = list(spans)
         each = nbytes // len(spans) if spans else 0
