@@ -144,7 +144,10 @@ def test_failed_wal_rotation_keeps_serving_and_writing(tmp_path: Path) -> None:
     restarted = start_collector(out, "--quiet-period", "0.2")
     assert restarted.stop() == 0
     written = assert_acked_written(sent, out)
-    record_fault("WAL segment rotation fails (names taken)", sent, written, rss.stop())
+    record_fault(
+        "unwritable WAL directory: new segments cannot be created (rotation fails), then can",
+        sent, written, rss.stop(),
+    )
 
 
 def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) -> None:
@@ -165,9 +168,11 @@ def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) ->
     scope.spans.append(child)
     scope.spans[0].span_id = bytes.fromhex("00000000000000ff")  # a new span of the same run
     restarted = start_collector(out, "--quiet-period", "0.2")
+    rss = PeakRss(restarted.process.pid)
     response = httpx.post(restarted.http_endpoint, content=late.SerializeToString(), headers=PROTOBUF_HEADERS)
     assert response.status_code == 200
     assert restarted.stop() == 0
+    peak = rss.stop()
     (latest,) = validate_trace_dir(out).values()
     assert latest["trace_id"] == first["trace_id"]
     assert latest["metrics"]["spans"] == len(spans) + 1, "the late span merged into the full trace"
@@ -175,7 +180,7 @@ def test_restart_then_late_span_merges_into_the_written_trace(tmp_path: Path) ->
     lines = (out / "traces-00000.jsonl").read_text().splitlines()
     assert '"revision":1' in lines[-1], "revision is written as an int"
     sent = Sent(sent=2, acked={"late-after-restart": len(spans) + 1})
-    record_fault("restart, then a late span of a written trace", sent, latest["metrics"]["spans"], 0)
+    record_fault("restart, then a late span of a written trace", sent, latest["metrics"]["spans"], peak)
 
 
 def _large_never_ending(index: int) -> tuple[bytes, dict[str, int]]:

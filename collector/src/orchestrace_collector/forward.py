@@ -204,7 +204,7 @@ class Forwarder:
             return None
         try:
             response = self._client.post(self.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: closed at shutdown meanwhile
             self._warn_once(f"cannot reach {self.url}: {exc}; retrying")
             return 0.0
         if response.status_code < 300:
