@@ -102,10 +102,8 @@ def test_descriptor_exhaustion_keeps_the_episodes_and_recovers(tmp_path: Path) -
             time.sleep(2.0)  # the quiet period passes; writing fails with EMFILE
             health = client.get(f"{collector.base_url}/healthz")
             assert health.status_code == 503 and "Too many open files" in health.text
-            refused = client.post(
-                collector.http_endpoint, content=run_body("emfile-refused")[0], headers=PROTOBUF_HEADERS
-            )
-            assert refused.status_code == 503 and refused.headers["Retry-After"]
+            body, spans = run_body("emfile-refused")
+            assert sent.post(client, collector.http_endpoint, "emfile-refused", body, spans) == 503
             assert not list(out.glob("traces-*.jsonl")), "nothing could be written"
         finally:
             _prlimit(pid, 1024)

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOST = "127.0.0.1"
-FORWARD_DIR = "forward"  # the forward queue saved at shutdown
+FORWARD_DIR = "forward"  # the forward queue on disk
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: The assembly thread is CPU-bound; a request needs the GIL a few times before it is acknowledged, and with
 #: CPython's default 5 ms switch interval each of those waits for it. 0.5 ms doubled the acknowledged rate

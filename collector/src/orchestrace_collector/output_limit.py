@@ -82,9 +82,11 @@ def limit_output(trace: Trace, turns: Sequence[Turn], max_bytes: int = DEFAULT_M
 
 
 def _upper_bound(trace: Trace, turns: Sequence[Turn]) -> int:
-    """More JSON bytes than the trace and turns can take (a character escapes to at most 6 bytes): one quick
-    pass, so that only traces that may be over the budget are estimated closely."""
+    """More JSON bytes than the trace and turns take (a character escapes to at most 6 bytes), but for the
+    turns' tools and request parameters (written once per span received: they do not amplify). One quick pass,
+    so that only traces that may be over the budget are estimated closely."""
     chars = sum(len(k) for k in (*trace.rewards, *trace.metrics))
+    chars += len(trace.trace_id) + len(trace.task_id) + len(trace.system or "")
     for event in trace.events:
         chars += sum(map(len, filter(None, map(event.__dict__.__getitem__, _EVENT_FIELDS))))
     total = _EVENT_BYTES * len(trace.events) + _EDGE_BYTES * len(trace.edges) + _TURN_BYTES * len(turns)
@@ -145,9 +147,9 @@ class _Cuts:
             self.bytes += _utf8(old) - _utf8(new)
         return new
 
-    def mapped(self, old: str, shorten: Callable[[str], str]) -> str:
+    def mapped(self, old: str, cut: Callable[[str], str]) -> str:
         new = self._seen.get(old)
-        return self.value(old, shorten(old) if new is None else new)
+        return self.value(old, cut(old) if new is None else new)
 
 
 def _identifiers(trace: Trace, turns: Sequence[Turn], cuts: _Cuts, limit: int, *, keep_ids: bool) -> None:
