@@ -249,6 +249,7 @@ FULL_PROMPT_APPS: dict[str, tuple[Any, Any]] = {
 }
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # langgraph-supervisor's own create_react_agent
 @pytest.mark.parametrize("app", sorted(FULL_PROMPT_APPS))
 def test_full_prompt_exports_every_message_and_the_collector_output_is_unchanged(
     spans: Spans, app: str
