@@ -215,13 +215,13 @@ def stage_costs(dumps: Path, out: Path) -> dict[str, float]:
     key_s = time.process_time() - start
     start = time.process_time()
     columns = ("protobuf", "spans", "positions")
+    writer = TraceDirWriter(out)
     results = [
         _convert_group({"episode": [key], **{c: [r[c] for r in group] for c in columns}}, default_converter,
-                       None)["results"][0]
+                       None, writer.max_trace_bytes)["results"][0]
         for key, group in groups.items()
     ]
     convert_s = time.process_time() - start
-    writer = TraceDirWriter(out)
     start = time.process_time()
     for blob in results:
         _, lines, _ = pickle.loads(blob)

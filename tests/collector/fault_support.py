@@ -17,6 +17,7 @@ import httpx
 import psutil
 import pytest
 from collector_fixtures import RunningCollector, encode_protobuf, record_run, validate_trace_dir
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 PROTOBUF_HEADERS = {"Content-Type": "application/x-protobuf"}
 
@@ -35,6 +36,10 @@ class Sent:
         return sum(self.acked.values())
 
     def post(self, client: httpx.Client, url: str, task: str, body: bytes, spans: int) -> int:
+        return self.post_runs(client, url, body, {task: spans})
+
+    def post_runs(self, client: httpx.Client, url: str, body: bytes, runs: dict[str, int]) -> int:
+        """Post a body holding several runs (their span counts by task id, or trace id without a root)."""
         with self.lock:
             self.sent += 1
         try:
@@ -43,7 +48,7 @@ class Sent:
             return 0
         with self.lock:
             if response.status_code == 200:
-                self.acked[task] = spans
+                self.acked.update(runs)
             elif response.status_code == 503:
                 assert response.headers.get("Retry-After"), "503 without Retry-After"
                 self.refused += 1
@@ -53,6 +58,21 @@ class Sent:
 def run_body(task: str, tools: int = 2) -> tuple[bytes, int]:
     spans = record_run(task, tools=tools)
     return encode_protobuf(spans), len(spans)
+
+
+def with_new_trace_ids(body: bytes) -> tuple[bytes, dict[str, int]]:
+    """``body`` (an OTLP request) with every trace given a new random id: new episodes of the same shape,
+    without recording them again. Returns the body and its span count by new trace id."""
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    new_ids: dict[bytes, bytes] = {}
+    runs: dict[str, int] = {}
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = new_ids.setdefault(span.trace_id, os.urandom(16))
+                runs[span.trace_id.hex()] = runs.get(span.trace_id.hex(), 0) + 1
+    return request.SerializeToString(), runs
 
 
 def assert_acked_written(sent: Sent, out: Path) -> int:
@@ -89,8 +109,28 @@ class PeakRss:
         self._thread.join()
         return self.peak
 
+    def after(self, seconds: float) -> int:
+        """The peak over the next ``seconds`` (an idle baseline)."""
+        time.sleep(seconds)
+        return self.stop()
 
-def record_fault(fault: str, sent: Sent, written_spans: int, peak_rss: int) -> None:
+
+#: What the README states: the collector's resident set grows at most this many times ``--memory-limit-mb``
+#: over its idle size. Tests allow a margin on top (peaks vary with the allocator and the machine's load).
+RSS_PER_LIMIT = 1.5
+RSS_MARGIN = 1.5
+
+
+def assert_within_memory_limit(peak: int, idle: int, limit_mb: int) -> None:
+    growth = peak - idle
+    assert growth < RSS_PER_LIMIT * RSS_MARGIN * (limit_mb << 20), (
+        f"RSS grew {growth >> 20} MiB over idle: {growth / (limit_mb << 20):.2f} x the limit ({limit_mb} MiB)"
+    )
+
+
+def record_fault(
+    fault: str, sent: Sent, written_spans: int, peak_rss: int, *, idle_rss: int = 0, limit_mb: int = 0
+) -> None:
     """One row of the fault table (only when ``FAULT_TABLE`` names a file)."""
     path = os.environ.get("FAULT_TABLE")
     if not path:
@@ -103,6 +143,8 @@ def record_fault(fault: str, sent: Sent, written_spans: int, peak_rss: int) -> N
         "refused_503": sent.refused,
         "written_spans_of_acknowledged": written_spans,
         "peak_rss_mib": round(peak_rss / (1 << 20), 1),
+        "idle_rss_mib": round(idle_rss / (1 << 20), 1),
+        "memory_limit_mb": limit_mb,
     }
     with open(path, "a", encoding="utf-8") as table:
         table.write(json.dumps(row) + "\n")

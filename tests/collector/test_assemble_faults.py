@@ -13,6 +13,7 @@ from pathlib import Path
 from collector_fixtures import record_run
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.encode import request_from_spans
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_collector.model import Trace, Turn
@@ -152,31 +153,123 @@ def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
     assert assembler.retained_bytes == 6_000, "the first episode was let go, the two written are retained"
 
 
-def test_a_long_open_episode_does_not_pin_the_wal_past_its_limit(tmp_path: Path) -> None:
+def _episode_spans(out: Path) -> dict[str, int]:
+    return {t["trace_id"]: t["metrics"]["spans"] for t in latest_traces([out]).values()}
+
+
+def test_a_long_open_episode_does_not_pin_the_wal_and_survives_a_crash(tmp_path: Path) -> None:
+    """Compaction while running: the long-open episode's spans are logged again at the end of the WAL (not
+    written early), the segments of written episodes go, and a crash then loses nothing."""
     wal = WriteAheadLog(tmp_path / "wal", segment_bytes=2_000, max_bytes=8_000)
     writer = TraceDirWriter(tmp_path)
     clock = Clock()
     assembler = Assembler(writer, quiet_period_s=1, wal=wal, clock=clock)
     ingest = Ingest(wal, assembler)
     ingest.start()
+    never_ends = [s for s in record_run("never-ends") if s.parent is not None]
+    key = f"{never_ends[0].context.trace_id:032x}"
     try:
-        never_ends = [s for s in record_run("never-ends") if s.parent is not None]
         ingest.submit(encode_spans(never_ends))
         for index in range(40):
             ingest.submit(encode_spans(record_run(f"short-{index}")))
             clock.now += 2
             time.sleep(0.02)
         deadline = time.monotonic() + 10
-        while wal.total_bytes > 2 * wal.max_bytes and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            wal.total_bytes > 2 * wal.max_bytes or assembler.open_episodes > 1 or writer.written < 40
+        ):
             clock.now += 2
             time.sleep(0.1)
         assert wal.total_bytes <= 2 * wal.max_bytes, f"WAL at {wal.total_bytes} bytes"
+        assert min(wal.segments) > 1, "the never-ending episode's first segment was deleted"
+        assert key not in _episode_spans(tmp_path), "logged again, not written early"
+        assert assembler.open_episodes == 1
     finally:
-        ingest.stop()
+        ingest._queue.put(None)  # a crash: nothing flushed at stop
+        ingest._thread.join()
         wal.close()
         writer.close()
-    tasks = {t["task_id"] for t in latest_traces([tmp_path]).values()}
-    assert {f"short-{i}" for i in range(40)} <= tasks
-    assert f"{never_ends[0].context.trace_id:032x}" in {
-        t["trace_id"] for t in latest_traces([tmp_path]).values()
-    }
+    wal = WriteAheadLog(tmp_path / "wal")
+    writer = TraceDirWriter(tmp_path)
+    assembler = Assembler(writer, wal=wal)
+    Ingest(wal, assembler).replay()
+    assert assembler.open_episodes == 1
+    assembler.flush()
+    wal.close()
+    writer.close()
+    written = _episode_spans(tmp_path)
+    assert written[key] == len(never_ends), "the long-open episode came back whole"
+    assert {f"short-{i}" for i in range(40)} <= {t["task_id"] for t in latest_traces([tmp_path]).values()}
+
+
+def _logged(wal: WriteAheadLog, spans: list[Span]) -> int:
+    """Log a batch as a receiver does (its segment handed to assembly at once)."""
+    segment, _ = wal.append(request_from_spans(spans).SerializeToString())
+    wal.done(segment)
+    return segment
+
+
+def test_a_reopened_episode_keeps_its_revision_through_compaction_and_a_crash(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=1_000, max_bytes=12_000)
+    writer = TraceDirWriter(tmp_path)
+    assembler = Assembler(writer, quiet_period_s=0, wal=wal)
+    spans = spans_of("reopened", tools=3)
+    first = _logged(wal, spans)
+    assembler.add(spans, first)
+    assembler.tick()  # revision 0 written
+    late = _late_span(spans)
+    assembler.add([late], _logged(wal, [late]))  # open again, as revision 1
+    for index in range(16):  # other traffic fills the WAL past its limit
+        _logged(wal, spans_of(f"filler-{index}"))
+    assembler.quiet_period_s = 1e9  # keeps the reopened episode open while the WAL is compacted
+    assembler.tick()
+    assert assembler.open_episodes == 1
+    assert min(wal.segments) > first, "its segment went: its spans were logged again"
+    wal.close()
+    wal = WriteAheadLog(tmp_path / "wal")
+    assembler = Assembler(writer, wal=wal)
+    Ingest(wal, assembler).replay()
+    assembler.flush()
+    wal.close()
+    writer.close()
+    trace = latest_traces([tmp_path])[spans[0].trace_id]
+    assert trace["metrics"]["revision"] == 1 and trace["metrics"]["spans"] == len(spans) + 1
+
+
+def test_a_batch_logged_while_its_episode_was_written_is_not_lost_in_a_crash(tmp_path: Path) -> None:
+    """The WAL holds batch A, batch B, then the WRITTEN marker of a write that had only A (B was acknowledged
+    while the episode was being written, and a crash came before B was assembled)."""
+    wal = WriteAheadLog(tmp_path / "wal")
+    writer = TraceDirWriter(tmp_path)
+    assembler = Assembler(writer, quiet_period_s=0, wal=wal)
+    spans = spans_of("racing", tools=3)
+    assembler.add(spans, _logged(wal, spans))
+    _logged(wal, [_late_span(spans)])  # B: logged, never assembled
+    assembler.flush()  # writes A only; its marker follows B in the log
+    wal.close()
+    wal = WriteAheadLog(tmp_path / "wal")
+    assembler = Assembler(writer, wal=wal)
+    Ingest(wal, assembler).replay()
+    assert assembler.open_episodes == 1, "more spans than the marker counted: still open"
+    assembler.flush()
+    wal.close()
+    writer.close()
+    trace = latest_traces([tmp_path])[spans[0].trace_id]
+    assert trace["metrics"]["revision"] == 1 and trace["metrics"]["spans"] == len(spans) + 1
+
+
+def test_the_written_index_stays_bounded_while_running(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal")
+    writer = TraceDirWriter(tmp_path)
+    assembler = Assembler(writer, quiet_period_s=0, wal=wal, max_known_episodes=5)
+    index = tmp_path / "wal" / "written.idx"
+    for number in range(40):
+        assembler.add(spans_of(f"indexed-{number}", tools=1))
+        assembler.tick()
+        assert len(index.read_text().splitlines()) <= 10
+    wal.close()
+    known = [json.loads(line)["key"] for line in index.read_text().splitlines()]
+    newest = [t["trace_id"] for t in latest_traces([tmp_path]).values()][-5:]
+    assert set(newest) <= set(known)
+    restarted = Assembler(writer, wal=WriteAheadLog(tmp_path / "wal"), max_known_episodes=5)
+    assert set(restarted._written) == set(newest)

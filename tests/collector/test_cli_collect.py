@@ -45,3 +45,22 @@ def test_bad_options_and_busy_ports_fail_cleanly(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         done = _collect("--out", str(tmp_path / "c"), "--port", str(free_port()), "--grpc-port", str(port))
     assert done.returncode == 1 and "Traceback" not in done.stderr
+    bad_headers = _collect("--out", str(tmp_path / "d"), "--forward-headers", ",")
+    assert bad_headers.returncode == 1 and "--forward-headers" in bad_headers.stderr
+    no_token = _collect("--out", str(tmp_path / "e"), "--forward-token-file", str(tmp_path / "missing"))
+    assert no_token.returncode == 1 and "--forward-token-file" in no_token.stderr
+
+
+def test_forward_headers_are_read_as_otlp_exporters_read_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrace_collector.cli import FORWARD_HEADERS_ENV, _forward_headers
+
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    parsed = _forward_headers("x-tenant=team%20a, x-env = prod", None)
+    assert parsed == {"x-tenant": "team a", "x-env": "prod"}
+    assert _forward_headers(None, token) == {"authorization": "Bearer s3cret"}
+    monkeypatch.setenv(FORWARD_HEADERS_ENV, "x-from=env")
+    assert _forward_headers(None, None) == {"x-from": "env"}
+    assert _forward_headers("x-given=1", None) == {"x-given": "1"}, "the option wins over the variable"

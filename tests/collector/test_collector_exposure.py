@@ -5,6 +5,7 @@ errors for an unauthenticated non-loopback bind or a busy port."""
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +14,12 @@ import grpc
 import httpx
 import pytest
 from collector_fixtures import encode_protobuf, free_port, record_run, start_collector, validate_trace_dir
+from fault_support import PeakRss, Sent, record_fault
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 from orchestrace.exporters import create_exporter
+from orchestrace_collector.forward import Forwarder
 
 TOKEN = "s3cret-token-for-tests"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -167,3 +170,50 @@ def test_tls_on_both_receivers_with_the_real_exporters(
         assert collector.stop() == 0
     tasks = {t["task_id"] for t in validate_trace_dir(collector.out).values()}
     assert tasks == {"tls-http", "tls-grpc"}
+    record_fault(
+        "auth + TLS: the real OTLP exporters (HTTP, gRPC) with a token over TLS; plain HTTP refused",
+        Sent(sent=3, acked={"tls-http": 4, "tls-grpc": 4}),
+        8,
+        0,
+    )
+
+
+def test_forward_to_a_collector_that_requires_a_token_over_tls(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    target = start_collector(
+        tmp_path / "target", "--quiet-period", "0.2", "--tls-cert", str(cert), "--tls-key", str(key),
+        "--token-file", str(token_file), tls_ca=cert,
+    )
+    front = start_collector(
+        tmp_path / "front", "--quiet-period", "0.2", "--forward", target.base_url,
+        "--forward-token-file", str(token_file), "--forward-ca-file", str(cert),
+        "--forward-headers", "x-tenant=rollouts%20a",
+    )
+    runs = {f"fw-auth-{i}": record_run(f"fw-auth-{i}") for i in range(3)}
+    rss = PeakRss(front.process.pid)
+    try:
+        for spans in runs.values():
+            body = encode_protobuf(spans)
+            assert httpx.post(front.http_endpoint, content=body, headers=PROTOBUF).status_code == 200
+        assert front.stop() == 0
+        peak = rss.stop()
+        # Without the token the same target refuses the batch (401: counted, never retried).
+        without = Forwarder(target.base_url, verify=ssl.create_default_context(cafile=str(cert)))
+        without.submit(encode_protobuf(record_run("fw-no-token")), PROTOBUF["Content-Type"])
+        without.close(timeout_s=30)
+        assert without.rejected == 1 and without.sent == 0
+    finally:
+        front.stop()
+        assert target.stop() == 0
+    assert "forwarded 3, dropped 0, rejected 0" in front.log_text()
+    written = {t["task_id"]: t["metrics"]["spans"] for t in validate_trace_dir(target.out).values()}
+    assert written == {task: len(spans) for task, spans in runs.items()}
+    record_fault(
+        "forward to a collector requiring a token over TLS (--forward-token-file, --forward-ca-file); "
+        "a forwarder without the token refused (401)",
+        Sent(sent=4, acked={task: len(spans) for task, spans in runs.items()}),
+        sum(written.values()),
+        peak,
+    )

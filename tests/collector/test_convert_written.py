@@ -19,6 +19,8 @@ from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.decode import PayloadError, decode_bytes
 from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES as MAX_BYTES
+from orchestrace_collector.output_limit import ID_CHARS
 from orchestrace_collector.spans import Span
 from pydantic_core import PydanticSerializationError
 from test_convert_fuzz import _base, _mutate
@@ -74,8 +76,8 @@ def both_ways(spans: list[Span]) -> tuple[Episode, Episode]:
 
 def test_records_are_written_as_pydantic_writes_the_models() -> None:
     fast, slow = both_ways(rich_episode())
-    lines = fast.json_lines(2)
-    assert lines == slow.json_lines(2)
+    lines = fast.json_lines(2, MAX_BYTES)
+    assert lines == slow.json_lines(2, MAX_BYTES)
     trace_line, turn_lines = lines
     trace = json.loads(trace_line)
     assert trace["metrics"]["revision"] == 2 and trace["task_id"] == "task-é"
@@ -93,15 +95,33 @@ def test_records_are_written_as_pydantic_writes_the_models() -> None:
 @pytest.mark.parametrize("value", [b"\x00bytes", 2**70, {1: "int key"}])
 def test_a_value_orjson_refuses_is_written_by_pydantic(value: object) -> None:
     fast, slow = both_ways(rich_episode(**{"orchestrace.request.odd": value}))
-    assert fast.json_lines(0) == slow.json_lines(0)
-    assert "odd" in json.loads(fast.json_lines(0)[1][0])["request"]
+    assert fast.json_lines(0, MAX_BYTES) == slow.json_lines(0, MAX_BYTES)
+    assert "odd" in json.loads(fast.json_lines(0, MAX_BYTES)[1][0])["request"]
 
 
 def test_a_value_neither_can_write_fails_the_same_way() -> None:
     fast, slow = both_ways(rich_episode(**{"orchestrace.request.text": "lone \ud800 surrogate"}))
     for episode in (fast, slow):
         with pytest.raises(PydanticSerializationError):
-            episode.json_lines(0)
+            episode.json_lines(0, MAX_BYTES)
+
+
+@pytest.mark.parametrize("budget", [MAX_BYTES, 4000])
+def test_what_the_amplification_limit_cuts_is_cut_alike(budget: int) -> None:
+    """A name over the identifier limit, or a budget the episode does not fit: the limit applies (on the
+    models), the same whichever way the episode came."""
+    spans = rich_episode()
+    spans[1].attributes = {**spans[1].attributes, sc.GEN_AI_AGENT_NAME: "lead-" + "x" * ID_CHARS}
+    fast, slow = both_ways(spans)
+    trace_line, turn_lines = fast.json_lines(0, budget)
+    assert (trace_line, turn_lines) == slow.json_lines(0, budget)
+    trace = json.loads(trace_line)
+    assert all(len(e["agent"]) <= ID_CHARS for e in trace["events"]) and trace["metrics"]["truncated"] >= 1
+    first_turn = json.loads(turn_lines[0])
+    if budget < MAX_BYTES:  # the messages were cut too (the span's own cut of the prompt, 12 bytes, counts)
+        assert first_turn["truncated"]["prompt"] > 12 and "completion" in first_turn["truncated"]
+    else:
+        assert first_turn["truncated"] == {"prompt": 12}
 
 
 def test_what_a_hook_changes_on_the_models_is_what_is_written(tmp_path: Path) -> None:
@@ -153,6 +173,6 @@ def test_mutated_runs_are_written_alike_both_ways(seed: int) -> None:
 def outcome(episode: Episode) -> object:
     """The episode's lines, or the error writing it raised (bytes that are not UTF-8 fail either way)."""
     try:
-        return episode.json_lines(0)
+        return episode.json_lines(0, MAX_BYTES)
     except PydanticSerializationError as error:
         return str(error)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 from collector_fixtures import (
     RunningCollector,
     encode_otlp_json,
@@ -121,31 +120,3 @@ def test_retry_after_is_honoured_while_batches_keep_coming() -> None:
     finally:
         forwarder.close(timeout_s=0)
         server.shutdown()
-
-
-@pytest.mark.slow
-def test_forward_queue_survives_a_restart_with_the_target_down(tmp_path: Path) -> None:
-    target_port = free_port()
-    front = start_collector(
-        tmp_path / "front", "--quiet-period", "0.2", "--forward", f"http://127.0.0.1:{target_port}"
-    )
-    runs = {f"fw-restart-{i}": record_run(f"fw-restart-{i}") for i in range(5)}
-    for spans in runs.values():
-        body = encode_protobuf(spans)
-        headers = {"Content-Type": "application/x-protobuf"}
-        assert httpx.post(front.http_endpoint, content=body, headers=headers).status_code == 200
-    assert front.stop() == 0  # the target is down: the queue is saved
-    assert (front.out / "forward" / "pending.wal").exists()
-    target = RunningCollector(
-        out=tmp_path / "target", port=target_port, grpc_port=free_port(), log=tmp_path / "target.log"
-    )
-    (tmp_path / "target").mkdir()
-    target.start()
-    try:
-        front.start()  # sends the saved queue first
-        assert front.stop() == 0
-    finally:
-        assert target.stop() == 0
-    written = {t["task_id"]: t["metrics"]["spans"] for t in validate_trace_dir(target.out).values()}
-    assert written == {task: len(spans) for task, spans in runs.items()}
-    assert not (front.out / "forward" / "pending.wal").exists()

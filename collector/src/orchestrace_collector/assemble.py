@@ -18,23 +18,31 @@ suffix ``.late<revision>``, so it never replaces the full trace for readers that
 Storage failures. Writing an episode that fails with ``OSError`` (disk full, no file descriptor left) leaves
 the episode open and unmarked: nothing is lost, :attr:`Assembler.storage_error` says why (the receivers answer
 503 and ``/healthz`` reports it) and the write is retried every ``retry_s`` until it works. Only once the
-written lines are ``fsync``-ed (``durable``) does the WAL get the ``WRITTEN`` marker.
+written lines are ``fsync``-ed (``durable``) does the WAL get the ``WRITTEN`` marker. The marker counts the
+spans written: a batch logged before the marker but assembled after the write (acknowledged while the
+episode was being written) makes a replay hold more spans than that, and the episode then stays open as the
+next revision instead of counting as written.
 
 Revisions across restarts. Each written episode's key and revision are also appended to ``written.idx`` next
 to the WAL, so a restarted collector knows what it wrote even after the WAL segments holding the marker were
 deleted: a late span for such an episode becomes a ``.late<n>`` fragment, never a revision 0 that would
 supersede the full trace. Episodes still in the WAL are rebuilt as retained on replay, so a late span merges
-into them as the next revision.
+into them as the next revision. ``written.idx`` holds the newest ``max_known_episodes`` keys: it is rewritten
+with just those whenever it reaches twice as many lines, at start and while running.
 
 Conflicts. A span id seen again with different content keeps the first copy; the trace counts the copies it
 refused in ``metrics.span_conflicts``.
 
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
-bounded: above ``max_open_episodes`` or ``max_bytes`` (wire bytes of open and retained spans) retained
-episodes are let go and the oldest open ones written as they are. With a write-ahead log, the oldest segment
-any open or retained episode still needs is kept and older ones are deleted; above the log's ``max_bytes``
-written episodes stop holding segments and the open ones holding the oldest are written (``_compact``). A
-``WRITTEN`` marker per written episode lets a replay skip what was already written.
+bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
+spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are.
+With a write-ahead log, the oldest segment any open or retained episode still needs is kept and older ones
+are deleted. Above the log's ``max_bytes`` it is compacted while running (``_compact``, one segment a tick):
+written episodes stop holding segments, and the open episodes holding the oldest segment have their spans
+logged again at the log's end (an ``OPEN`` marker, then one batch), so the segment, whose other records are
+all written episodes', is deleted; a long-open episode never pins the log. Only open episodes too large to
+carry (over a quarter of ``max_bytes``) are written as they are instead. A ``WRITTEN`` marker per written
+episode lets a replay skip what was already written.
 """
 
 from __future__ import annotations
@@ -53,9 +61,10 @@ from typing import Any, Protocol
 
 from orchestrace.semconv import ORCH_EPISODE_ID
 
+from orchestrace_collector.encode import request_from_spans
 from orchestrace_collector.model import SPAN_CONFLICTS, SPAN_COUNT, Trace, Turn
 from orchestrace_collector.spans import Span
-from orchestrace_collector.wal import KIND_WRITTEN, WriteAheadLog
+from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +83,7 @@ class ConvertedEpisode(Protocol):
     @property
     def metrics(self) -> dict[str, float]: ...  # the trace's, without making its model
 
-    def json_lines(self, revision: int) -> tuple[bytes, list[bytes]]: ...
+    def json_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]]: ...
 
 
 class TraceSink(Protocol):
@@ -138,7 +147,7 @@ class _Episode:
     first_segment: int | None = None
     late: int = 0  # > 0: late spans of an episode no longer retained, written as fragment ``.late<late>``
     conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
-    nbytes: int = 0  # the spans' size on the wire, what the memory limit counts
+    nbytes: int = 0  # what the spans cost in memory (the caller's estimate), what the memory limit counts
 
     def add(self, span: Span, now: float, segment: int | None, nbytes: int = 0) -> None:
         previous = self.spans.get(span.span_id)
@@ -205,7 +214,8 @@ class Assembler:
         self.failed = 0
         #: 0: no cap; else above this many open episodes the oldest is written as it is (``incomplete``).
         self.max_open_episodes = max_open_episodes
-        #: 0: no bound. Else open + retained spans above this many wire bytes: retained episodes are let go
+        #: 0: no bound. Else open + retained spans above this many bytes (``nbytes``, the caller's estimate of
+        #: their resident cost): retained episodes are let go
         #: first (a late span for them becomes a fragment), then the oldest open ones written as they are.
         self.max_bytes = max_bytes
         self.retry_s = retry_s
@@ -222,7 +232,7 @@ class Assembler:
     # --- input ----------------------------------------------------------------------------------------------
 
     def add(self, spans: Iterable[Span], segment: int | None = None, nbytes: int = 0) -> None:
-        """Add spans; ``nbytes``: their size on the wire (counted against the memory limit)."""
+        """Add spans; ``nbytes``: what they cost in memory (counted against the memory limit)."""
         now = self.clock()
         spans = list(spans)
         each = nbytes // len(spans) if spans else 0
@@ -256,11 +266,8 @@ class Assembler:
         episode = self._open.get(key)
         if episode is not None:
             return episode
-        retained = self._retained.pop(key, None)
+        retained = self._take_retained(key)
         if retained is not None:
-            self._retained_spans -= len(retained.spans)
-            self.retained_bytes -= retained.nbytes
-            self.open_bytes += retained.nbytes
             retained.revision += 1
             episode = retained
         elif key in self._written:
@@ -269,6 +276,15 @@ class Assembler:
             episode = _Episode(key=key)
         self._open[key] = episode
         return episode
+
+    def _take_retained(self, key: str) -> _Episode | None:
+        """Move a retained episode's bytes back to the open ones (the caller opens it)."""
+        retained = self._retained.pop(key, None)
+        if retained is not None:
+            self._retained_spans -= len(retained.spans)
+            self.retained_bytes -= retained.nbytes
+            self.open_bytes += retained.nbytes
+        return retained
 
     # --- completion -----------------------------------------------------------------------------------------
 
@@ -299,7 +315,8 @@ class Assembler:
     def _compact(self, due: Sequence[_Episode]) -> list[_Episode]:
         """The WAL is over its size limit: written (retained) episodes stop holding segments (a late span
         for them after a restart becomes a fragment), and the open episodes holding the oldest segment are
-        written as they are, so that segment can go. Returns those episodes."""
+        logged again at the end of the log so that segment can go. Returns the episodes to write as they
+        are instead: those holders when they are too large to carry."""
         assert self.wal is not None
         for episode in self._retained.values():
             episode.first_segment = None
@@ -311,7 +328,33 @@ class Assembler:
         oldest = min(e.first_segment for e in pinned if e.first_segment is not None)
         if oldest >= self.wal.segments[-1]:
             return []  # only the live segment is held: nothing to gain
-        return [e for e in pinned if e.first_segment == oldest]
+        holders = [e for e in pinned if e.first_segment == oldest]
+        payloads = [request_from_spans(e.spans.values()).SerializeToString() for e in holders]
+        if sum(map(len, payloads)) > self.wal.max_bytes // 4:
+            return holders
+        try:
+            self._relog(holders, payloads)
+        except OSError as exc:  # the log cannot be appended to: the episodes keep their segments
+            log.warning("orchestrace: WAL compaction failed (retried): %s", exc)
+            return []
+        self._retire_wal()
+        return []
+
+    def _relog(self, episodes: Sequence[_Episode], payloads: Sequence[bytes]) -> None:
+        """Log open episodes' spans again (``OPEN`` marker, then the batch); once that is durable, they hold
+        the segment it went to instead of their older ones."""
+        assert self.wal is not None
+        moved: list[tuple[_Episode, int]] = []
+        seq = 0
+        for episode, payload in zip(episodes, payloads, strict=True):
+            marker = {"key": episode.key, "revision": episode.revision, "late": episode.late}
+            segment, _ = self.wal.append(json.dumps(marker).encode(), KIND_OPEN)
+            batch_segment, seq = self.wal.append(payload, KIND_BATCH)
+            self.wal.done(batch_segment)  # not queued for assembly: these spans are held already
+            moved.append((episode, segment))
+        self.wal.sync(seq)
+        for episode, segment in moved:
+            episode.first_segment = segment
 
     def _shed(self, due: Sequence[_Episode]) -> list[_Episode]:
         """Over ``max_bytes``: drop retained episodes, then pick the oldest open episodes to write, until a
@@ -339,8 +382,8 @@ class Assembler:
 
     @property
     def open_episodes(self) -> int:
-        with self._lock:
-            return len(self._open)
+        # No lock: a conversion in progress holds it, and the length of a dict is read atomically.
+        return len(self._open)
 
     def _complete_all(self, due: Sequence[_Episode], deadline: float | None = None) -> int:
         """Write ``due``, make the output durable, then mark them written. Stops at the first storage
@@ -382,7 +425,12 @@ class Assembler:
         del self._open[episode.key]
         self.open_bytes -= episode.nbytes
         if self.wal is not None:
-            marker = {"key": episode.key, "revision": episode.revision, "late": episode.late}
+            marker = {
+                "key": episode.key,
+                "revision": episode.revision,
+                "late": episode.late,
+                "spans": len(episode.spans),
+            }
             try:
                 self.wal.append(json.dumps(marker).encode(), KIND_WRITTEN)
             except OSError as exc:
@@ -426,10 +474,10 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
-        if self._index is not None:
-            self._index.append(key, self._written[key])
         while len(self._written) > self.max_known_episodes:
             self._written.popitem(last=False)
+        if self._index is not None:
+            self._index.append(key, self._written[key], self._written)
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
@@ -458,27 +506,45 @@ class Assembler:
 
     def replay_marker(self, payload: bytes) -> None:
         """A ``WRITTEN`` marker met during WAL replay: that episode is already on disk, retain it
-        unwritten."""
+        unwritten; unless the replay holds more of its spans than were written (see the module docstring):
+        then it stays open, as the next revision."""
         marker: dict[str, Any] = json.loads(payload)
         key = str(marker["key"])
         with self._lock:
-            episode = self._open.pop(key, None)
+            episode = self._open.get(key)
             if episode is None:
                 return
+            revision, late = int(marker["revision"]), int(marker.get("late", 0))
+            written_spans = marker.get("spans")
+            if isinstance(written_spans, int) and len(episode.spans) > written_spans:
+                episode.revision, episode.late = revision + 1, late
+                return
+            del self._open[key]
             self.open_bytes -= episode.nbytes
-            episode.revision = int(marker["revision"])
-            episode.late = int(marker.get("late", 0))
+            episode.revision, episode.late = revision, late
             self._mark_written(episode)
+
+    def replay_open(self, payload: bytes) -> None:
+        """An ``OPEN`` marker met during WAL replay (see :meth:`_compact`): the spans logged after it are
+        those of an episode that was open at this revision."""
+        marker: dict[str, Any] = json.loads(payload)
+        key = str(marker["key"])
+        with self._lock:
+            episode = self._open.get(key) or self._take_retained(key) or _Episode(key=key)
+            episode.revision, episode.late = int(marker["revision"]), int(marker.get("late", 0))
+            self._open[key] = episode
 
 
 class _WrittenIndex:
     """``written.idx``: the last revision number used per episode key, kept across restarts (and WAL
-    retirement). Compacted to the newest ``limit`` keys at start. Not fsync-ed: the WAL markers cover a
-    crash until their segment is retired, long after the page cache reached the disk."""
+    retirement). Rewritten with the newest ``limit`` keys when it holds twice as many lines (at start and
+    while running), so it stays under ``2 * limit`` lines. Not fsync-ed: the WAL markers cover a crash until
+    their segment is retired, long after the page cache reached the disk."""
 
     def __init__(self, path: Path, limit: int) -> None:
         self.path = path
         self.limit = limit
+        self.lines = 0  # in the file now
         self._fd = -1
         self._failing = False
 
@@ -496,23 +562,36 @@ class _WrittenIndex:
                 known[key] = max(known.pop(key, 0), revision)
         while len(known) > self.limit:
             known.popitem(last=False)
+        self.lines = lines
         if lines > len(known):
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("".join(_index_line(k, r) for k, r in known.items()), encoding="utf-8")
-            tmp.replace(self.path)
+            self._rewrite(known)
         return known
 
-    def append(self, key: str, revision: int) -> None:
+    def append(self, key: str, revision: int, known: Mapping[str, int]) -> None:
+        """Append one line; ``known``: every key still remembered, for the rewrite when the file is full."""
         try:
+            if self.lines >= 2 * self.limit:
+                self._rewrite(known)
             if self._fd < 0:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(self._fd, _index_line(key, revision).encode())
+            self.lines += 1
             self._failing = False
         except OSError as exc:
             # Only a late span after a restart whose WAL marker is gone needs it; logged once per failure.
             if not self._failing:
                 log.warning("orchestrace: %s not updated: %s", self.path, exc)
             self._failing = True
+
+    def _rewrite(self, known: Mapping[str, int]) -> None:
+        """Replace the file with one line per remembered key (atomically: a crash leaves one or the other)."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(_index_line(k, r) for k, r in known.items()), encoding="utf-8")
+        tmp.replace(self.path)
+        self.lines = len(known)
+        if self._fd >= 0:  # the next append opens the new file
+            os.close(self._fd)
+            self._fd = -1
 
 
 def _index_line(key: str, revision: int) -> str:

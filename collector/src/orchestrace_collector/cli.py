@@ -33,6 +33,8 @@ errors = Console(stderr=True)
 _MIB = 1 << 20
 #: The collector's bearer token, when no --token-file is given.
 TOKEN_ENV = "ORCHESTRACE_TOKEN"
+#: Headers sent to the --forward target, when no --forward-headers is given (kept off the command line).
+FORWARD_HEADERS_ENV = "ORCHESTRACE_FORWARD_HEADERS"
 _MAX_FAILURE_ROWS = 50
 
 
@@ -65,6 +67,15 @@ CreditOption = Annotated[
         "--credit",
         help="How rewards are credited to turns and events: causal (the work the answer depends on) "
         "or uniform.",
+    ),
+]
+MaxTraceOption = Annotated[
+    float,
+    typer.Option(
+        "--max-trace-mb",
+        help="Amplification limit: the most one episode writes (its trace line plus its turns); above it "
+        "the turns' messages, then long names, are cut (marked truncated). 0: no limit but names cut to 256.",
+        min=0,
     ),
 ]
 RewardOption = Annotated[
@@ -151,6 +162,25 @@ def collect(
             "endpoint (e.g. http://localhost:4318 for Jaeger)."
         ),
     ] = None,
+    forward_headers: Annotated[
+        str | None,
+        typer.Option(
+            "--forward-headers",
+            help="Headers for --forward, as OTEL_EXPORTER_OTLP_HEADERS writes them: key=value,key2=value2 "
+            "(else the ORCHESTRACE_FORWARD_HEADERS variable).",
+        ),
+    ] = None,
+    forward_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--forward-token-file",
+            help="File holding the bearer token the --forward target requires (sent as Authorization).",
+        ),
+    ] = None,
+    forward_ca_file: Annotated[
+        Path | None,
+        typer.Option("--forward-ca-file", help="PEM CA certificates that verify an https --forward target."),
+    ] = None,
     quiet_period: Annotated[
         float,
         typer.Option(
@@ -190,6 +220,7 @@ def collect(
     rotate_mb: Annotated[
         float, typer.Option("--rotate-mb", help="Start a new traces/turns file after this.")
     ] = 128,
+    max_trace_mb: MaxTraceOption = 64,
     reward: RewardOption = None,
     credit: CreditOption = "causal",
 ) -> None:
@@ -199,14 +230,11 @@ def collect(
 
     if fsync not in FSYNC_POLICIES:
         raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
-    token = os.environ.get(TOKEN_ENV) or None
-    if token_file is not None:
-        try:
-            token = token_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise _fail(f"cannot read --token-file: {exc}") from None
-        if not token:
-            raise _fail(f"--token-file {token_file} is empty")
+    token = _read_token(token_file, "--token-file") if token_file is not None else None
+    token = token or os.environ.get(TOKEN_ENV) or None
+    sent_headers = _forward_headers(forward_headers, forward_token_file)
+    if forward_ca_file is not None and not forward_ca_file.is_file():
+        raise _fail(f"no such file: --forward-ca-file {forward_ca_file}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = CollectorOptions(
         out=out,
@@ -221,6 +249,7 @@ def collect(
         wal_segment_bytes=int(wal_segment_mb * _MIB),
         wal_max_bytes=int(wal_max_mb * _MIB),
         rotate_bytes=int(rotate_mb * _MIB),
+        max_trace_bytes=int(max_trace_mb * _MIB),
         converter=_converter(credit),
         hook=_hook(reward, credit),
         host=host,
@@ -234,6 +263,8 @@ def collect(
         body_timeout_s=body_timeout,
         spool_only=spool_only,
         forward_queue_bytes=int(forward_queue_mb * _MIB),
+        forward_headers=sent_headers,
+        forward_ca=forward_ca_file,
         limits=HttpLimits(
             header_timeout_s=header_timeout,
             keepalive_timeout_s=keepalive_timeout,
@@ -248,6 +279,30 @@ def collect(
         run_collector(options)
     except OSError as exc:
         raise _fail(f"cannot start the collector: {exc}") from None
+
+
+def _read_token(path: Path, option: str) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise _fail(f"cannot read {option}: {exc}") from None
+    if not token:
+        raise _fail(f"{option} {path} is empty")
+    return token
+
+
+def _forward_headers(spec: str | None, token_file: Path | None) -> dict[str, str]:
+    """``--forward-headers`` (else its variable) parsed as OTLP exporters parse ``OTEL_EXPORTER_OTLP_HEADERS``
+    (values may be percent-encoded), plus ``Authorization`` from ``--forward-token-file``."""
+    from opentelemetry.util.re import parse_env_headers
+
+    spec = spec if spec is not None else os.environ.get(FORWARD_HEADERS_ENV, "")
+    headers = dict(parse_env_headers(spec, liberal=True)) if spec.strip() else {}
+    if spec.strip() and not headers:
+        raise _fail("--forward-headers: expected key=value pairs separated by commas")
+    if token_file is not None:
+        headers["authorization"] = f"Bearer {_read_token(token_file, '--forward-token-file')}"
+    return headers
 
 
 @app.command()
@@ -267,6 +322,7 @@ def convert(
             "made by `ray start` also needs RAY_AUTH_MODE=token."
         ),
     ] = None,
+    max_trace_mb: MaxTraceOption = 64,
     reward: RewardOption = None,
     credit: CreditOption = "causal",
 ) -> None:
@@ -288,7 +344,7 @@ def convert(
 
     converter = _converter(credit)
     hook = _hook(reward, credit)
-    writer = TraceDirWriter(out)
+    writer = TraceDirWriter(out, max_trace_bytes=int(max_trace_mb * _MIB))
     try:
         result = run(inputs, writer, converter=converter, hook=hook,
                      **({"address": address} if address else {}))

@@ -2,9 +2,10 @@
 
 Start-up order: replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as
 usual), start the assembly thread, bind both ports (a busy port is an error here, exit code 1), print one
-``ready`` line, serve. SIGTERM / SIGINT stop the receivers first, then every queued batch is assembled and
-open episodes are written for up to ``shutdown_timeout_s`` (what is left stays in the WAL for the next
-start), then the log and the files are closed.
+``ready`` line, serve. SIGTERM / SIGINT stop the receivers first (requests in flight get up to
+``http_server.GRACEFUL_SHUTDOWN_S``), then, all within ``shutdown_timeout_s``: queued batches are assembled,
+open episodes written and the forward queue sent; what is left then stays in the WAL (and the forward queue
+on disk) for the next start. Then the log and the files are closed.
 
 Exposure: the receivers bind ``host`` (default loopback). On loopback, the ``Host`` header must name a
 loopback address (a web page cannot reach the port by DNS rebinding); on any other address a bearer token is
@@ -20,8 +21,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import signal
+import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,7 @@ from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
+from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES
 from orchestrace_collector.receiver_grpc import start_grpc_server
 from orchestrace_collector.receiver_http import create_app
 from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
@@ -40,12 +44,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOST = "127.0.0.1"
-FORWARD_DIR = "forward"  # the forward queue saved at shutdown
+FORWARD_DIR = "forward"  # the forward queue on disk
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: The assembly thread is CPU-bound; a request needs the GIL a few times before it is acknowledged, and with
 #: CPython's default 5 ms switch interval each of those waits for it. 0.5 ms doubled the acknowledged rate
 #: under load (bench/, section 3) at no measurable cost in total CPU or time to written traces.
 SWITCH_INTERVAL_S = 0.0005
+GRPC_GRACE_S = 2.0  # for gRPC calls in flight at shutdown
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class CollectorOptions:
     wal_segment_bytes: int = 64 << 20
     wal_max_bytes: int = 1 << 30
     rotate_bytes: int = 128 << 20
+    max_trace_bytes: int = DEFAULT_MAX_BYTES
     hook: EpisodeHook | None = None
     host: str = HOST
     token: str | None = None
@@ -73,6 +79,9 @@ class CollectorOptions:
     shutdown_timeout_s: float = 20.0
     body_timeout_s: float = 30.0
     forward_queue_bytes: int = 256 << 20
+    #: Sent with every forwarded batch (``Authorization`` for a target that requires a token).
+    forward_headers: dict[str, str] = field(default_factory=dict)
+    forward_ca: Path | None = None  # verifies an https forward target (else the system's CAs)
     spool_only: bool = False
     limits: HttpLimits = field(default_factory=HttpLimits)
     converter: Converter = default_converter
@@ -116,7 +125,9 @@ def run_collector(options: CollectorOptions) -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop_requested.set())
-    writer = TraceDirWriter(options.out, rotate_bytes=options.rotate_bytes)
+    writer = TraceDirWriter(
+        options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
+    )
     wal = WriteAheadLog(
         options.out / WAL_DIR,
         fsync=options.fsync,
@@ -135,7 +146,11 @@ def run_collector(options: CollectorOptions) -> None:
     forwarder = None
     if options.forward:
         forwarder = Forwarder(
-            options.forward, max_queued_bytes=options.forward_queue_bytes, state_dir=options.out / FORWARD_DIR
+            options.forward,
+            max_queued_bytes=options.forward_queue_bytes,
+            state_dir=options.out / FORWARD_DIR,
+            headers=options.forward_headers,
+            verify=ssl.create_default_context(cafile=str(options.forward_ca)) if options.forward_ca else True,
         )
     ingest = Ingest(
         wal,
@@ -190,19 +205,26 @@ def run_collector(options: CollectorOptions) -> None:
         if not stop_requested.is_set():
             server.run(sockets=[http_socket])
     finally:
-        # Each step on its own: a failing one (storage still broken) must not skip the others.
+        # Each step on its own: a failing one (storage still broken) must not skip the others; all share
+        # one deadline.
+        deadline = time.monotonic() + options.shutdown_timeout_s
         if grpc_server is not None:
-            grpc_server.stop(grace=2.0).wait()
-        left = _step("assembly", lambda: ingest.stop(options.shutdown_timeout_s)) or 0
+            grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
+        left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
         _step("write-ahead log", wal.close)
         _step("output files", writer.close)
         if forwarder is not None:
-            _step("forwarding", forwarder.close)
+            _step("forwarding", lambda: forwarder.close(_until(deadline)))
         sys.setswitchinterval(previous_switch_interval)
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written"
             + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
+            + (
+                f", {ingest.batches_left} batches left in the write-ahead log for the next start"
+                if ingest.batches_left
+                else ""
+            )
             + (
                 f"; forwarded {forwarder.sent}, dropped {forwarder.dropped}, rejected {forwarder.rejected}"
                 if forwarder is not None
@@ -211,6 +233,10 @@ def run_collector(options: CollectorOptions) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _until(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
 
 
 def _step(what: str, action: Callable[[], T]) -> T | None:

@@ -19,14 +19,34 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.decode import count_spans, drop_invalid_spans, spans_from_request
 from orchestrace_collector.forward import Forwarder
-from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog
+from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
-#: Resident bytes per byte of OTLP protobuf once decoded and held as spans (measured on SDK traces: the
-#: decoded ``Span`` objects, their attribute dicts and the queued protobuf messages).
-MEMORY_FACTOR = 8
+#: The memory limit's estimate of what a batch costs once parsed (queued as protobuf) or decoded (held as
+#: ``Span`` objects): its wire bytes, plus these per span and per attribute (span, event and link attributes,
+#: each event and link counting as one). Fitted to resident-set growth of held SDK-shaped spans with 4 to 64
+#: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones),
+#: and an upper bound for the same batches queued as parsed protobuf (0.8 x to 1.1 x of the estimate).
+SPAN_BYTES = 1200
+ATTRIBUTE_BYTES = 128
+#: A request body being read or parsed, per byte: the body, plus its parse (measured 0.8 x for large
+#: attribute values to 7.5 x for small SDK spans) before the batch's own estimate is known.
+REQUEST_FACTOR = 8
+
+
+def resident_bytes(request: ExportTraceServiceRequest, wire_bytes: int) -> int:
+    """The memory limit's estimate for one batch of ``wire_bytes`` (see :data:`SPAN_BYTES`)."""
+    spans = attributes = 0
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                spans += 1
+                attributes += len(span.attributes) + len(span.events) + len(span.links)
+                for event in span.events:
+                    attributes += len(event.attributes)
+    return wire_bytes + SPAN_BYTES * spans + ATTRIBUTE_BYTES * attributes
 
 
 class Overloaded(Exception):
@@ -59,11 +79,12 @@ class Ingest:
         self.assembler = assembler
         self.forwarder = forwarder
         self.max_queued_batches = max_queued_batches
-        #: 0: no limit. Else queued batches + open and retained spans + request bodies being read, in wire
-        #: bytes times :data:`MEMORY_FACTOR`, above which requests are refused with 503.
+        #: 0: no limit. Else the estimated resident bytes of queued batches, open and retained spans
+        #: (:func:`resident_bytes`) and request bodies being read (:data:`REQUEST_FACTOR`), above which
+        #: requests are refused with 503.
         self.memory_limit_bytes = memory_limit_bytes
         # The assembler sheds held spans before the limit refuses requests for long.
-        assembler.max_bytes = memory_limit_bytes // MEMORY_FACTOR * 3 // 4
+        assembler.max_bytes = memory_limit_bytes * 3 // 4
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
@@ -71,6 +92,8 @@ class Ingest:
             queue.SimpleQueue()
         )
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
+        self._deadline: float | None = None  # set by :meth:`stop`: batches still queued then stay in the WAL
+        self.batches_left = 0  # batches not assembled at shutdown (they stay in the WAL)
         self.accepted_spans = 0
         self.rejected_spans = 0
 
@@ -80,17 +103,15 @@ class Ingest:
     @property
     def memory_bytes(self) -> int:
         """What the memory limit counts (an estimate of the resident bytes these spans cost)."""
-        wire = (
-            self.queued_bytes + self.request_bytes + self.assembler.open_bytes + self.assembler.retained_bytes
-        )
-        return wire * MEMORY_FACTOR
+        held = self.queued_bytes + self.assembler.open_bytes + self.assembler.retained_bytes
+        return held + self.request_bytes * REQUEST_FACTOR
 
     def pressure(self, reserved: int = 0) -> str | None:
         """Why new batches are refused now (None: they are accepted). ``reserved``: bytes the asking request
         already holds (it passed the memory limit's admission with them)."""
         if self._queue.qsize() >= self.max_queued_batches:
             return "collector busy (assembly queue full), retry later"
-        used = self.memory_bytes - reserved * MEMORY_FACTOR
+        used = self.memory_bytes - reserved * REQUEST_FACTOR
         if self.memory_limit_bytes and used >= self.memory_limit_bytes:
             return "collector over its memory limit, retry later"
         return self.storage_error()
@@ -115,7 +136,7 @@ class Ingest:
             if (
                 self.memory_limit_bytes
                 and self.request_bytes > 0
-                and self.memory_bytes + nbytes * MEMORY_FACTOR > self.memory_limit_bytes
+                and self.memory_bytes + nbytes * REQUEST_FACTOR > self.memory_limit_bytes
             ):
                 return False
             self.request_bytes += nbytes
@@ -144,9 +165,10 @@ class Ingest:
                 raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
             )
             segment, seq = self.wal.append(payload, KIND_BATCH)
+            cost = resident_bytes(request, len(payload))
             with self._bytes_lock:
-                self.queued_bytes += len(payload)
-            self._queue.put((request, segment, len(payload)))
+                self.queued_bytes += cost
+            self._queue.put((request, segment, cost))
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
@@ -160,10 +182,13 @@ class Ingest:
             if kind == KIND_BATCH:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(payload)
-                self.assembler.add(spans_from_request(request), segment, len(payload))
+                cost = resident_bytes(request, len(payload))
+                self.assembler.add(spans_from_request(request), segment, cost)
                 batches += 1
             elif kind == KIND_WRITTEN:
                 self.assembler.replay_marker(payload)
+            elif kind == KIND_OPEN:
+                self.assembler.replay_open(payload)
         return batches
 
     def _assembly_loop(self) -> None:
@@ -174,6 +199,10 @@ class Ingest:
             except queue.Empty:
                 item = False  # nothing new: only the completion check is due
             if item is None:
+                return
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                # Shutdown ran out of time: this batch and those queued after it stay in the WAL.
+                self.batches_left = self._queue.qsize() + isinstance(item, tuple) - 1  # less the stop marker
                 return
             try:
                 if isinstance(item, tuple):
@@ -193,10 +222,17 @@ class Ingest:
 
     def stop(self, timeout_s: float | None = None) -> int:
         """Assemble everything still queued, then write every open episode (shutdown), within
-        ``timeout_s``: what is not written by then stays in the WAL for the next start. Returns how many
-        episodes are left open."""
-        deadline = None if timeout_s is None else self.assembler.clock() + timeout_s
+        ``timeout_s``: the batches not assembled (:attr:`batches_left`) and the episodes not written by then
+        stay in the WAL for the next start. Returns how many episodes are left open."""
+        if timeout_s is not None:
+            self._deadline = time.monotonic() + timeout_s
         self._queue.put(None)
-        self._thread.join()
-        self.assembler.flush(deadline=deadline)
+        self._thread.join(None if timeout_s is None else timeout_s + _TICK_S)
+        if self._thread.is_alive():  # one conversion outlasting the timeout: the WAL keeps everything
+            return self.assembler.open_episodes
+        if self._deadline is None:
+            self.assembler.flush()
+        else:
+            left = max(0.0, self._deadline - time.monotonic())
+            self.assembler.flush(deadline=self.assembler.clock() + left)
         return self.assembler.open_episodes

@@ -29,7 +29,9 @@ REVISION = "revision"
 SPAN_COUNT = "spans"
 SPAN_CONFLICTS = "span_conflicts"
 #: Metrics that are counts, written as JSON integers.
-INTEGER_METRICS = frozenset({REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards"})
+INTEGER_METRICS = frozenset(
+    {REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards", "truncated", "truncated_bytes"}
+)
 
 
 def _is_count(metric: str) -> bool:

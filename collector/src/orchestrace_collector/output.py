@@ -27,6 +27,9 @@ revision (a late span) keeps them.
 
 Order of writes: content first, then turns, then the trace line, so that whatever a trace line refers to is
 already on disk when a reader sees it.
+
+Size: what one episode writes is bounded by the amplification limit (``output_limit.py``: identifiers cut to
+256 characters, and the trace line plus its turns cut to ``max_trace_bytes``, 64 MiB by default).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from typing import IO, TYPE_CHECKING, Any
 from orchestrace.content import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
+from orchestrace_collector.convert.written import model_lines
 from orchestrace_collector.model import REVISION, Trace, Turn
+from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES, limit_output, shorten
 
 if TYPE_CHECKING:
     from orchestrace_collector.assemble import ConvertedEpisode
@@ -122,8 +127,14 @@ class _RotatingJsonl:
 class TraceDirWriter:
     """Appends traces, turns and content to an output directory (thread-safe)."""
 
-    def __init__(self, out_dir: Path, *, rotate_bytes: int = 128 << 20) -> None:
+    #: The amplification limit's budget per written episode (0: identifiers are still cut, nothing else).
+    max_trace_bytes = DEFAULT_MAX_BYTES
+
+    def __init__(
+        self, out_dir: Path, *, rotate_bytes: int = 128 << 20, max_trace_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.out_dir = out_dir
+        self.max_trace_bytes = max_trace_bytes
         out_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._traces = _RotatingJsonl(out_dir, TRACES_PREFIX, rotate_bytes)
@@ -168,21 +179,18 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
+        limit_output(trace, turns, self.max_trace_bytes)  # before annotations: they are keyed by the cut id
         turns, revision = self.apply_annotations(trace, turns, revision)
-        trace.metrics[REVISION] = float(revision)
-        trace_line = trace.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
-        revision_field = b',"%s":%d}\n' % (REVISION.encode(), revision)
-        # A turn always has fields, so its JSON ends with the closing brace the revision goes before.
-        turn_lines = [t.model_dump_json(exclude_none=True).encode()[:-1] + revision_field for t in turns]
+        trace_line, turn_lines = model_lines(trace, turns, revision)
         self.write_raw(trace_line, turn_lines, contents)
 
     def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
         """:meth:`write` for a converted episode: its records are written as they are (see
         ``convert/written.py``) unless an annotation of its trace has to be applied first."""
-        if self._annotations_of(episode.trace_id):
+        if self._annotations_of(shorten(episode.trace_id)):  # keyed by the id as written
             self.write(episode.trace, episode.turns, episode.contents, revision=revision)
             return
-        trace_line, turn_lines = episode.json_lines(revision)
+        trace_line, turn_lines = episode.json_lines(revision, self.max_trace_bytes)
         self.write_raw(trace_line, turn_lines, episode.contents)
 
     def write_dicts(self, trace: Mapping[str, Any], turns: Iterable[Mapping[str, Any]]) -> None:

@@ -207,7 +207,7 @@ def _with_episode(batch: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]
 
 
 def _convert_group(
-    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None
+    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int
 ) -> dict[str, list[bytes]]:
     """All rows of one episode -> its result: ``(key, lines, "")``, or ``(key, None, what stopped it)``."""
     positioned: list[tuple[int, Span]] = []
@@ -219,7 +219,7 @@ def _convert_group(
         else:
             positioned.extend(pickle.loads(spans))
     positioned.sort(key=_first)
-    result = _convert(str(batch["episode"][0]), positioned, converter, hook)
+    result = _convert(str(batch["episode"][0]), positioned, converter, hook, max_trace_bytes)
     return {"results": [pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)]}
 
 
@@ -228,7 +228,11 @@ def _first(item: tuple[int, Span]) -> int:
 
 
 def _convert(
-    key: str, positioned: Sequence[tuple[int, Span]], converter: Converter, hook: EpisodeHook | None
+    key: str,
+    positioned: Sequence[tuple[int, Span]],
+    converter: Converter,
+    hook: EpisodeHook | None,
+    max_trace_bytes: int,
 ) -> tuple[str, _Lines | None, str]:
     """One episode's spans, in input order -> (key, its lines, "") or (key, None, what stopped it)."""
     unique: dict[str, Span] = {}
@@ -240,7 +244,8 @@ def _convert(
         if hook is not None:
             hook(converted)
         converted.metrics[SPAN_COUNT] = float(len(spans))
-        trace_line, turn_lines = converted.json_lines(0)  # a fresh conversion: nothing annotated it yet
+        # A fresh conversion: nothing annotated it yet.
+        trace_line, turn_lines = converted.json_lines(0, max_trace_bytes)
     except Exception as exc:  # one bad episode must not stop the run, as with the local engine
         return key, None, f"{type(exc).__name__}: {exc} ({len(spans)} spans)"
     return key, (trace_line, turn_lines, converted.contents), ""
@@ -314,7 +319,10 @@ def _run(
             scanned.map_batches(_with_episode, fn_kwargs={"keys": keys}, batch_format="numpy")
             .groupby("episode", num_partitions=max(1, min(tasks, len(episodes))))
             .map_groups(
-                functools.partial(_convert_group, converter=converter, hook=hook), batch_format="numpy"
+                functools.partial(
+                    _convert_group, converter=converter, hook=hook, max_trace_bytes=writer.max_trace_bytes
+                ),
+                batch_format="numpy",
             )
         )
         for row in converted.iter_rows():

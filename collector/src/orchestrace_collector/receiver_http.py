@@ -108,7 +108,9 @@ def create_app(
             if len(body) > held.bytes:
                 ingest.reserve(len(body) - held.bytes)
                 held.bytes = len(body)
-            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes)
+            content_type = request.headers.get("content-type", media)
+            forward = (raw, content_type, request.headers.get("content-encoding"))
+            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes, forward)
         except _TooLarge:
             return _status(media, 413, f"payload larger than {max_body_bytes} bytes")
         except PayloadError as exc:
@@ -126,10 +128,6 @@ def create_app(
             return _unavailable(media, f"collector cannot store batches now: {exc.strerror or exc}")
         finally:
             ingest.release(held.bytes)
-        if ingest.forwarder is not None:
-            ingest.forwarder.submit(
-                raw, request.headers.get("content-type", media), request.headers.get("content-encoding")
-            )
         response = ExportTraceServiceResponse()
         if accepted.rejected:
             response.partial_success.CopyFrom(
@@ -154,11 +152,16 @@ def create_app(
     )
 
 
-def _store(ingest: Ingest, media: str, body: bytes, reserved: int) -> Accepted:
-    """Decode, log and make durable (a worker thread's part of a request)."""
+def _store(
+    ingest: Ingest, media: str, body: bytes, reserved: int, forward: tuple[bytes, str, str | None]
+) -> Accepted:
+    """Decode, log and make durable, then queue for ``--forward`` (the request as received): a worker
+    thread's part of a request."""
     message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
     accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved)
     ingest.wal.sync(accepted.seq)
+    if ingest.forwarder is not None:
+        ingest.forwarder.submit(*forward)
     return accepted
 
 

@@ -2,8 +2,10 @@
 
 Layout: ``<out>/wal/<segment:010d>.wal``, each segment a sequence of records ``[4 bytes "OWL1"][u32 length]
 [u32 crc32 of kind+payload][u8 kind][payload]`` (little endian). Kinds: ``BATCH`` (a serialized
-``ExportTraceServiceRequest`` holding only the spans that were accepted) and ``WRITTEN`` (a small JSON marker
-the assembler appends after it has written an episode, so a replay does not write it a second time).
+``ExportTraceServiceRequest`` holding only the spans that were accepted), ``WRITTEN`` (a small JSON marker
+the assembler appends after it has written an episode, so a replay does not write it a second time) and
+``OPEN`` (a JSON marker the assembler's compaction writes before it logs an open episode's spans again, so a
+replay resumes the episode at the revision it had). A replay ignores kinds it does not know.
 
 A restarted collector never appends to an old segment: it replays them all in order and then opens a new one.
 A torn or corrupt record (a crash cut the write short, a full disk left half a record) is skipped: replay
@@ -47,6 +49,7 @@ FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("batch", "interval", "none")
 
 KIND_BATCH = 1
 KIND_WRITTEN = 2
+KIND_OPEN = 3
 MAGIC = b"OWL1"
 _HEADER = struct.Struct("<4sIIB")
 _SUFFIX = ".wal"
@@ -61,10 +64,12 @@ class WriteAheadLog:
         segment_bytes: int = 64 << 20,
         interval_s: float = 0.05,
         max_bytes: int = 0,
+        suffix: str = _SUFFIX,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync policy must be one of {FSYNC_POLICIES}, not {fsync!r}")
         self.directory = directory
+        self.suffix = suffix
         self.fsync = fsync
         self.segment_bytes = segment_bytes
         #: 0: no limit. Above it the assembler compacts (see ``Assembler._compact``): episodes stop holding
@@ -100,6 +105,11 @@ class WriteAheadLog:
     def append(self, payload: bytes, kind: int = KIND_BATCH) -> tuple[int, int]:
         """Append one record. Returns ``(segment, seq)``: pass ``seq`` to :meth:`sync` before acknowledging,
         and ``segment`` to :meth:`done` once the batch has been handed to assembly."""
+        segment, seq, _ = self.append_at(payload, kind)
+        return segment, seq
+
+    def append_at(self, payload: bytes, kind: int = KIND_BATCH) -> tuple[int, int, int]:
+        """:meth:`append`, also returning where the payload starts in its segment (for :meth:`read`)."""
         record = frame(kind, payload)
         with self._lock:
             if self._closed:
@@ -113,6 +123,7 @@ class WriteAheadLog:
                     os.ftruncate(self._fd, self._size)
                 raise
             self.error = None
+            offset = self._size + _HEADER.size
             self._size += len(record)
             self.total_bytes += len(record)
             self._written_seq += 1
@@ -121,7 +132,18 @@ class WriteAheadLog:
                 self._inflight[segment] += 1
             if self._size >= self.segment_bytes:
                 self._rotate()
-        return segment, seq
+        return segment, seq, offset
+
+    def read(self, segment: int, offset: int, length: int) -> bytes:
+        """``length`` bytes of a payload that :meth:`append_at` placed at ``offset`` of ``segment``."""
+        fd = os.open(self._path(segment), os.O_RDONLY)
+        try:
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise OSError(f"{self._path(segment)}: {len(data)} of {length} bytes at {offset}")
+        return data
 
     def needs_sync(self, seq: int) -> bool:
         return self.fsync == "batch" and self._synced_seq < seq
@@ -221,8 +243,18 @@ class WriteAheadLog:
     def replay(self) -> Iterator[tuple[int, int, bytes]]:
         """Yield ``(segment, kind, payload)`` for every intact record of the segments left by a previous
         run."""
+        for segment, _, kind, payload in self.replay_at():
+            yield segment, kind, payload
+
+    def replay_at(self) -> Iterator[tuple[int, int, int, bytes]]:
+        """:meth:`replay` with each payload's offset in its segment: ``(segment, offset, kind, payload)``."""
         for segment in [s for s in self.segments if s != self._segment]:
-            yield from _read_segment(self._path(segment), segment)
+            try:
+                data = self._path(segment).read_bytes()
+            except FileNotFoundError:
+                continue
+            for offset, kind, payload in records_at(data, str(self._path(segment))):
+                yield segment, offset, kind, payload
 
     def close(self) -> None:
         self._stop.set()
@@ -239,26 +271,23 @@ class WriteAheadLog:
                 os.close(self._fd)
 
     def _path(self, segment: int) -> Path:
-        return self.directory / f"{segment:010d}{_SUFFIX}"
+        return self.directory / f"{segment:010d}{self.suffix}"
 
     def _existing(self) -> Iterator[int]:
-        for path in self.directory.glob(f"*{_SUFFIX}"):
+        for path in self.directory.glob(f"*{self.suffix}"):
             if path.stem.isdigit():
                 yield int(path.stem)
-
-
-def _read_segment(path: Path, segment: int) -> Iterator[tuple[int, int, bytes]]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return
-    for kind, payload in iter_records(data, str(path)):
-        yield segment, kind, payload
 
 
 def iter_records(data: bytes, where: str = "WAL") -> Iterator[tuple[int, bytes]]:
     """``(kind, payload)`` of every intact record; a torn or corrupt stretch is skipped up to the next
     record marker (and logged)."""
+    for _, kind, payload in records_at(data, where):
+        yield kind, payload
+
+
+def records_at(data: bytes, where: str = "WAL") -> Iterator[tuple[int, int, bytes]]:
+    """:func:`iter_records` with the offset of each payload: ``(offset, kind, payload)``."""
     offset = 0
     while offset < len(data):
         if offset + _HEADER.size <= len(data):
@@ -266,7 +295,7 @@ def iter_records(data: bytes, where: str = "WAL") -> Iterator[tuple[int, bytes]]
             start = offset + _HEADER.size
             payload = data[start : start + length]
             if magic == MAGIC and len(payload) == length and _crc(kind, payload) == crc:
-                yield kind, payload
+                yield start, kind, payload
                 offset = start + length
                 continue
         following = data.find(MAGIC, offset + 1)
