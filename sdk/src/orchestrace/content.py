@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from orchestrace import semconv as sc
-from orchestrace.config import CaptureConfig, get_config
+from orchestrace.config import CaptureConfig
 from orchestrace.failsafe import log_once
 
 REF_PREFIX = "sha256:"
@@ -256,12 +256,11 @@ def redact(text: str, config: CaptureConfig) -> str | None:
         return None
 
 
-def capture(value: Any, config: CaptureConfig | None = None) -> Captured | None:
-    """Text to put on a span for ``value``, or ``None`` when capture is off (or redaction failed).
+def capture(value: Any, config: CaptureConfig) -> Captured | None:
+    """Text to put on a span for ``value``, or ``None`` when ``config`` says no (or redaction failed).
 
     Only a prefix of large values is ever serialized.
     """
-    config = config or get_config()
     if not config.capture_content:
         return None
     limit = config.max_content_bytes
