@@ -125,13 +125,14 @@ class Invocation:
                                                                  sc.ORCH_OUTPUT_CUT_BYTES))
 
     # The three ways a call ends take the token of :meth:`resume` too: one guarded call, not two.
-    def stop(self, result: Any = None, token: object = None) -> None:
-        """The invocation returned ``result`` (``None``: nothing to record): status OK."""
+    def stop(self, result: Any = None, token: object = None, *, ref: str | None = None) -> None:
+        """The invocation returned ``result`` (``None``: nothing to record): status OK. ``ref``: the result's
+        content ref, when the caller computed it already."""
         try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
             try:
                 _detach(token)
                 if self.span.is_recording():
-                    self.spec.record_result(self, result)
+                    self.spec.record_result(self, result, ref)
                     self.span.set_status(_OK)  # standard backends show OK / ERROR, not Unset
             finally:
                 self.span.end()  # a span with incomplete attributes beats a span never exported
@@ -281,12 +282,12 @@ class Spec:
         if captured is not None:
             span.set_attributes(captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES))
 
-    def record_result(self, invocation: Invocation, result: Any) -> None:
+    def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         if result is None and invocation.yielded is not None:
             result = yielded_result(invocation.yielded)
         if result is None:
             return
-        ref = content_ref(result)
+        ref = ref or content_ref(result)
         invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, invocation.span.get_span_context())
         capture_config = invocation.telemetry.capture
@@ -452,7 +453,7 @@ class LlmSpec(Spec):
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
-    def record_result(self, invocation: Invocation, result: Any) -> None:
+    def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         capture_config = invocation.telemetry.capture
         stream = invocation.stream
         span = invocation.span
@@ -464,7 +465,7 @@ class LlmSpec(Spec):
             cut_bytes = stream.text.cut_bytes
         elif result is not None:
             reply = normalize(result)
-            span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+            span.set_attribute(sc.ORCH_OUTPUT_REF, ref or content_ref(result))
         else:
             return
         # A result of no known reply shape (the user's own dict or object) may still state usage and model.

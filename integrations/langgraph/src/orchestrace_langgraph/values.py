@@ -1,43 +1,19 @@
-"""What standard OTel backends show of a graph run or a node: its status (OK, or ERROR with the exception),
-and, when content capture is on, its input and output as GenAI messages (``gen_ai.input.messages`` /
-``gen_ai.output.messages``, as on ``invoke_agent`` spans)."""
+"""How an invocation of ours ends: OK, or ERROR with the exception recorded (``orchestrace.instrumentation``
+records it), or, for LangGraph's control flow, neither an error nor a stop."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.errors import GraphBubbleUp
-from opentelemetry.trace import Span, Status, StatusCode
-from orchestrace import semconv as sc
-from orchestrace.messages import input_messages, output_messages
-
-from orchestrace_langgraph.content import capture_messages, get_config
-
-_OK = Status(StatusCode.OK)
+from orchestrace.instrumentation import Invocation
 
 
-def set_outcome(span: Span, exc: BaseException | None) -> None:
-    """OK when the span's work ended normally or by LangGraph's control flow (an interrupt, a
-    ``Command.PARENT``); ERROR with the exception recorded when it failed."""
+def end(invocation: Invocation, exc: BaseException | None, token: object = None) -> None:
+    """End ``invocation``: OK when its work ended normally or by LangGraph's control flow (an interrupt, a
+    ``Command.PARENT``); failed by ``exc``; without status when the caller left (``GeneratorExit``, a
+    cancellation: not an error of the work)."""
     if exc is None or isinstance(exc, GraphBubbleUp):
-        span.set_status(_OK)
+        invocation.stop(token=token)
     elif isinstance(exc, Exception):
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
-
-
-def input_attributes(value: Any) -> dict[str, Any]:
-    config = get_config()
-    if not config.capture_content:
-        return {}
-    captured = capture_messages(input_messages(value), config)
-    return captured.attributes(sc.GEN_AI_INPUT_MESSAGES) if captured is not None else {}
-
-
-def set_output(span: Span, value: Any) -> None:
-    config = get_config()
-    if value is None or not config.capture_content:
-        return
-    captured = capture_messages(output_messages(value), config)
-    if captured is not None:
-        span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES))
+        invocation.fail(exc, token)
+    else:
+        invocation.close(token)
