@@ -25,7 +25,14 @@ from orchestrace.arguments import request_attributes
 from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe
 from orchestrace.fields import field_of
-from orchestrace.messages import PromptRefs, capture_messages, genai_message, message_ref, messages_ref, prompt_refs
+from orchestrace.messages import (
+    PromptRefs,
+    capture_messages,
+    genai_message,
+    message_ref,
+    messages_ref,
+    prompt_refs,
+)
 from orchestrace.replies import Reply, normalize, reply_attributes
 from orchestrace.telemetry import Telemetry
 from orchestrace.usage import Usage
@@ -56,8 +63,8 @@ class ChatCall:
     @failsafe(None)
     def stop(self, message: Any = None, *, usage: Usage | None = None) -> None:
         """The call returned ``message`` (its reply: a chat message or any reply shape
-        :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the reply
-        states none."""
+        :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the
+        reply states none."""
         reply = None
         if message is not None:
             reply = normalize(message) or Reply(text=str(field_of(message, "content") or ""))

@@ -68,7 +68,14 @@ from orchestrace.arguments import request_attributes
 from orchestrace.chat import ChatCall, chat_call
 from orchestrace.config import CaptureConfig
 from orchestrace.content import content_ref
-from orchestrace.context import AGENT_KEY, AgentFrame, TaskFrame, current_agent, current_task, traced_by_caller
+from orchestrace.context import (
+    AGENT_KEY,
+    AgentFrame,
+    TaskFrame,
+    current_agent,
+    current_task,
+    traced_by_caller,
+)
 from orchestrace.decorators import decorated_spec
 from orchestrace.errors import record_error
 from orchestrace.events import Events
@@ -142,7 +149,7 @@ def _open(telemetry: Telemetry, spec: Spec, context: Context | None, value: Any,
 
 
 @failsafe(default=None)
-def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any = NOTHING,  # noqa: A002
+def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any = NOTHING,
                    episode: bool = False, episode_id: str | None = None, task_id: str | None = None,
                    topology: str | None = None, system: str | None = None, label: str | None = None,
                    context: Context | None = None, attributes: Mapping[str, Any] | None = None,
@@ -161,7 +168,7 @@ def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any 
 
 @failsafe(default=None)
 def start_agent(telemetry: Telemetry, name: str, *, agent_id: str | None = None, role: str | None = None,
-                input: Any = NOTHING, context: Context | None = None,  # noqa: A002
+                input: Any = NOTHING, context: Context | None = None,
                 attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
                 values: Mapping[str, object] | None = None) -> Invocation | None:
     """``invoke_agent {name}``: one agent invocation, a fresh instance (``agent_id``: its id, default
@@ -185,7 +192,7 @@ def start_tool(telemetry: Telemetry, name: str, *, call_id: str | None = None, d
 
 @failsafe(default=None)
 def start_model_call(telemetry: Telemetry, model: str | None = None, *, provider: str | None = None,
-                     operation: str = sc.OP_CHAT, input: Any = NOTHING,  # noqa: A002
+                     operation: str = sc.OP_CHAT, input: Any = NOTHING,
                      request: Mapping[str, Any] | None = None, context: Context | None = None,
                      attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
                      values: Mapping[str, object] | None = None) -> Invocation | None:

@@ -178,7 +178,7 @@ class Spec:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    # --- the decorators' path: a call's arguments, the telemetry of the calling context ----------------------
+    # --- the decorators' path: a call's arguments, the telemetry of the calling context ---------------------
     @failsafe(default=None)
     def begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context | None = None,
               ) -> Invocation | None:
@@ -214,7 +214,7 @@ class Spec:
         value = self.input_value(args, kwargs, attributes, telemetry.capture) if args or kwargs else NOTHING
         return self.open(telemetry, parent, name, kind, attributes, value)
 
-    # --- every path ------------------------------------------------------------------------------------------
+    # --- every path -----------------------------------------------------------------------------------------
     def open(self, telemetry: Telemetry, parent: Context, name: str, kind: SpanKind, attributes: Attributes,
              value: Any = NOTHING, links: Sequence[Link] | None = None,
              values: Mapping[str, object] | None = None, start_time: int | None = None) -> Invocation:

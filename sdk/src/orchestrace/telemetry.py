@@ -20,6 +20,7 @@ called inside an integration's spans report to that integration's provider with 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context

@@ -3,7 +3,8 @@
 Shapes read: a dict or object with ``usage`` (OpenAI ``prompt_tokens``/``completion_tokens``, Anthropic
 and OpenAI Responses ``input_tokens``/``output_tokens``), LangChain messages with ``usage_metadata``,
 LangChain ``response_metadata["token_usage"]``, and a LangChain ``LLMResult.llm_output`` (``token_usage``).
-The one usage reader of orchestrace: the SDK's model calls and every integration use it. Anything else yields no usage (set it with ``ot.set_usage``).
+The one usage reader of orchestrace: the SDK's model calls and every integration use it. Anything else
+yields no usage (set it with ``ot.set_usage``).
 """
 
 from __future__ import annotations

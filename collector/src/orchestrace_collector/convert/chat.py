@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..spans import Attributes
 from .vocabularies import (

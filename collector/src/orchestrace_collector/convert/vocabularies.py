@@ -1,6 +1,6 @@
 """Attribute names of other instrumentations, read (never written) so that their spans convert too.
 
-OTel GenAI names come from ``orchestrace.semconv``; these belong to vocabularies the collector does not depend
+OTel GenAI names come from ``orchestrace_semconv``; these belong to vocabularies the collector does not depend
 on: OpenInference (``openinference.*``, ``llm.*``, ``input.value``) and OpenLLMetry / Traceloop
 (``traceloop.*``), plus GenAI names the conventions deprecated that older instrumentations still write.
 """

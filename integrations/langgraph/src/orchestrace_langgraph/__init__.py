@@ -61,9 +61,10 @@ class LangGraphInstrumentor(BaseInstrumentor):
     ``instrument(telemetry=None, tracer_provider=None, episode_id=None)``: ``telemetry`` (an
     ``orchestrace.instrumentation.Telemetry``, e.g. what ``ot.configure`` returns) decides where spans go and
     what they carry; without one, the configured telemetry (read when used), on ``tracer_provider`` when
-    given. ``episode_id(config) -> str | None`` names the episode a run belongs to (``orchestrace.episode.id``).
-    By default (or when it returns ``None``) each run with new input is an episode of its own, even on a
-    reused ``thread_id``, and a resume joins the episode it continues (see ``orchestrace_langgraph.episodes``).
+    given. ``episode_id(config) -> str | None`` names the episode a run belongs to
+    (``orchestrace.episode.id``). By default (or when it returns ``None``) each run with new input is an
+    episode of its own, even on a reused ``thread_id``, and a resume joins the episode it continues (see
+    ``orchestrace_langgraph.episodes``).
     """
 
     _handler: ChatModelCallbackHandler | None = None

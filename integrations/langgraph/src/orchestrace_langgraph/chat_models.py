@@ -1,6 +1,6 @@
 """``chat {model}`` (or ``text_completion {model}``) spans, from a LangChain callback handler that every
-callback manager carries (``orchestrace.instrumentation.start_chat``: one span written whole at the call's end,
-an agent loop's message history exported once).
+callback manager carries (``orchestrace.instrumentation.start_chat``: one span written whole at the call's
+end, an agent loop's message history exported once).
 
 Callbacks see every model call whatever its entry point (``invoke``, ``stream``, LangGraph's
 ``stream_mode="messages"``, ``astream_events``) and, at ``on_llm_end``, the whole response with its token
@@ -25,7 +25,14 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 from opentelemetry import context as otel_context
 from orchestrace import semconv as sc
-from orchestrace.instrumentation import ChatCall, PromptHistory, Telemetry, extract_usage, failsafe, start_chat
+from orchestrace.instrumentation import (
+    ChatCall,
+    PromptHistory,
+    Telemetry,
+    extract_usage,
+    failsafe,
+    start_chat,
+)
 
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 

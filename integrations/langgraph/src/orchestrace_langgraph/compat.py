@@ -44,7 +44,7 @@ class Patch:
         return ".".join(part for part in (self.module, self.owner, self.attribute) if part)
 
 
-STREAM = Patch("langgraph.pregel", "Pregel", "stream", "graph runs (invoke_workflow spans) under invoke/stream")
+STREAM = Patch("langgraph.pregel", "Pregel", "stream", "graph runs (invoke_workflow spans) under invoke")
 ASTREAM = Patch("langgraph.pregel", "Pregel", "astream", "graph runs under ainvoke/astream/astream_events")
 RUN_WITH_RETRY = Patch("langgraph.pregel._runner", None, "run_with_retry", "node executions (sync)")
 ARUN_WITH_RETRY = Patch("langgraph.pregel._runner", None, "arun_with_retry", "node executions (async)")
@@ -88,7 +88,7 @@ def _safe(default: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
-# --- configs --------------------------------------------------------------------------------------------------
+# --- configs ------------------------------------------------------------------------------------------------
 @_safe({})
 def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``configurable`` part of a run's or task's config."""
@@ -109,7 +109,7 @@ def checkpoint_config(thread_id: object) -> dict[str, Any]:
     return {CONF: {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-# --- node executions (PregelExecutableTask) -------------------------------------------------------------------
+# --- node executions (PregelExecutableTask) -----------------------------------------------------------------
 class Task(NamedTuple):
     """What a node execution's task tells, read once."""
 
@@ -153,7 +153,7 @@ def node_functions(first_step: Any) -> tuple[Any, Any]:
     return getattr(first_step, "func", None), getattr(first_step, "afunc", None)
 
 
-# --- graphs ---------------------------------------------------------------------------------------------------
+# --- graphs -------------------------------------------------------------------------------------------------
 @_safe({})
 def fixed_edges(graph: Any) -> dict[str, tuple[str, ...]]:
     """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
@@ -212,7 +212,7 @@ def interrupts_of(exc: BaseException) -> Collection[Any]:
     return exc.args[0] if exc.args and isinstance(exc.args[0], list | tuple) else ()
 
 
-# --- the loop (static breakpoints) ----------------------------------------------------------------------------
+# --- the loop (static breakpoints) --------------------------------------------------------------------------
 @_safe({})
 def loop_tasks(loop: Any) -> Mapping[str, Any]:
     return dict(loop.tasks)

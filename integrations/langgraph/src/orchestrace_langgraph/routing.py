@@ -25,7 +25,7 @@ from typing import Any
 
 from langgraph.constants import END
 from langgraph.errors import GraphInterrupt, ParentCommand
-from langgraph.types import Command, Send
+from langgraph.types import Send
 from orchestrace import semconv as sc
 from orchestrace.instrumentation import failsafe
 
