@@ -17,7 +17,8 @@ Telemetry
 
 Invocations
     ``start_workflow``, ``start_agent``, ``start_tool``, ``start_model_call``, ``start_step`` start an
-    :class:`Invocation` (``None`` if orchestrace failed: run the work untraced). Each takes ``context`` (the
+    :class:`Invocation` (a non-recording one if orchestrace itself failed: the work runs as usual, untraced;
+    the failure is logged once). Each takes ``context`` (the
     parent; default: the current context), ``attributes`` (the integration's own, e.g. ``langgraph.node``),
     ``links`` (e.g. :func:`resume_link`) and ``values`` (context values the invocation's code should see).
     Then::
@@ -56,12 +57,13 @@ Failures
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, SpanContext
+from opentelemetry.trace import INVALID_SPAN, Link, SpanContext
 
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
@@ -92,7 +94,7 @@ from orchestrace.invocation import (
     WorkflowSpec,
 )
 from orchestrace.messages import PromptRefs, genai_message, message_ref, messages_ref, prompt_refs
-from orchestrace.telemetry import Telemetry, configured
+from orchestrace.telemetry import DEFAULT, Telemetry, configured
 from orchestrace.usage import Usage, extract_usage
 
 __all__ = [
@@ -134,6 +136,26 @@ __all__ = [
 ]
 
 Declared = Spec  # what a decorated function declared: ``.name``, and ``.role`` / ``.trusted`` by kind
+_P = ParamSpec("_P")
+_UNTRACED = StepSpec("untraced")
+
+
+def _guarded(start: Callable[_P, Invocation]) -> Callable[_P, Invocation]:
+    """A ``start_*`` that never raises: on an internal failure (logged once) it returns a non-recording
+    invocation in the parent context, so the integration runs the work as usual, untraced."""
+    where = f"{start.__module__}.{start.__qualname__}"
+
+    @functools.wraps(start)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> Invocation:
+        try:
+            return start(*args, **kwargs)
+        except Exception as exc:
+            log_once(where, exc)
+            context = kwargs.get("context")
+            parent = context if isinstance(context, Context) else otel_context.get_current()
+            return Invocation(_UNTRACED, INVALID_SPAN, parent, DEFAULT)
+
+    return guarded
 
 
 def _open(telemetry: Telemetry, spec: Spec, context: Context | None, value: Any,
@@ -148,13 +170,13 @@ def _open(telemetry: Telemetry, spec: Spec, context: Context | None, value: Any,
     return spec.open(telemetry, parent, name, kind, attrs, value, links, values)
 
 
-@failsafe(default=None)
+@_guarded
 def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any = NOTHING,
                    episode: bool = False, episode_id: str | None = None, task_id: str | None = None,
                    topology: str | None = None, system: str | None = None, label: str | None = None,
                    context: Context | None = None, attributes: Mapping[str, Any] | None = None,
                    links: Sequence[Link] | None = None, values: Mapping[str, object] | None = None,
-                   ) -> Invocation | None:
+                   ) -> Invocation:
     """``invoke_workflow {label or name}``: a workflow run (``gen_ai.workflow.name`` = ``name``).
 
     ``episode=True`` makes it a rollout, as ``ot.task`` does (an episode id: ``episode_id``, else the
@@ -166,11 +188,11 @@ def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any 
     return _open(telemetry, spec, context, input, attributes, links, values)
 
 
-@failsafe(default=None)
+@_guarded
 def start_agent(telemetry: Telemetry, name: str, *, agent_id: str | None = None, role: str | None = None,
                 input: Any = NOTHING, context: Context | None = None,
                 attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
-                values: Mapping[str, object] | None = None) -> Invocation | None:
+                values: Mapping[str, object] | None = None) -> Invocation:
     """``invoke_agent {name}``: one agent invocation, a fresh instance (``agent_id``: its id, default
     ``{name}-{12 hex}``), a child of the agent running in ``context`` (``orchestrace.agent.parent_id``);
     code in its context sees it as ``ot.current_agent()``. ``input``: its ref, and its messages with capture
@@ -178,11 +200,11 @@ def start_agent(telemetry: Telemetry, name: str, *, agent_id: str | None = None,
     return _open(telemetry, AgentSpec(name, role, agent_id), context, input, attributes, links, values)
 
 
-@failsafe(default=None)
+@_guarded
 def start_tool(telemetry: Telemetry, name: str, *, call_id: str | None = None, description: str | None = None,
                trusted: bool = False, arguments: Any = NOTHING, context: Context | None = None,
                attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
-               values: Mapping[str, object] | None = None) -> Invocation | None:
+               values: Mapping[str, object] | None = None) -> Invocation:
     """``execute_tool {name}``: one tool call (``call_id``: the model's id for it, when there is one). Its
     result (``stop(result)``) is an untrusted tool result unless ``trusted``. ``arguments``: their ref, and
     their text with capture on."""
@@ -190,12 +212,12 @@ def start_tool(telemetry: Telemetry, name: str, *, call_id: str | None = None, d
     return _open(telemetry, spec, context, arguments, attributes, links, values)
 
 
-@failsafe(default=None)
+@_guarded
 def start_model_call(telemetry: Telemetry, model: str | None = None, *, provider: str | None = None,
                      operation: str = sc.OP_CHAT, input: Any = NOTHING,
                      request: Mapping[str, Any] | None = None, context: Context | None = None,
                      attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
-                     values: Mapping[str, object] | None = None) -> Invocation | None:
+                     values: Mapping[str, object] | None = None) -> Invocation:
     """``{operation} {model}`` (CLIENT): one model call (a turn) whose span is current while it runs (wrap a
     client call with it). ``input``: the prompt as the call got it (messages of any common shape); its
     ref, and its messages with capture on. ``request``: the call's other arguments (sampling parameters
@@ -207,11 +229,11 @@ def start_model_call(telemetry: Telemetry, model: str | None = None, *, provider
     return _open(telemetry, spec, context, input, attributes, links, values, extra)
 
 
-@failsafe(default=None)
+@_guarded
 def start_step(telemetry: Telemetry, name: str, *, operation: str = sc.OPERATION_NODE,
                context: Context | None = None, attributes: Mapping[str, Any] | None = None,
                links: Sequence[Link] | None = None, values: Mapping[str, object] | None = None,
-               ) -> Invocation | None:
+               ) -> Invocation:
     """``{name}``: a step of the orchestration that is not an agent (a graph node; ``operation``:
     ``orchestrace.operation``, e.g. ``tool_node``). An actor of the trace: its events are its decisions;
     ``stop(output)`` records the output's ref (a step's states are not captured as content)."""

@@ -143,7 +143,7 @@ class NodeTracer:
             links = [Link(done, _LINK_AGGREGATE) for done in run.take_aggregate_inputs(triggers)]
         parent = parent_context(context=ctx) or ctx
         node = Node(read.name, namespace=namespace)
-        invocation: Invocation | None
+        invocation: Invocation
         tool_node = False
         if is_agent(read):
             role = read.metadata.get(AGENT_ROLE_METADATA_KEY)
@@ -154,17 +154,14 @@ class NodeTracer:
             invocation = start_agent(self._telemetry, read.name, agent_id=read.id,
                                      role=role if isinstance(role, str) else None, context=parent,
                                      attributes=attrs, links=links, values=values)
-            if invocation is not None:
-                node.agent_id = read.id
-                # An agent's input (a plain node's repeats the state): its messages, with capture on.
-                invocation.set_input(read.input, ref=False)
+            node.agent_id = read.id
+            # An agent's input (a plain node's repeats the state): its messages, with capture on.
+            invocation.set_input(read.input, ref=False)
         else:
             tool_node = isinstance(read.first_step, ToolNode)
             operation = sc.OPERATION_TOOL_NODE if tool_node else sc.OPERATION_NODE
             invocation = start_step(self._telemetry, read.name, operation=operation, context=parent,
                                     attributes=attrs, links=links, values=node_values(node))
-        if invocation is None:
-            return None
         node.own.invocation = invocation
         self._namespaces.add(node)
         return _Started(task, read, node, run, invocation.context, thread_id, tool_node)

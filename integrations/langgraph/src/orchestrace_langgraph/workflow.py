@@ -137,8 +137,6 @@ class WorkflowTracer:
         run.own.invocation = invocation = start_workflow(
             self._telemetry, name, episode_id=episode, context=parent_context(), attributes=attrs,
             links=links, values=run_values(run))
-        if invocation is None:
-            return None
         invocation.set_input(graph_input, ref=False)  # its messages, with capture on (the ref is above)
         if resume:
             value = graph_input.resume if isinstance(graph_input, Command) else None
