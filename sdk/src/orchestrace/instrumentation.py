@@ -18,10 +18,9 @@ Telemetry
 Invocations
     ``start_workflow``, ``start_agent``, ``start_tool``, ``start_model_call``, ``start_step`` start an
     :class:`Invocation` (a non-recording one if orchestrace itself failed: the work runs as usual, untraced;
-    the failure is logged once). Each takes ``context`` (the
-    parent; default: the current context), ``attributes`` (the integration's own, e.g. ``langgraph.node``),
-    ``links`` (e.g. :func:`resume_link`) and ``values`` (context values the invocation's code should see).
-    Then::
+    the failure is logged once). Each takes ``context`` (the parent; default: the current context),
+    ``attributes`` (the integration's own, e.g. ``langgraph.node``), ``links`` (e.g. :func:`resume_link`) and
+    ``values`` (context values the invocation's code should see). Then::
 
         invocation = start_agent(telemetry, "triage", input=question)
         token = invocation.resume()              # run the agent's code in its context
@@ -36,7 +35,8 @@ Invocations
     it is abandoned. A pause for a human (an interrupt) is not an error: ``events.human_intervention(
     "interrupt")`` then ``stop()``; the run that resumes it links back with ``links=[resume_link(span)]``.
     ``set_input(value, ref=False)`` / ``set_output(value, ref=False)`` record content without a ref, for
-    framework states too large to hash on every step.
+    framework states too large to hash on every step; ``stop(result, ref=...)`` takes a ref already computed.
+    Anything else an integration knows goes in ``attributes`` or on ``invocation.span``.
 
     A model call that only callbacks see (nothing runs inside it): :func:`start_chat` gives a
     :class:`ChatCall` whose span is written whole at its end, with an optional :class:`PromptHistory` so that
