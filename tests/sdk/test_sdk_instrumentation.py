@@ -93,9 +93,11 @@ def test_tool_model_call_workflow_and_step_attribute_sets(rec: Recorder) -> None
     workflow.stop(None, token)
     assert dict(rec.one("invoke_workflow support").attributes or {}) == {
         sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.GEN_AI_WORKFLOW_NAME: "support",
-        sc.ORCH_EPISODE_ID: "ep-1", sc.GEN_AI_CONVERSATION_ID: "ep-1",
+        sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN, sc.ORCH_EPISODE_ID: "ep-1",
+        sc.GEN_AI_CONVERSATION_ID: "ep-1",
         sc.ORCH_INPUT_REF: ot.content_ref({"question": "q"})}
     assert dict(rec.one("router").attributes or {}) == {sc.ORCH_OPERATION: sc.OPERATION_NODE,
+                                                        sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
                                                         sc.ORCH_OUTPUT_REF: ot.content_ref("state")}
     assert dict(rec.one("execute_tool lookup").attributes or {}) == {
         sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "lookup",

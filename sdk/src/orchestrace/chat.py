@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, format_span_id, format_trace_id
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_span_id, format_trace_id
 
 from orchestrace import history as _history
 from orchestrace import semconv as sc
@@ -36,6 +36,8 @@ from orchestrace.messages import (
 from orchestrace.replies import Reply, normalize, reply_attributes
 from orchestrace.telemetry import Telemetry
 from orchestrace.usage import Usage
+
+_OK = Status(StatusCode.OK)
 
 
 class ChatCall:
@@ -72,7 +74,9 @@ class ChatCall:
                 reply.usage = usage
             self.attributes.update(reply_attributes(reply, self.telemetry.capture.capture_content))
             self.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
-        self._span(reply).end()
+        span = self._span(reply)
+        span.set_status(_OK)
+        span.end()
 
     @failsafe(None)
     def fail(self, exc: BaseException) -> None:
@@ -96,13 +100,15 @@ class ChatCall:
                 message_ref(m, g) for m, g in zip(self.prompt, messages, strict=True)]
             start = 0
             if self.history is not None:
+                attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
+            # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
+            if self.history is not None and not capture_config.full_prompt:
                 trace_id = trace.get_current_span(self.context).get_span_context().trace_id
                 prefix = (self.history.longest_prefix(format_trace_id(trace_id), _history.chain(refs))
                           if trace_id else None)
                 if prefix is not None:
                     attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
                     start = prefix[1]
-                attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
             captured = capture_messages(messages[start:], capture_config)
             if captured is not None:
                 attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
@@ -112,7 +118,8 @@ class ChatCall:
                     attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
         span = self.telemetry.start_span(self.name, self.context, SpanKind.CLIENT, attrs,
                                          start_time=self.start_ns)
-        if completion is not None and self.history is not None and capture_config.capture_content:
+        if (completion is not None and self.history is not None and capture_config.capture_content
+                and not capture_config.full_prompt):
             ids = span.get_span_context()
             self.history.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                   _history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))

@@ -400,7 +400,8 @@ class StepSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        return self.name, SpanKind.INTERNAL, {sc.ORCH_OPERATION: self.operation}
+        return self.name, SpanKind.INTERNAL, {sc.ORCH_OPERATION: self.operation,
+                                              sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
 
     def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
         return None
@@ -510,7 +511,8 @@ class WorkflowSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW}
+        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
+                                  sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
         episode_id = self.episode_id
         task_id = self.task_id
         if self.episode:

@@ -10,7 +10,7 @@ span.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables.config import ensure_config
@@ -23,7 +23,7 @@ from orchestrace_langgraph import compat, routing
 from orchestrace_langgraph.actors import InterruptLog, Run, current_run, parent_context, run_values
 from orchestrace_langgraph.content import content_ref
 from orchestrace_langgraph.episodes import Episodes, is_resume
-from orchestrace_langgraph.values import end
+from orchestrace_langgraph.values import end, stream_payload
 
 
 class WorkflowTracer:
@@ -63,7 +63,7 @@ class WorkflowTracer:
                 try:
                     item = last = next(inner)
                 except StopIteration:
-                    _finish(run, last)
+                    _finish(run, last, kwargs)
                     return
                 finally:
                     invocation.suspend(token)
@@ -96,7 +96,7 @@ class WorkflowTracer:
                 try:
                     item = last = await inner.__anext__()
                 except StopAsyncIteration:
-                    _finish(run, last)
+                    _finish(run, last, kwargs)
                     return
                 finally:
                     invocation.suspend(token)
@@ -145,9 +145,11 @@ class WorkflowTracer:
 
 
 @failsafe(None)
-def _finish(run: Run, last: Any) -> None:
-    """The run completed: its stop when it is one, and ``last`` (the last chunk it yielded: the final state
-    for ``invoke``) as its output when content is captured (no ref: a whole state is not worth hashing)."""
+def _finish(run: Run, last: Any, stream_kwargs: Mapping[str, Any]) -> None:
+    """The run completed: its stop when it is one, and what ``last`` (the last chunk it yielded) carries as
+    its output when content is captured, the final state for ``invoke`` (no ref: a whole state is not worth
+    hashing)."""
     routing.record_run_end(run)
-    if run.invocation is not None and last is not None:
-        run.invocation.set_output(last, ref=False)
+    output = stream_payload(last, stream_kwargs)
+    if run.invocation is not None and output is not None:
+        run.invocation.set_output(output, ref=False)
