@@ -13,7 +13,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet uv
 
-.venv/.synced: $(UV) uv.lock pyproject.toml sdk/pyproject.toml integrations/langgraph/pyproject.toml collector/pyproject.toml
+.venv/.synced: $(UV) uv.lock pyproject.toml sdk/pyproject.toml integrations/langgraph/pyproject.toml integrations/openai-agents/pyproject.toml collector/pyproject.toml
 	$(UV) sync --frozen --all-packages
 	@touch $@
 
