@@ -26,6 +26,7 @@ import threading
 from contextvars import ContextVar, Token
 from typing import Any
 
+from agents.exceptions import AgentsException
 from agents.tracing import (
     AgentSpanData,
     FunctionSpanData,
@@ -126,7 +127,7 @@ class OrchestraceProcessor(TracingProcessor):
             telemetry.Telemetry.end(left.invocation)
         if node is not None:
             node.deactivate()
-            telemetry.Telemetry.finish(node.invocation)
+            _end(node, None)
 
     # --- spans ----------------------------------------------------------------------------------------------
     @telemetry.failsafe(default=None)
@@ -181,13 +182,25 @@ class OrchestraceProcessor(TracingProcessor):
             telemetry.Telemetry.fail(node.invocation, str(error.get("message") or "error"), error.get("data"),
                                      sys.exc_info()[1])
         else:
-            telemetry.Telemetry.finish(node.invocation, result)
+            _end(node, result)
 
     def shutdown(self) -> None:
         """Nothing to release: spans go to the OpenTelemetry provider, which the application shuts down."""
 
     def force_flush(self) -> None:
         """Nothing is queued here (the OpenTelemetry provider's processors flush themselves)."""
+
+
+def _end(node: _Node, result: Any) -> None:
+    """End a span the Agents SDK ended without an error of its own. A run that raises (a guardrail's
+    tripwire, a tool's error passed on, too many turns) ends its agent spans and trace as the exception leaves
+    them, without marking them: the Agents SDK's exception in flight is their failure. (Only the SDK's own:
+    another exception in flight may be one the caller is handling around the run.)"""
+    exc = sys.exc_info()[1]
+    if node.kind in _ACTORS and isinstance(exc, AgentsException):
+        telemetry.Telemetry.fail(node.invocation, type(exc).__qualname__, None, exc)
+    else:
+        telemetry.Telemetry.finish(node.invocation, result)
 
 
 def _complete(node: _Node, data: Any) -> Any:
