@@ -27,7 +27,8 @@ def math_agent(steps: list[Step] | None = None) -> Agent[Any]:
 def triage_app() -> Agent[Any]:
     """triage hands off to math (7 in / 3 out): 3 turns, 49 tokens, 1 tool call, 1 handoff."""
     triage_model = ScriptedResponsesModel([call(("transfer_to_math", {}), input_tokens=7, output_tokens=3)])
-    return Agent(name="triage", instructions="Route the question.", model=triage_model, handoffs=[math_agent()])
+    return Agent(name="triage", instructions="Route the question.", model=triage_model,
+                 handoffs=[math_agent()])
 
 
 #: triage_app's truth.
@@ -41,8 +42,8 @@ def worker(name: str, answer: str, delay: float, tokens: tuple[int, int]) -> Age
 
 
 def parallel_tools_app(width: int = 3, delay: float = 0.2) -> Agent[Any]:
-    """An orchestrator calling ``width`` agents as tools in one turn (parallel tool calls), each answering after
-    ``delay`` s, then answering itself. Tokens: orchestrator 30/10 and 50/8; worker k: 10+k / 2+k."""
+    """An orchestrator calling ``width`` agents as tools in one turn (parallel tool calls), each answering
+    after ``delay`` s, then answering itself. Tokens: orchestrator 30/10 and 50/8; worker k: 10+k / 2+k."""
     workers = [worker(f"researcher{k}", f"finding {k}", delay, (10 + k, 2 + k)) for k in range(width)]
     tools = [w.as_tool(f"ask_researcher{k}", f"Ask researcher {k}.") for k, w in enumerate(workers)]
     model = ScriptedResponsesModel([

@@ -1,5 +1,5 @@
 """Every test here: no OpenAI API key, the Agents SDK's own exporter on a transport that records requests
-(and fails them) instead of the network, and orchestrace's processor instrumented with an in-memory provider."""
+(and fails them) instead of the network, and orchestrace's processor on an in-memory provider."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from agents import flush_traces
 from agents.tracing import default_exporter
 from opentelemetry.sdk.trace import TracerProvider
-from orchestrace.config import set_config
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from orchestrace.config import set_config
 from orchestrace_openai_agents import OpenAIAgentsInstrumentor
 from span_checks import Spans
 
@@ -54,7 +54,7 @@ def spans() -> Iterator[Spans]:
 
 @pytest.fixture
 def task_spans(spans: Spans) -> Iterator[Spans]:
-    """The SDK (``ot.task``, ``@ot.tool``) on the instrumentor's provider, so both record into the same spans."""
+    """The SDK (``ot.task``, ``@ot.tool``) on the instrumentor's provider: both record into the same spans."""
     handle = ot.configure(tracer_provider=spans.provider, exporter="none")
     yield spans
     handle.shutdown()

@@ -83,7 +83,8 @@ def _output(step: Step) -> list[Any]:
     for name, arguments in step.calls:
         call_id = f"call_{next(_call_ids)}"
         output.append(ResponseFunctionToolCall(id=f"fc_{call_id}", call_id=call_id, type="function_call",
-                                               name=name, arguments=json.dumps(arguments), status="completed"))
+                                               name=name, arguments=json.dumps(arguments),
+                                               status="completed"))
     return output
 
 
@@ -127,7 +128,8 @@ class ScriptedResponsesModel(_ScriptedModel):
             temperature=model_settings.temperature, top_p=model_settings.top_p, status="completed",
             usage=ResponseUsage(input_tokens=step.input_tokens, output_tokens=step.output_tokens,
                                 total_tokens=step.input_tokens + step.output_tokens,
-                                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+                                input_tokens_details=InputTokensDetails(cached_tokens=0,
+                                                                        cache_write_tokens=0),
                                 output_tokens_details=OutputTokensDetails(reasoning_tokens=0)),
         )
 
@@ -190,7 +192,8 @@ class ScriptedChatModel(_ScriptedModel):
             calls = [o for o in output if isinstance(o, ResponseFunctionToolCall)]
             if calls:
                 reply["tool_calls"] = [{"id": c.call_id, "type": "function",
-                                        "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+                                        "function": {"name": c.name, "arguments": c.arguments}}
+                                       for c in calls]
             span.span_data.usage = {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}
             if tracing.include_data():
                 span.span_data.input = messages

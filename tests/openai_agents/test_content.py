@@ -60,7 +60,7 @@ async def test_responses_api_turns(spans: Spans, capture: None) -> None:
                                          {"role": "user", "content": "What is 2 + 3?"}]
     assert [t["function"]["name"] for t in tools(turns[0])] == ["transfer_to_math"]
     (add_tool,) = tools(turns[1])
-    assert add_tool["function"]["name"] == "add" and add_tool["function"]["description"] == "Add two integers."
+    assert (add_tool["function"]["name"], add_tool["function"]["description"]) == ("add", "Add two integers.")
     assert sorted(add_tool["function"]["parameters"]["properties"]) == ["a", "b"]
     check_math_turns(turns[1:])
     # the handoff is in math's history: the transfer call and its answer

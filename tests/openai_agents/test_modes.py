@@ -48,8 +48,9 @@ def check_triage(spans: Spans, workflows: int = 1) -> None:
     chats = spans.named("chat scripted-model")
     assert sorted(str(spans.parent_name(c)) for c in chats) == sorted(
         ["invoke_agent triage", "invoke_agent math", "invoke_agent math"] * workflows)
-    assert sum(int(c.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS]) + int(c.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS])
-               for c in chats) == TRIAGE_TOKENS * workflows
+    tokens = [int(c.attributes[key]) for c in chats
+              for key in (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS)]
+    assert sum(tokens) == TRIAGE_TOKENS * workflows
     for tool in spans.named("execute_tool add"):
         assert spans.parent_name(tool) == "invoke_agent math"
     assert all(s.end_time is not None for s in spans.all)
