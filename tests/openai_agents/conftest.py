@@ -10,20 +10,10 @@ import orchestrace as ot
 import pytest
 from agents import flush_traces
 from agents.tracing import default_exporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from agents_spans import SENT, Spans, refuse
+from finished_spans import in_memory
 from orchestrace.config import set_config
 from orchestrace_openai_agents import OpenAIAgentsInstrumentor
-from span_checks import Spans
-
-#: Requests the Agents SDK's default exporter tried to send during the session (each test expects none new).
-SENT: list[httpx2.Request] = []
-
-
-def _refuse(request: httpx2.Request) -> httpx2.Response:
-    SENT.append(request)
-    return httpx2.Response(500)
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +21,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     exporter = default_exporter()
     # The SDK's exporter keeps its client (and its retry policy); only where its requests would go changes.
-    monkeypatch.setattr(exporter, "_client", httpx2.Client(transport=httpx2.MockTransport(_refuse)))
+    monkeypatch.setattr(exporter, "_client", httpx2.Client(transport=httpx2.MockTransport(refuse)))
     monkeypatch.setattr(exporter, "max_retries", 1)
     sent_before = len(SENT)
     yield
@@ -41,13 +31,11 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def spans() -> Iterator[Spans]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = OpenAIAgentsInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
+    recorded = Spans(*in_memory())
+    instrumentor.instrument(tracer_provider=recorded.provider)
     try:
-        yield Spans(exporter, provider)
+        yield recorded
     finally:
         instrumentor.uninstrument()
 

@@ -1,18 +1,24 @@
-"""Finished spans of one test, and the written trace they convert to."""
+"""Finished spans of one test on an in-memory provider, with the lookups parent checks use (every
+integration's tests)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from orchestrace_collector.convert import Episode, convert_episode
-from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.validate import validate_trace
 
 
-class Spans:
+def in_memory() -> tuple[InMemorySpanExporter, TracerProvider]:
+    """A provider that hands every span, as it ends, to an in-memory exporter."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, provider
+
+
+class FinishedSpans:
     def __init__(self, exporter: InMemorySpanExporter, provider: TracerProvider) -> None:
         self.exporter = exporter
         self.provider = provider
@@ -38,23 +44,11 @@ class Spans:
         raise AssertionError(f"parent of {span.name} not exported")
 
     def parent_name(self, span: ReadableSpan) -> str | None:
-        found = self.parent(span)
-        return found.name if found is not None else None
+        p = self.parent(span)
+        return p.name if p is not None else None
 
     def events(self, span: ReadableSpan, name: str) -> list[dict[str, Any]]:
         return [dict(e.attributes or {}) for e in span.events if e.name == name]
 
-    def convert(self) -> tuple[dict[str, Any], Episode]:
-        """The written trace of every span (one episode), after checking that it validates."""
-        episode = convert_episode([span_from_readable(s) for s in self.all])
-        written = json.loads(json.dumps(episode.trace.to_json_dict()))
-        assert validate_trace(written) == [], validate_trace(written)
-        return written, episode
-
-
-def of_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
-    return [e for e in written["events"] if e["type"] == type_]
-
-
-def edges_of(written: dict[str, Any], type_: str) -> set[tuple[str, str]]:
-    return {(e["src"], e["dst"]) for e in written["edges"] if e["type"] == type_}
+    def clear(self) -> None:
+        self.exporter.clear()

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 from typing import Any
 
 import orchestrace as ot
 import pytest
 from agents import Agent, Runner, trace
-from apps import TRIAGE_TOKENS, triage_app
-from fakes import ScriptedResponsesModel, say
+from agents_apps import TRIAGE_TOKENS, triage_app
+from agents_spans import Spans, of_type
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
-from span_checks import Spans, of_type
+from scripted_models import ScriptedResponsesModel, say
 
 MODES = ("run", "run_sync", "run_streamed")
 
@@ -122,10 +121,7 @@ async def test_streaming_abandoned_half_way_and_cancelled(spans: Spans) -> None:
         if seen == 5:
             break
     streamed.cancel()
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if spans.named("invoke_workflow Agent workflow"):
-            break
+    await spans.settled("invoke_workflow Agent workflow")
     assert not streamed.is_complete or streamed.final_output is None
     names = sorted(s.name for s in spans.all)
     assert names == ["chat", "invoke_agent writer", "invoke_workflow Agent workflow"]
@@ -143,11 +139,7 @@ async def test_streaming_abandoned_without_cancel_runs_to_its_end(spans: Spans) 
             break
 
     await read_one()
-    for _ in range(200):
-        gc.collect()
-        await asyncio.sleep(0.01)
-        if spans.named("invoke_workflow Agent workflow"):
-            break
+    await spans.settled("invoke_workflow Agent workflow")
     chat = spans.one("chat scripted-model")
     assert chat.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 40
     written, _ = spans.convert()

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from agents import Agent, ModelSettings, Runner, function_tool
-from fakes import ScriptedResponsesModel, Step, call, say
+from scripted_models import ScriptedResponsesModel, Step, call, say
 
 
 @function_tool

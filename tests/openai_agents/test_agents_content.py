@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, Runner
-from apps import TRIAGE_TURNS, add, math_agent, triage_app
-from fakes import ScriptedChatModel, call, say
+from agents_apps import TRIAGE_TURNS, add, math_agent, triage_app
+from agents_spans import Spans
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
-from span_checks import Spans
+from scripted_models import ScriptedChatModel, call, say
 
 
 @pytest.fixture

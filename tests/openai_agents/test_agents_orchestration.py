@@ -21,11 +21,11 @@ from agents import (
 from agents import (
     GuardrailFunctionOutput as GuardrailOutput,
 )
-from apps import gather_app, parallel_tokens, parallel_tools_app
-from fakes import ScriptedResponsesModel, call, say
+from agents_apps import gather_app, parallel_tokens, parallel_tools_app
+from agents_spans import Spans, edges_of, of_type
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
-from span_checks import Spans, edges_of, of_type
+from scripted_models import ScriptedResponsesModel, call, say
 
 
 def chain_app() -> Agent[Any]:

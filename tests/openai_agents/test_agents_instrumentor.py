@@ -11,12 +11,11 @@ from typing import Any
 
 from agents import RunConfig, Runner, TracingProcessor, add_trace_processor, flush_traces
 from agents.tracing import TracingConfig
-from apps import TRIAGE_TOKENS, parallel_tokens, triage_app
+from agents_apps import TRIAGE_TOKENS, parallel_tokens, triage_app
+from agents_spans import SENT, Spans
 from collector_fixtures import RunningCollector, run_into_collector, validate_trace_dir
-from conftest import SENT
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from orchestrace_openai_agents import OpenAIAgentsInstrumentor
-from span_checks import Spans
 
 HERE = Path(__file__).resolve().parent
 
@@ -90,7 +89,7 @@ PROGRAM = textwrap.dedent("""
     import orchestrace as ot
     from agents import Runner
     from orchestrace_openai_agents import OpenAIAgentsInstrumentor
-    from apps import parallel_tools_app, triage_app
+    from agents_apps import parallel_tools_app, triage_app
 
     handle = ot.configure("agents-app", exporter=exporter, endpoint=endpoint, capture_content=True)
     OpenAIAgentsInstrumentor().instrument()
