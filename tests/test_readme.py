@@ -102,3 +102,15 @@ def test_dump_training_traces_recipes_run(tmp_path: Path) -> None:
     assert re.match(r"\(\d+, \d+\) generated tokens: [1-9]", tokens)
     assert triplets.startswith("10 triplets")
     assert "choices: ['mathematician', 'moon_team', 'researcher', 'supervisor#1'" in decisions
+
+
+def test_openai_agents_section_is_ten_lines_that_import() -> None:
+    """The section's program is as short as promised, and what it imports exists (running it needs a key)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Auto-instrument the OpenAI Agents SDK") :]
+    (block,) = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 1)], re.S)
+    assert len(block.strip().splitlines()) <= 10
+    imports = "\n".join(line for line in block.splitlines() if line.startswith(("import ", "from ")))
+    run = subprocess.run([sys.executable, "-c", imports + "\nOpenAIAgentsInstrumentor().instrument()"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr

@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from agents import Agent, ModelSettings, Runner, function_tool
-from scripted_models import ScriptedResponsesModel, Step, call, say
+
+from examples.agents_fakes import ScriptedResponsesModel, Step, call, say
 
 
 @function_tool

@@ -13,7 +13,8 @@ from agents_apps import TRIAGE_TURNS, add, math_agent, triage_app
 from agents_spans import Spans
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
-from scripted_models import ScriptedChatModel, call, say
+
+from examples.agents_fakes import ScriptedChatModel, call, say
 
 
 @pytest.fixture

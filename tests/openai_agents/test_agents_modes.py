@@ -14,7 +14,8 @@ from agents_spans import Spans, of_type
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
-from scripted_models import ScriptedResponsesModel, say
+
+from examples.agents_fakes import ScriptedResponsesModel, say
 
 MODES = ("run", "run_sync", "run_streamed")
 

@@ -25,7 +25,8 @@ from agents_apps import gather_app, parallel_tokens, parallel_tools_app
 from agents_spans import Spans, edges_of, of_type
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
-from scripted_models import ScriptedResponsesModel, call, say
+
+from examples.agents_fakes import ScriptedResponsesModel, call, say
 
 
 def chain_app() -> Agent[Any]:

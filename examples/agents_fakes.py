@@ -1,5 +1,6 @@
-"""Deterministic ``Model`` implementations for the Agents SDK: scripted replies with known token counts, and
-the trace spans OpenAI's own models emit (no client, no API key, no network).
+"""Scripted models for the OpenAI Agents SDK examples (and tests): replies known in advance, with their token
+counts, traced the way OpenAI's own models trace their calls (no client, no API key, no network). Put an
+``OpenAIResponsesModel`` (any model name) in their place and the examples run against a real model.
 
 ``ScriptedResponsesModel`` behaves like ``OpenAIResponsesModel``: a ``response_span`` carrying the request's
 input and the ``Response`` (instructions and tools echoed, as the API does), streamed as Responses API events.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,5 +204,3 @@ class ScriptedChatModel(_ScriptedModel):
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the chat-completions fake does not stream")
 
-
-ModelFactory = Callable[[Sequence[Step]], _ScriptedModel]
