@@ -171,8 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     console.rule("the OpenAI Agents SDK, instrumented the same way")
     for example, shows in AGENTS_EXAMPLES.items():
-        command = f"uv run --frozen python -m {example} --exporter none --trace-dir out/{example.split('.')[1]}"
-        console.print(f"{command}  [dim]# {shows}[/]")
+        name = example.split(".")[1]
+        console.print(f"uv run --frozen python -m {example} --exporter none --trace-dir out/{name}  [dim]# {shows}[/]")
     return 0
 
 
