@@ -172,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.rule("the OpenAI Agents SDK, instrumented the same way")
     for example, shows in AGENTS_EXAMPLES.items():
         name = example.split(".")[1]
-        console.print(f"uv run --frozen python -m {example} --exporter none --trace-dir out/{name}  [dim]# {shows}[/]")
+        command = f"uv run --frozen python -m {example} --exporter none --trace-dir out/{name}"
+        console.print(f"{command}  [dim]# {shows}[/]")
     return 0
 
 
