@@ -1,9 +1,12 @@
 """The instrumentor: entry point, one processor however often it is instrumented, quiet when uninstrumented,
-the user's processors and the Agents SDK's own exporter left in place, OTel suppression honoured, and the
-whole run through a real OTLP exporter into a real collector (ground truth by construction)."""
+the user's processors and the Agents SDK's own exporter left in place, OTel suppression honoured, zero-code
+use, and the whole run through a real OTLP exporter into a real collector (ground truth by construction)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -117,3 +120,27 @@ def test_runs_over_otlp_into_the_collector(collector: RunningCollector) -> None:
     # the turns file: one sample per model call, with its prompt (content capture is on)
     turns = [line for path in collector.out.glob("turns*.jsonl") for line in path.read_text().splitlines()]
     assert len(turns) == 3 + 2 + 3
+
+
+ZERO_CODE_APP = textwrap.dedent("""
+    from agents import Agent, Runner
+    from examples.agents_fakes import ScriptedResponsesModel, say
+
+    agent = Agent(name="greeter", model=ScriptedResponsesModel([say("hello")]))
+    print("result", Runner.run_sync(agent, "hi").final_output)
+""")
+
+
+def test_opentelemetry_instrument_zero_code(tmp_path: Path) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(ZERO_CODE_APP)
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "zero-code", "PYTHONPATH": str(HERE.parents[1])}
+    env.pop("OPENAI_API_KEY", None)
+    command = [str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable, str(app)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "result hello" in done.stdout
+    for name in ('"name": "invoke_workflow Agent workflow"', '"name": "invoke_agent greeter"',
+                 '"name": "chat scripted-model"'):
+        assert name in done.stdout, done.stdout[-3000:]
