@@ -12,13 +12,23 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from agents import RunConfig, Runner, TracingProcessor, add_trace_processor, flush_traces
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    TracingProcessor,
+    add_trace_processor,
+    flush_traces,
+    function_tool,
+)
 from agents.tracing import TracingConfig
 from agents_apps import TRIAGE_TOKENS, parallel_tokens, triage_app
 from agents_spans import SENT, Spans
 from collector_fixtures import RunningCollector, run_into_collector, validate_trace_dir
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from orchestrace_openai_agents import OpenAIAgentsInstrumentor
+
+from examples.agents_fakes import ScriptedResponsesModel, call, say
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,6 +49,22 @@ def test_instrument_twice_records_once_and_uninstrument_goes_quiet(spans: Spans)
     OpenAIAgentsInstrumentor().instrument(tracer_provider=spans.provider)
     Runner.run_sync(triage_app(), "q")
     assert len(spans.named("invoke_workflow Agent workflow")) == 2
+
+
+def test_uninstrumented_mid_run_the_started_spans_still_end(spans: Spans) -> None:
+    @function_tool
+    def stop_tracing() -> str:
+        """Uninstruments, from inside the run."""
+        OpenAIAgentsInstrumentor().uninstrument()
+        return "done"
+
+    agent = Agent(name="quitter", tools=[stop_tracing], model=ScriptedResponsesModel(
+        [call(("stop_tracing", {})), say("bye")]))
+    assert Runner.run_sync(agent, "go").final_output == "bye"
+    # what started before ends (exported); the model call after it starts no span
+    assert sorted(s.name for s in spans.all) == [
+        "chat scripted-model", "execute_tool stop_tracing", "invoke_agent quitter",
+        "invoke_workflow Agent workflow"]
 
 
 class Recorder(TracingProcessor):

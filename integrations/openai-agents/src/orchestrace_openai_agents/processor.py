@@ -92,15 +92,12 @@ class OrchestraceProcessor(TracingProcessor):
     offers no way to remove one processor without replacing the user's others)."""
 
     def __init__(self) -> None:
+        #: ``None``: no new span starts (those started still end).
         self.telemetry: telemetry.Telemetry | None = None
-        # Single dict operations (atomic) by Agents SDK id; the open spans per trace under a lock.
+        # Single dict operations (atomic) by Agents SDK id; the open spans of each trace, by id, under a lock.
         self._nodes: dict[str, _Node] = {}
-        self._open: dict[str, list[_Node]] = {}
+        self._open: dict[str, dict[str, _Node]] = {}
         self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return self.telemetry is not None
 
     # --- traces ---------------------------------------------------------------------------------------------
     @telemetry.failsafe(default=None)
@@ -114,15 +111,15 @@ class OrchestraceProcessor(TracingProcessor):
         node = _Node(trace.trace_id, WORKFLOW, invocation, None, trace.trace_id)
         self._nodes[trace.trace_id] = node
         with self._lock:
-            self._open[trace.trace_id] = []
+            self._open[trace.trace_id] = {}
         node.activate()
 
     @telemetry.failsafe(default=None)
     def on_trace_end(self, trace: Trace) -> None:
         node = self._nodes.pop(trace.trace_id, None)
         with self._lock:
-            abandoned = self._open.pop(trace.trace_id, [])
-        for left in reversed(abandoned):
+            abandoned = list(self._open.pop(trace.trace_id, {}).values())
+        for left in reversed(abandoned):  # innermost first
             self._nodes.pop(left.key, None)
             telemetry.Telemetry.end(left.invocation)
         if node is not None:
@@ -155,14 +152,14 @@ class OrchestraceProcessor(TracingProcessor):
         node = _Node(span.span_id, kind, invocation, parent, span.trace_id)
         self._nodes[span.span_id] = node
         with self._lock:
-            self._open.setdefault(span.trace_id, []).append(node)
+            self._open.setdefault(span.trace_id, {})[span.span_id] = node
         if kind != MODEL:  # the Agents SDK makes agent and function spans current, never streamed ones
             node.activate()
 
     @telemetry.failsafe(default=None)
     def on_span_end(self, span: Span[Any]) -> None:
         node = self._nodes.pop(span.span_id, None)
-        if node is None or self.telemetry is None:
+        if node is None:
             return
         data = span.span_data
         if isinstance(data, HandoffSpanData) and data.to_agent:
@@ -172,9 +169,7 @@ class OrchestraceProcessor(TracingProcessor):
         if node.key != span.span_id:
             return  # a span of its parent's
         with self._lock:
-            siblings = self._open.get(span.trace_id)
-            if siblings is not None and node in siblings:
-                siblings.remove(node)
+            self._open.get(span.trace_id, {}).pop(span.span_id, None)
         node.deactivate()
         result = _complete(node, data)
         error = span.error
