@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fakes import ScriptedChatModel
 from genai_messages import INPUT_MESSAGES, OUTPUT_MESSAGES, problems
+from heldout_graphs import tool_loop
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -19,7 +20,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph import END, START, MessagesState, StateGraph
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import format_span_id
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
@@ -31,6 +32,8 @@ from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_langgraph.content import genai_message, message_ref, messages_ref, prompt_refs
 from span_checks import Spans
+
+from examples.supervisor import app as supervisor_app  # the repository root is on sys.path (conftest)
 
 
 @pytest.fixture
@@ -209,3 +212,98 @@ def test_chat_spans_follow_the_genai_schemas_and_turns_get_tools_and_request(
     assert all(t.request == {"temperature": 0.3} for t in turns)
     assert all(t.tools is not None and [x.model_dump() for x in t.tools] == [weather] for t in turns)
     assert turns[1].prompt is not None and [m.role for m in turns[1].prompt] == ["user", "assistant", "tool"]
+
+
+# --- full_prompt: the whole prompt on every chat span, for backends that show one span at a time ----------
+#: What differs between two runs of one app whatever the option: ids of spans, traces and runs, and times.
+_RUN_SPECIFIC = frozenset({"trace_id", "task_id", "span_id", "otel_trace_id", "turn_id", "agent_id",
+                           "response_id", "t", "t_start", "t_end", "wall_clock_s",
+                           "parallelism_efficiency"})
+
+
+def collected(spans: list[ReadableSpan]) -> Any:
+    """The collector's written trace and turns of one run, as JSON."""
+    episode = convert_episode([span_from_readable(s) for s in spans])
+    written = json.loads(json.dumps(episode.trace.to_json_dict()))
+    return {"trace": written, "turns": [json.loads(t.model_dump_json()) for t in episode.turns]}
+
+
+def differences(a: Any, b: Any, path: str = "") -> set[str]:
+    """Paths where two collector outputs differ, but for the keys that are specific to a run."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = (set(a) | set(b)) - _RUN_SPECIFIC
+        return {d for k in keys for d in differences(a.get(k), b.get(k), f"{path}/{k}")}
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return {f"{path}#len"}
+        pairs = enumerate(zip(a, b, strict=True))
+        return {d for i, (x, y) in pairs for d in differences(x, y, f"{path}[{i}]")}
+    return set() if a == b else {path}
+
+
+FULL_PROMPT_APPS: dict[str, tuple[Any, Any]] = {
+    "chat_loop": (lambda: chat_loop(5), {"messages": [HumanMessage("start the full prompt test")]}),
+    "tool_loop": (tool_loop, {"messages": [HumanMessage("bolts?")]}),
+    # several agents (subgraphs) with their own model loops and tool calls, handing off to each other
+    "supervisor": (supervisor_app.build_graph, {"messages": [HumanMessage(supervisor_app.QUESTION)]}),
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # langgraph-supervisor's own create_react_agent
+@pytest.mark.parametrize("app", sorted(FULL_PROMPT_APPS))
+def test_full_prompt_exports_every_message_and_the_collector_output_is_unchanged(
+    spans: Spans, app: str
+) -> None:
+    """With ``full_prompt`` every chat span holds its whole prompt; the collector writes what it writes
+    without the option: the two differ nowhere two runs without it agree."""
+    build, graph_input = FULL_PROMPT_APPS[app]
+    outputs = []
+    for full in (False, False, True):
+        spans.clear()
+        set_config(CaptureConfig(capture_content=True, full_prompt=full))
+        try:
+            build().invoke(graph_input, {"recursion_limit": 100})
+        finally:
+            set_config(None)
+        chats = sorted((s for s in spans.ours if s.name.startswith("chat ")), key=lambda s: s.start_time or 0)
+        by_id = {format_span_id(s.context.span_id): s for s in chats}
+        for chat in chats:
+            exported = json.loads(str(chat.attributes[sc.GEN_AI_INPUT_MESSAGES]))
+            whole = rebuild_prompt(chat, by_id)
+            assert len(whole) == chat.attributes[INPUT_MESSAGE_COUNT]
+            assert content_ref(whole) == chat.attributes[sc.ORCH_INPUT_REF]
+            if full:  # the span alone holds its whole prompt
+                assert PREFIX_SPAN_ID not in chat.attributes and PREFIX_LENGTH not in chat.attributes
+                assert exported == whole
+        if not full and app == "chat_loop":  # (the default really stores history once)
+            assert any(PREFIX_SPAN_ID in chat.attributes for chat in chats)
+        outputs.append(collected(spans.all))
+    off, off_again, on = outputs
+    assert on["trace"]["events"] and on["turns"]
+    assert all(turn["prompt"] for turn in on["turns"])
+    between_runs = differences(off, off_again)
+    # Only ids LangChain draws per run (of messages, of handoff tool calls) and the refs of what holds them
+    # differ from run to run.
+    per_run = ("/content_ref", "/input_ref", "/output_ref", "/id", "/tool_call_id")
+    assert all(path.endswith(per_run) for path in between_runs), between_runs
+    assert differences(on, off) <= between_runs
+
+
+def test_full_prompt_from_configure_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrace as ot
+    from orchestrace.config import get_config
+
+    monkeypatch.setenv("ORCHESTRACE_FULL_PROMPT", "true")
+    assert CaptureConfig.from_env().full_prompt is True
+    monkeypatch.setenv("ORCHESTRACE_FULL_PROMPT", "span_only")  # a content-capture value, not a switch
+    assert CaptureConfig.from_env().full_prompt is False
+    monkeypatch.delenv("ORCHESTRACE_FULL_PROMPT")
+    assert CaptureConfig().full_prompt is False  # off by default
+    handle = ot.configure(exporter="memory", tracer_provider=TracerProvider(), full_prompt=True)
+    try:
+        assert get_config().full_prompt is True
+        ot.configure(capture_content=True)  # a later call keeps what it does not name
+        assert get_config().full_prompt is True and get_config().capture_content is True
+    finally:
+        handle.shutdown()
+        set_config(None)

@@ -7,6 +7,11 @@ Environment variables (arguments to :func:`orchestrace.configure` win over them)
 * ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes, default
   1 MiB: a model call's whole prompt and whole completion each, as real agent prompts need; what is cut is
   counted on the span and flagged on the turn).
+* ``ORCHESTRACE_FULL_PROMPT``: ``true`` exports the whole prompt (every input message) on each model-call span
+  that has captured content, for backends that show one span at a time. Off by default: a call of the
+  LangGraph integration then carries only the messages no earlier call of its trace exported, and names the
+  call whose prompt and completion begin its prompt (``orchestrace.content.prefix_*``; linear size). The
+  collector rebuilds the same prompts either way.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from orchestrace.failsafe import logger
 
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENV_MAX_CONTENT_BYTES = "ORCHESTRACE_MAX_CONTENT_BYTES"
+ENV_FULL_PROMPT = "ORCHESTRACE_FULL_PROMPT"
 DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 
 #: A redaction hook: receives captured text and returns what may leave the process.
 Redactor = Callable[[str], str]
 
-_TRUE_VALUES = frozenset({"1", "true", "yes", "on", "span_only", "span_and_event", "event_only"})
+_ON = frozenset({"1", "true", "yes", "on"})
+_TRUE_VALUES = _ON | {"span_only", "span_and_event", "event_only"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +39,14 @@ class CaptureConfig:
     """Content capture settings.
 
     ``redact`` runs on every piece of captured text before it is put on a span (content refs are digests of
-    the original content and are computed without it).
+    the original content and are computed without it). ``full_prompt``: every captured model call carries
+    its whole prompt, not only the messages no earlier call of the trace exported.
     """
 
     capture_content: bool = False
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     redact: Redactor | None = None
+    full_prompt: bool = False
 
     @classmethod
     def from_env(
@@ -45,9 +54,12 @@ class CaptureConfig:
         capture_content: bool | None = None,
         max_content_bytes: int | None = None,
         redact: Redactor | None = None,
+        full_prompt: bool | None = None,
     ) -> CaptureConfig:
         if capture_content is None:
             capture_content = os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _TRUE_VALUES
+        if full_prompt is None:
+            full_prompt = os.environ.get(ENV_FULL_PROMPT, "").strip().lower() in _ON
         if max_content_bytes is None:
             raw = os.environ.get(ENV_MAX_CONTENT_BYTES, "")
             try:
@@ -55,7 +67,7 @@ class CaptureConfig:
             except ValueError:
                 logger.warning("orchestrace: ignoring %s=%r (not an integer)", ENV_MAX_CONTENT_BYTES, raw)
                 max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
-        return cls(bool(capture_content), max(0, max_content_bytes), redact)
+        return cls(bool(capture_content), max(0, max_content_bytes), redact, bool(full_prompt))
 
 
 _current: CaptureConfig | None = None

@@ -419,6 +419,7 @@ class TaskSpec(Spec):
             sc.ORCH_TASK_ID: task_id,
             sc.ORCH_EPISODE_ID: episode_id,
             sc.GEN_AI_CONVERSATION_ID: episode_id,
+            sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
         }
         if self.workflow:
             attributes[sc.GEN_AI_WORKFLOW_NAME] = self.workflow

@@ -322,6 +322,7 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
             frame = current_agent()
             label = frame.name if frame else sc.OPERATION_AGGREGATE
         attributes: Attributes = {sc.ORCH_OPERATION: sc.OPERATION_AGGREGATE,
+                                  sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
                                   sc.ORCH_INPUT_REF: content_ref(inputs)}
         _put(attributes, sc.ORCH_REASON, self._reason)
         span = get_tracer().start_span(f"{sc.OPERATION_AGGREGATE} {label}", attributes=attributes,

@@ -121,6 +121,11 @@ OPERATION_TOOL_NODE: Final = "tool_node"
 #: Captured output of a span that is no model call (an aggregate): OpenInference's neutral value, which
 #: standard backends show as a chain's output (``gen_ai.output.messages`` would make it a model call).
 OUTPUT_VALUE: Final = "output.value"
+#: OpenInference's span kind, put on spans GenAI has no kind for (workflow runs, graph nodes, aggregates) so
+#: that backends reading OpenInference (Arize Phoenix) classify them as chains rather than leave them unknown;
+#: the GenAI operation and ``orchestrace.operation`` still say what they are.
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+SPAN_KIND_CHAIN: Final = "CHAIN"
 
 ORCH_AGENT_ROLE: Final = "orchestrace.agent.role"
 #: ``gen_ai.agent.id`` of the actor that invoked this one (the delegating parent), when there is one.

@@ -237,18 +237,19 @@ def configure(
     batch: bool = True,
     tracer_provider: TracerProvider | None = None,
     headers: Mapping[str, str] | None = None,
+    full_prompt: bool | None = None,
 ) -> TracingHandle:
     """Set up tracing for orchestrace (see the module docstring). Never raises.
 
     ``exporter``: a name (``otlp``, ``otlp-grpc``, ``jaeger``, ``console``, ``memory``, ``file:PATH``,
     ``none``), a ``SpanExporter``, or a list of them. ``endpoint``: the OTLP base URL (``/v1/traces`` is
-    added for http) or gRPC address. ``capture_content`` / ``max_content_bytes`` / ``redact``: see
-    :class:`orchestrace.config.CaptureConfig`. ``trace_dir``: also write finished orchestration traces
-    there in-process (needs ``orchestrace-collector``), crediting rewards by ``credit`` (``causal`` or
-    ``uniform``, as ``orchestrace convert --credit``). ``tracer_provider``: use this SDK provider
-    (not made global) instead of the global one. ``headers``: sent with every OTLP export, e.g.
-    ``{"Authorization": "Bearer <token>"}`` for a collector that requires a token (default: the standard
-    ``OTEL_EXPORTER_OTLP_HEADERS``).
+    added for http) or gRPC address. ``capture_content`` / ``max_content_bytes`` / ``redact`` /
+    ``full_prompt``: see :class:`orchestrace.config.CaptureConfig`. ``trace_dir``: also write finished
+    orchestration traces there in-process (needs ``orchestrace-collector``), crediting rewards by
+    ``credit`` (``causal`` or ``uniform``, as ``orchestrace convert --credit``). ``tracer_provider``: use
+    this SDK provider (not made global) instead of the global one. ``headers``: sent with every OTLP
+    export, e.g. ``{"Authorization": "Bearer <token>"}`` for a collector that requires a token (default:
+    the standard ``OTEL_EXPORTER_OTLP_HEADERS``).
     """
     global _handle, _tracer
     with _lock:
@@ -256,7 +257,8 @@ def configure(
             base = get_config() if _handle is not None else CaptureConfig.from_env()
             changes = {key: value for key, value in (("capture_content", capture_content),
                                                      ("max_content_bytes", max_content_bytes),
-                                                     ("redact", redact)) if value is not None}
+                                                     ("redact", redact),
+                                                     ("full_prompt", full_prompt)) if value is not None}
             set_config(replace(base, **changes))  # type: ignore[arg-type]
 
             specs = _exporter_specs(exporter)

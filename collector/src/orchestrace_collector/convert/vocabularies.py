@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
+from orchestrace import semconv as _sc
 
 #: Instrumentation scopes whose spans describe what spans of another scope already describe: when an episode
 #: holds spans of the key (orchestrace's LangGraph integration), the spans of these LangChain callback tracers
@@ -22,14 +23,14 @@ DESCRIBED_AGAIN: Final = {
 }
 
 # --- OpenInference
-OI_SPAN_KIND: Final = "openinference.span.kind"
+OI_SPAN_KIND: Final = _sc.OPENINFERENCE_SPAN_KIND
 OI_METADATA: Final = "metadata"  # JSON; LangGraph runs put ``langgraph_node`` in it
 OI_TOOL_NAME: Final = "tool.name"
 OI_MODEL_NAME: Final = "llm.model_name"
 OI_PROVIDER: Final = "llm.provider"
 OI_SYSTEM: Final = "llm.system"
 OI_INPUT: Final = "input.value"
-OI_OUTPUT: Final = "output.value"
+OI_OUTPUT: Final = _sc.OUTPUT_VALUE
 OI_PROMPT_TOKENS: Final = "llm.token_count.prompt"
 OI_COMPLETION_TOKENS: Final = "llm.token_count.completion"
 #: Flattened messages: ``<prefix><i>.message.role`` / ``.message.content``.

@@ -25,7 +25,7 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_span_id, format_trace_id
+from opentelemetry.trace import Span, SpanKind, Tracer, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.failsafe import failsafe
@@ -45,6 +45,7 @@ from orchestrace_langgraph.content import (
     reply_attributes,
     request_attributes,
 )
+from orchestrace_langgraph.values import set_outcome
 
 
 class _Call:
@@ -155,7 +156,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             if reply.usage is None:
                 _add_llm_output_usage(call.attributes, response)
             call.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
-        self._span(call, reply).end()
+        span = self._span(call, reply)
+        set_outcome(span, None)
+        span.end()
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -164,9 +167,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         if call is None:
             return
         span = self._span(call, None)
-        if isinstance(error, Exception):
-            span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
+        set_outcome(span, error)
         span.end()
 
     def _span(self, call: _Call, completion: Reply | None) -> Span:
@@ -183,8 +184,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             refs = given.each if given is not None else [
                 message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
             trace_id = trace.get_current_span(call.context).get_span_context().trace_id
+            # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
             prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
-                      if trace_id else None)
+                      if trace_id and not config.full_prompt else None)
             start = 0
             if prefix is not None:
                 attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
@@ -199,7 +201,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                     attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
         span = self._tracer.start_span(call.name, context=call.context, kind=SpanKind.CLIENT,
                                        attributes=attrs, start_time=call.start_ns)
-        if completion is not None and config.capture_content:
+        if completion is not None and config.capture_content and not config.full_prompt:
             ids = span.get_span_context()
             self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                    history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))

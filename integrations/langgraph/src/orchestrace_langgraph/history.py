@@ -6,6 +6,9 @@ an earlier chat span of the same trace whose prompt followed by its completion i
 (``orchestrace.semconv.ORCH_PREFIX_*``) and carries the content of the remaining messages only.
 The collector rebuilds the full prompt by following these references:
 ``prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input_messages(s)``.
+
+A backend that shows one span at a time cannot follow these references: ``ot.configure(full_prompt=True)``
+(``ORCHESTRACE_FULL_PROMPT=true``) turns them off, and every call then carries its whole prompt.
 """
 
 from __future__ import annotations

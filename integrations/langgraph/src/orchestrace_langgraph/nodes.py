@@ -161,6 +161,7 @@ class NodeTracer:
             name = task.name
             tool_node = _tool_node(task)
             attrs[sc.ORCH_OPERATION] = sc.OPERATION_TOOL_NODE if tool_node else sc.OPERATION_NODE
+            attrs[sc.OPENINFERENCE_SPAN_KIND] = sc.SPAN_KIND_CHAIN
         links: list[Link] = []
         if run is not None and not pushed:
             links = [Link(done, {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT})

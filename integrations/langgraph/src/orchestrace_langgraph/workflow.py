@@ -26,7 +26,7 @@ from orchestrace_langgraph import routing
 from orchestrace_langgraph.actors import InterruptLog, Run, current_run, parent_context, with_run
 from orchestrace_langgraph.content import content_ref
 from orchestrace_langgraph.episodes import Episodes, is_resume
-from orchestrace_langgraph.values import input_attributes, set_outcome, set_output
+from orchestrace_langgraph.values import input_attributes, set_outcome, set_output, stream_payload
 
 
 class WorkflowTracer:
@@ -67,7 +67,7 @@ class WorkflowTracer:
                 try:
                     item = last = next(inner)
                 except StopIteration:
-                    _finish(run, last)
+                    _finish(run, last, kwargs)
                     return
                 finally:
                     otel_context.detach(token)
@@ -100,7 +100,7 @@ class WorkflowTracer:
                 try:
                     item = last = await inner.__anext__()
                 except StopAsyncIteration:
-                    _finish(run, last)
+                    _finish(run, last, kwargs)
                     return
                 finally:
                     otel_context.detach(token)
@@ -130,6 +130,7 @@ class WorkflowTracer:
         attrs: dict[str, AttributeValue] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
+            sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
             sc.ORCH_INPUT_REF: content_ref(graph_input),
             **input_attributes(graph_input),
         }
@@ -157,12 +158,12 @@ class WorkflowTracer:
 
 
 @failsafe(None)
-def _finish(run: Run, last: Any) -> None:
-    """The run completed: its stop when it is one, status OK, and ``last`` (the last chunk it yielded: the
-    final state for ``invoke``) as its output when content is captured."""
+def _finish(run: Run, last: Any, stream_kwargs: Mapping[str, Any]) -> None:
+    """The run completed: its stop when it is one, status OK, and what ``last`` (the last chunk it yielded)
+    carries as its output when content is captured: the final state for ``invoke``."""
     routing.record_run_end(run)
     set_outcome(run.span, None)
-    set_output(run.span, last)
+    set_output(run.span, stream_payload(last, stream_kwargs))
 
 
 @failsafe(None)

@@ -1,0 +1,102 @@
+"""What standard backends show of the SDK's spans: model calls end OK or ERROR (the user's exception passing
+through unchanged), spans GenAI has no kind for are OpenInference chains, and a model call's whole prompt
+is on its span."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import orchestrace as ot
+import pytest
+from opentelemetry.trace import StatusCode
+from orchestrace import semconv as sc
+from orchestrace.config import set_config
+from sdk_spans import Spans, configure_memory
+
+
+class QuotaExceeded(Exception):
+    pass
+
+
+async def test_model_calls_end_ok_or_error_with_the_exception_unchanged(spans: Spans) -> None:
+    refused = QuotaExceeded("quota exceeded")
+
+    @ot.llm("m")
+    def answer(prompt: str) -> str:
+        return "fine"
+
+    @ot.llm("m")
+    def stream(prompt: str) -> Iterator[str]:
+        yield "fi"
+        yield "ne"
+
+    @ot.llm("m")
+    async def refuse(prompt: str) -> str:
+        raise refused
+
+    @ot.llm("m")
+    async def astream_then_fail(prompt: str) -> AsyncIterator[str]:
+        yield "half"
+        raise refused
+
+    assert answer("q") == "fine" and "".join(stream("q")) == "fine"
+    with pytest.raises(QuotaExceeded) as direct:
+        await refuse("q")
+    with pytest.raises(QuotaExceeded) as streamed:
+        [_ async for _ in astream_then_fail("q")]
+    assert direct.value is refused and streamed.value is refused
+    chats = spans.named("chat m")
+    assert [s.status.status_code for s in chats] == [StatusCode.OK, StatusCode.OK, StatusCode.ERROR,
+                                                     StatusCode.ERROR]
+    for failed in chats[2:]:
+        assert failed.status.description == "QuotaExceeded: quota exceeded"
+        assert failed.attributes[sc.ERROR_TYPE] == "QuotaExceeded"
+        assert [e.attributes[sc.EXCEPTION_TYPE] for e in failed.events if e.name == sc.EVENT_EXCEPTION] == [
+            f"{__name__}.QuotaExceeded"]
+
+
+def test_tasks_and_aggregates_are_chains(spans: Spans) -> None:
+    @ot.tool
+    def fetch(key: str) -> str:
+        return key.upper()
+
+    @ot.llm("m")
+    def think(prompt: str) -> str:
+        return "ok"
+
+    @ot.agent
+    def gatherer() -> str:
+        think("which?")
+        found = [fetch("a"), fetch("b")]
+        with ot.aggregate(found) as merge:
+            merge.set_result("AB")
+        return "AB"
+
+    with ot.task("gather"):
+        gatherer()
+    kinds = {s.name: s.attributes.get(sc.OPENINFERENCE_SPAN_KIND) for s in spans.all}
+    assert kinds["invoke_workflow gather"] == kinds["aggregate gatherer"] == sc.SPAN_KIND_CHAIN
+    # the others have a GenAI operation, which backends map to their kinds (agent, tool, LLM)
+    assert kinds["invoke_agent gatherer"] is kinds["execute_tool fetch"] is kinds["chat m"] is None
+
+
+@pytest.mark.parametrize("full_prompt", [False, True])
+def test_the_sdk_exports_the_whole_prompt_with_or_without_full_prompt(full_prompt: bool) -> None:
+    """``@ot.llm`` spans always carry every input message: ``full_prompt`` changes nothing for them."""
+    handle = configure_memory(capture_content=True, full_prompt=full_prompt)
+    try:
+        @ot.llm("m")
+        def chat(messages: list[dict[str, str]]) -> str:
+            return "three"
+
+        history = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+        chat(history)
+        chat([*history, {"role": "assistant", "content": "three"}, {"role": "user", "content": "four"}])
+        first, second = (json.loads(str(s.attributes[sc.GEN_AI_INPUT_MESSAGES]))
+                         for s in handle.get_finished_spans())
+        assert [len(first), len(second)] == [2, 4]
+        assert all(sc.ORCH_PREFIX_SPAN_ID not in (s.attributes or {}) for s in handle.get_finished_spans())
+    finally:
+        handle.shutdown()
+        set_config(None)
