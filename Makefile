@@ -14,7 +14,7 @@ $(UV):
 	.tools/bin/pip install --quiet uv
 
 .venv/.synced: $(UV) uv.lock pyproject.toml semconv/pyproject.toml sdk/pyproject.toml \
-		integrations/langgraph/pyproject.toml collector/pyproject.toml
+		integrations/langgraph/pyproject.toml integrations/openai-agents/pyproject.toml collector/pyproject.toml
 	$(UV) sync --frozen --all-packages
 	@touch $@
 

@@ -124,3 +124,15 @@ def test_instrument_another_framework_example_runs_and_converts(tmp_path: Path,
     assert len(by_type["tool_result"]) == 1
     assert any(e.get("decision") == "delegate" and e.get("handoff") is True
                for e in by_type["orchestrator_decision"]), json.dumps(trace["events"])
+
+
+def test_openai_agents_section_is_ten_lines_that_import() -> None:
+    """The section's program is as short as promised, and what it imports exists (running it needs a key)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Auto-instrument the OpenAI Agents SDK") :]
+    (block,) = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 1)], re.S)
+    assert len(block.strip().splitlines()) <= 10
+    imports = "\n".join(line for line in block.splitlines() if line.startswith(("import ", "from ")))
+    run = subprocess.run([sys.executable, "-c", imports + "\nOpenAIAgentsInstrumentor().instrument()"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
