@@ -36,6 +36,9 @@ Invocations
     "interrupt")`` then ``stop()``; the run that resumes it links back with ``links=[resume_link(span)]``.
     ``set_input(value, ref=False)`` / ``set_output(value, ref=False)`` record content without a ref, for
     framework states too large to hash on every step; ``stop(result, ref=...)`` takes a ref already computed.
+    A framework that fills a span only as it ends: ``set_input`` then, ``set_request(model, request)`` for a
+    model call started before its model was known (renames it), ``set_usage(Usage(...))`` for usage stated
+    apart from the reply; an error reported as data, without an exception: ``fail_with(error_type, text)``.
     Anything else an integration knows goes in ``attributes`` or on ``invocation.span``.
 
     A model call that only callbacks see (nothing runs inside it): :func:`start_chat` gives a

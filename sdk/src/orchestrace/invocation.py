@@ -66,8 +66,9 @@ class Invocation:
 
     ``context`` is the invocation's context (its span current, its agent / episode / telemetry set): run code
     in it with :meth:`resume` / :meth:`suspend` (a generator's code between its yields runs outside it). The
-    invocation ends exactly once, by :meth:`stop` (returned), :meth:`fail` (raised) or :meth:`close`
-    (abandoned: a stream closed early); the ending methods take the token of :meth:`resume` too.
+    invocation ends exactly once, by :meth:`stop` (returned), :meth:`fail` / :meth:`fail_with` (raised, or an
+    error reported as data) or :meth:`close` (abandoned: a stream closed early); the ending methods take the
+    token of :meth:`resume` too.
     """
 
     __slots__ = ("context", "explicit_usage", "span", "spec", "stream", "telemetry", "yielded")
@@ -124,6 +125,27 @@ class Invocation:
                     self.span.set_attributes(captured.attributes(self.spec.output_key,
                                                                  sc.ORCH_OUTPUT_CUT_BYTES))
 
+    @failsafe(default=None)
+    def set_request(self, model: str | None = None, request: Mapping[str, Any] | None = None) -> None:
+        """A model call's model and request, when known only after its start (a framework that fills its
+        span as the call ends): the span becomes ``{operation} {model}``; ``request`` as for
+        ``start_model_call``."""
+        if not self.span.is_recording():
+            return
+        if model:
+            operation = self.spec.operation if isinstance(self.spec, LlmSpec) else sc.OP_CHAT
+            self.span.update_name(f"{operation} {model}")
+            self.span.set_attribute(sc.GEN_AI_REQUEST_MODEL, model)
+        if request:
+            self.span.set_attributes(request_attributes(request, self.telemetry.capture.capture_content))
+
+    @failsafe(default=None)
+    def set_usage(self, usage: Usage) -> None:
+        """A model call's token usage stated apart from its reply (it wins over the reply's own)."""
+        if self.span.is_recording():
+            set_usage_on(self.span, usage)
+            self.explicit_usage = True
+
     # The three ways a call ends take the token of :meth:`resume` too: one guarded call, not two.
     def stop(self, result: Any = None, token: object = None, *, ref: str | None = None) -> None:
         """The invocation returned ``result`` (``None``: nothing to record): status OK. ``ref``: the result's
@@ -149,6 +171,18 @@ class Invocation:
                 record_error(self.span, exc)
         finally:
             self.span.end()  # even when the exception's __str__ is broken
+
+    @failsafe(default=None)
+    def fail_with(self, error_type: str, description: str | None = None, token: object = None) -> None:
+        """The invocation failed but there is no exception object (a framework reported its error as data):
+        status ERROR with ``description``, ``error.type`` = ``error_type``."""
+        try:
+            _detach(token)
+            if self.span.is_recording():
+                self.span.set_attribute(sc.ERROR_TYPE, error_type)
+                self.span.set_status(Status(StatusCode.ERROR, description))
+        finally:
+            self.span.end()
 
     @failsafe(default=None)
     def close(self, token: object = None) -> None:

@@ -1,11 +1,14 @@
 """OpenTelemetry auto-instrumentation of the OpenAI Agents SDK that records the orchestration.
 
-``OpenAIAgentsInstrumentor().instrument(tracer_provider=None)`` adds one tracing processor to the Agents SDK
-(``agents.add_trace_processor``): the processors already there (the SDK's own exporter, the user's) stay, and
-nothing is sent anywhere but to the OpenTelemetry tracer provider. Every ``Runner.run``, ``run_sync`` and
-``run_streamed`` then gives orchestrace spans: agents, handoffs, agents used as tools, function tools,
-guardrails that tripped, and model calls with their messages, tools and usage (see
-``orchestrace_openai_agents.processor`` for the mapping).
+``OpenAIAgentsInstrumentor().instrument(telemetry=None, tracer_provider=None)`` adds one tracing processor to
+the Agents SDK (``agents.add_trace_processor``): the processors already there (the SDK's own exporter, the
+user's) stay, and nothing is sent anywhere but to the OpenTelemetry tracer provider. Every ``Runner.run``,
+``run_sync`` and ``run_streamed`` then gives orchestrace spans: agents, handoffs, agents used as tools,
+function tools, guardrails that tripped, and model calls with their messages, tools and usage (see
+``orchestrace_openai_agents.processor`` for the mapping). Spans are recorded through the SDK's public API
+(``orchestrace.instrumentation``) with ``telemetry`` (what ``ot.configure`` returns), else one with
+``tracer_provider`` (else the configured provider, read when used), which also decides what content they
+carry.
 
 The Agents SDK reports nothing while its tracing is disabled (``RunConfig(tracing_disabled=True)``,
 ``OPENAI_AGENTS_DISABLE_TRACING=1``); ``set_trace_processors`` replaces every processor, this one too (call
@@ -20,8 +23,9 @@ from typing import Any
 
 from agents import add_trace_processor
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from orchestrace.instrumentation import Telemetry
 
-from orchestrace_openai_agents._telemetry import Telemetry
+from orchestrace_openai_agents._telemetry import Recorder
 from orchestrace_openai_agents.package import _instruments
 from orchestrace_openai_agents.processor import OrchestraceProcessor
 from orchestrace_openai_agents.version import __version__
@@ -47,7 +51,9 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        _registered().telemetry = Telemetry(kwargs.get("tracer_provider"))
+        given: Telemetry | None = kwargs.get("telemetry")
+        telemetry = (given or Telemetry(kwargs.get("tracer_provider"))).scoped(__name__, __version__)
+        _registered().telemetry = Recorder(telemetry)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         if _processor is not None:

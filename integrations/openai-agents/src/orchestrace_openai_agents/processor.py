@@ -93,7 +93,7 @@ class OrchestraceProcessor(TracingProcessor):
 
     def __init__(self) -> None:
         #: ``None``: no new span starts (those started still end).
-        self.telemetry: telemetry.Telemetry | None = None
+        self.telemetry: telemetry.Recorder | None = None
         # Single dict operations (atomic) by Agents SDK id; the open spans of each trace, by id, under a lock.
         self._nodes: dict[str, _Node] = {}
         self._open: dict[str, dict[str, _Node]] = {}
@@ -121,7 +121,7 @@ class OrchestraceProcessor(TracingProcessor):
             abandoned = list(self._open.pop(trace.trace_id, {}).values())
         for left in reversed(abandoned):  # innermost first
             self._nodes.pop(left.key, None)
-            telemetry.Telemetry.end(left.invocation)
+            telemetry.Recorder.end(left.invocation)
         if node is not None:
             node.deactivate()
             _end(node, None)
@@ -163,9 +163,9 @@ class OrchestraceProcessor(TracingProcessor):
             return
         data = span.span_data
         if isinstance(data, HandoffSpanData) and data.to_agent:
-            telemetry.Telemetry.handoff(node.actor().invocation, data.from_agent, data.to_agent)
+            telemetry.Recorder.handoff(node.actor().invocation, data.from_agent, data.to_agent)
         elif isinstance(data, GuardrailSpanData) and data.triggered:
-            telemetry.Telemetry.tripwire(node.actor().invocation, data.name)
+            telemetry.Recorder.tripwire(node.actor().invocation, data.name)
         if node.key != span.span_id:
             return  # a span of its parent's
         with self._lock:
@@ -174,7 +174,7 @@ class OrchestraceProcessor(TracingProcessor):
         result = _complete(node, data)
         error = span.error
         if error:
-            telemetry.Telemetry.fail(node.invocation, str(error.get("message") or "error"), error.get("data"),
+            telemetry.Recorder.fail(node.invocation, str(error.get("message") or "error"), error.get("data"),
                                      sys.exc_info()[1])
         else:
             _end(node, result)
@@ -193,16 +193,16 @@ def _end(node: _Node, result: Any) -> None:
     another exception in flight may be one the caller is handling around the run.)"""
     exc = sys.exc_info()[1]
     if node.kind in _ACTORS and isinstance(exc, AgentsException):
-        telemetry.Telemetry.fail(node.invocation, type(exc).__qualname__, None, exc)
+        telemetry.Recorder.fail(node.invocation, type(exc).__qualname__, None, exc)
     else:
-        telemetry.Telemetry.finish(node.invocation, result)
+        telemetry.Recorder.finish(node.invocation, result)
 
 
 def _complete(node: _Node, data: Any) -> Any:
     """What the Agents SDK filled in by the span's end, recorded; returns the span's result."""
     invocation = node.invocation
     if isinstance(data, FunctionSpanData):
-        telemetry.Telemetry.tool_arguments(invocation, data.input)
+        telemetry.Recorder.tool_arguments(invocation, data.input)
         return data.output
     if isinstance(data, ResponseSpanData):
         response = data.response
@@ -216,11 +216,11 @@ def _complete(node: _Node, data: Any) -> Any:
                        "max_output_tokens": response.max_output_tokens,
                        "parallel_tool_calls": response.parallel_tool_calls,
                        "tools": [tool.model_dump(exclude_none=True) for tool in response.tools or ()]}
-        telemetry.Telemetry.model_request(invocation, response.model if response is not None else None,
+        telemetry.Recorder.model_request(invocation, response.model if response is not None else None,
                                           messages, request, telemetry.usage_of(data.usage))
         return response
     if isinstance(data, GenerationSpanData):
-        telemetry.Telemetry.model_request(invocation, data.model, data.input, dict(data.model_config or {}),
+        telemetry.Recorder.model_request(invocation, data.model, data.input, dict(data.model_config or {}),
                                           telemetry.usage_of(data.usage))
         output = list(data.output or ())
         if len(output) == 1 and "role" in output[0]:  # a chat message: read as a Chat Completions reply
