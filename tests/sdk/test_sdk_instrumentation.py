@@ -262,6 +262,33 @@ def test_fail_records_the_error_one_way(rec: Recorder, exc: Exception) -> None:
         assert span.status.description == "BrokenStr"
 
 
+def test_an_error_reported_as_data_fails_without_an_exception(rec: Recorder) -> None:
+    invocation = inst.start_tool(rec.telemetry(), "charge")
+    invocation.fail_with("Error running tool", "Error running tool: card declined")
+    span = rec.one("execute_tool charge")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.status.description == "Error running tool: card declined"
+    assert (span.attributes or {})[sc.ERROR_TYPE] == "Error running tool"
+    assert span.events == () and span.end_time is not None
+
+
+def test_a_model_call_filled_at_its_end(rec: Recorder) -> None:
+    """Model, request and usage known only as the call ends; usage stated apart wins over the reply's."""
+    call = inst.start_model_call(rec.telemetry())
+    call.set_request("gpt-late", {"temperature": 0.5, "api_key": "secret"})
+    call.set_input([{"role": "user", "content": "hi"}])
+    call.set_usage(inst.Usage(11, None))
+    call.stop({"choices": [{"message": {"role": "assistant", "content": "hello"}}],
+               "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    attributes = dict(rec.one("chat gpt-late").attributes or {})
+    assert attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-late"
+    assert attributes[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.5
+    assert attributes[sc.ORCH_INPUT_REF] == ot.content_ref([{"role": "user", "content": "hi"}])
+    assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    assert sc.GEN_AI_USAGE_OUTPUT_TOKENS not in attributes
+    assert "secret" not in json.dumps(attributes)
+
+
 def test_already_traced_and_as_agent(rec: Recorder) -> None:
     """An integration whose own span traces a decorated function's call: one span, not two; code under a
     span that is not an agent's can still run as an agent."""
