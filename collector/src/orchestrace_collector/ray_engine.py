@@ -40,7 +40,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
-from orchestrace.semconv import ORCH_EPISODE_ID
+from orchestrace_semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.assemble import Converter, EpisodeHook, default_converter, episode_key_of
 from orchestrace_collector.decode import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..model import Costs, Edge, Event, Message, Trace, Turn
 from ..spans import Span

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..model import ToolDefinition
 from ..spans import Attributes
