@@ -32,13 +32,13 @@ from opentelemetry.trace import Status, StatusCode, TracerProvider
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
 from orchestrace.config import get_config
-from orchestrace.failsafe import failsafe, log_once
+from orchestrace.failsafe import failsafe
 from orchestrace.invocation import AgentSpec, Invocation, LlmSpec, Spec, TaskSpec, ToolSpec, set_usage_on
 from orchestrace.tracing import TRACER_KEY
 from orchestrace.usage import Usage
 from orchestrace.version import __version__ as sdk_version
 
-__all__ = ["Invocation", "Telemetry", "failsafe", "log_once"]
+__all__ = ["Invocation", "Telemetry", "failsafe"]
 
 #: ``orchestrace.reason`` of the delegate a handoff records, and of the spawn of an agent used as a tool.
 REASON_HANDOFF = "handoff"
