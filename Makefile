@@ -13,7 +13,8 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet uv
 
-.venv/.synced: $(UV) uv.lock pyproject.toml sdk/pyproject.toml integrations/langgraph/pyproject.toml collector/pyproject.toml
+.venv/.synced: $(UV) uv.lock pyproject.toml semconv/pyproject.toml sdk/pyproject.toml \
+		integrations/langgraph/pyproject.toml integrations/openai-agents/pyproject.toml collector/pyproject.toml
 	$(UV) sync --frozen --all-packages
 	@touch $@
 
@@ -27,6 +28,7 @@ test: lint pytest
 lint: sync
 	$(RUN) ruff check .
 	$(RUN) mypy
+	$(RUN) lint-imports
 
 # The fast suite (pyproject deselects the tests marked slow).
 pytest: sync

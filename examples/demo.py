@@ -3,7 +3,8 @@
 1. starts ``orchestrace collect --out out/demo`` on two free local ports;
 2. runs the supervisor example (examples/supervisor/app.py) with ``--exporter otlp`` pointed at it;
 3. stops the collector with SIGTERM (it writes every trace still open before it exits);
-4. prints what was written (traces, turns, events by type, rewards, metrics, topology) and validates it.
+4. prints what was written (traces, turns, events by type, rewards, metrics, topology) and validates it;
+5. points to the OpenAI Agents SDK examples (examples/agents_triage, examples/agents_as_tools).
 
 Offline and deterministic: the example's models are scripted fakes. Run it with
 ``uv run --frozen python examples/demo.py [--out DIR]``.
@@ -32,6 +33,11 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples.supervisor.app"
+#: The OpenAI Agents SDK examples the summary points to (``OpenAIAgentsInstrumentor``), and what they show.
+AGENTS_EXAMPLES = {
+    "examples.agents_triage.app": "a triage agent handing off to specialists",
+    "examples.agents_as_tools.app": "an orchestrator calling agents as tools in parallel",
+}
 
 
 def free_port() -> int:
@@ -162,6 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print("docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one")
     console.print(f"uv run --frozen python -m {EXAMPLE} --exporter jaeger")
     console.print('open http://localhost:16686 and pick the service "supervisor-example"')
+
+    console.rule("the OpenAI Agents SDK, instrumented the same way")
+    for example, shows in AGENTS_EXAMPLES.items():
+        name = example.split(".")[1]
+        command = f"uv run --frozen python -m {example} --exporter none --trace-dir out/{name}"
+        console.print(f"{command}  [dim]# {shows}[/]")
     return 0
 
 

@@ -111,3 +111,37 @@ def test_dump_training_traces_recipes_run(tmp_path: Path, monkeypatch: pytest.Mo
     assert re.match(r"\(\d+, \d+\) generated tokens: [1-9]", tokens)
     assert triplets.startswith("10 triplets")
     assert "choices: ['mathematician', 'moon_team', 'researcher', 'supervisor#1'" in decisions
+
+
+def test_instrument_another_framework_example_runs_and_converts(tmp_path: Path,
+                                                                trace_dir_validator: Any) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Instrument another framework", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert 'exporter="console"' in block and "orchestrace.instrumentation" in block
+    script = tmp_path / "framework.py"
+    script.write_text(block.replace('exporter="console"',
+                                    f'exporter="none", trace_dir={str(tmp_path / "out")!r}'))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    (trace,) = trace_dir_validator(tmp_path / "out").values()
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for event in trace["events"]:
+        by_type.setdefault(event["type"], []).append(event)
+    (call,) = by_type["tool_call"]
+    assert (call["agent"], call["tool"]) == ("triage", "track")
+    assert len(by_type["tool_result"]) == 1
+    assert any(e.get("decision") == "delegate" and e.get("handoff") is True
+               for e in by_type["orchestrator_decision"]), json.dumps(trace["events"])
+
+
+def test_openai_agents_section_is_ten_lines_that_import() -> None:
+    """The section's program is as short as promised, and what it imports exists (running it needs a key)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Auto-instrument the OpenAI Agents SDK") :]
+    (block,) = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 1)], re.S)
+    assert len(block.strip().splitlines()) <= 10
+    imports = "\n".join(line for line in block.splitlines() if line.startswith(("import ", "from ")))
+    run = subprocess.run([sys.executable, "-c", imports + "\nOpenAIAgentsInstrumentor().instrument()"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr

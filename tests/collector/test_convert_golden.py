@@ -1,6 +1,8 @@
 """Golden conversions of real runs: spans produced by the OTel SDK (hand-written GenAI spans, as another
 library would write them), by OpenInference's and by OpenLLMetry's LangChain instrumentors on a small
-LangGraph agent (run in a subprocess by ``foreign_spans.py``).
+LangGraph agent (run in a subprocess by ``foreign_spans.py``), and by frameworks that emit GenAI spans
+themselves (``native_genai_spans.py``): PydanticAI, run here, and AutoGen, whose dump is committed
+(``golden/autogen_spans.jsonl``: AutoGen cannot join the workspace's lock).
 
 Run-dependent values (ids, times, hashes of content holding run ids) are replaced by stable placeholders
 before comparison. Regenerate with ``ORCHESTRACE_UPDATE_GOLDEN=1 pytest
@@ -185,24 +187,34 @@ def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExpo
 # ---------------------------
 
 
+def run_script(script: str, *args: str) -> None:
+    """Run ``script`` (beside this file) in a subprocess: no instrumentor patch leaks here."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name(script)), *args],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def script_episode(script: str, out: Path, *args: str) -> Episode:
+    """Convert the spans ``script`` writes to ``out``."""
+    run_script(script, args[0], str(out), *args[1:])
+    return convert_episode(list(decode_file(out)))
+
+
 ForeignEpisode = Callable[[str, str], Episode]
 
 
 @pytest.fixture(scope="module")
 def foreign_episode(tmp_path_factory: pytest.TempPathFactory) -> ForeignEpisode:
-    """``foreign_episode(which, shape)``: the spans ``foreign_spans.py`` writes in a subprocess (no
-    instrumentor patch leaks here), one run per instrumentor for both graph shapes, converted."""
+    """``foreign_episode(which, shape)``: the spans ``foreign_spans.py`` writes, one run per instrumentor for
+    both graph shapes, converted."""
     runs: dict[str, Path] = {}
 
     def get(which: str, shape: str) -> Episode:
         if which not in runs:
-            out = tmp_path_factory.mktemp(which)
-            done = subprocess.run(
-                [sys.executable, str(Path(__file__).with_name("foreign_spans.py")), which, str(out)],
-                capture_output=True, text=True, timeout=180, check=False,
-            )
-            assert done.returncode == 0, done.stderr
-            runs[which] = out
+            runs[which] = tmp_path_factory.mktemp(which)
+            run_script("foreign_spans.py", which, str(runs[which]))
         return convert_episode(list(decode_file(runs[which] / f"{shape}.jsonl")))
 
     return get
@@ -264,3 +276,45 @@ def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(
     into = {src for src, dst in edges_of(w, "aggregate") if dst == aggregate["id"]}
     assert into == {returns[f"work#{k}"]["id"] for k in (1, 2, 3)}
     assert w["topology"] == "centralized"
+
+
+# --- 4. frameworks whose own spans are GenAI spans (``native_genai_spans.py``)
+# ---------------------------
+
+
+def test_pydantic_ai_native_spans(tmp_path: Path) -> None:
+    """PydanticAI's instrumentation: ``invoke_agent``, ``chat`` with GenAI messages and tool definitions,
+    ``execute_tool``; lead's tool runs the comedian agent (PydanticAI's agent delegation)."""
+    episode = script_episode("native_genai_spans.py", tmp_path / "pydantic_ai.jsonl", "pydantic_ai")
+    w = assert_golden("pydantic_ai_delegation", episode)
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("lead", "comedian")]
+    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [("comedian", "lead"), ("lead", None)]
+    (call,) = by_type(w, "tool_call")
+    assert (call["agent"], call["tool"]) == ("lead", "ask_comedian")
+    # FunctionModel counts tokens from the texts: these are its counts for these messages.
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("lead", 54, 5), ("comedian", 54, 7), ("lead", 61, 15)]
+    assert w["costs"]["tokens"] == 196
+    first, _, last = episode.turns
+    assert [t.function["name"] for t in first.tools or []] == ["ask_comedian"]
+    # PydanticAI sends a tool's answer as a ``user`` message of ``tool_call_response`` parts: a tool message
+    assert [m.model_dump(exclude_none=True) for m in last.prompt or []][2] == {
+        "role": "tool", "content": "Why did the chicken cross the road?", "tool_call_id": "call_1",
+        "name": "ask_comedian"}
+    assert last.completion is not None and last.completion[0].content.endswith("cross the road?")
+
+
+def test_autogen_native_spans() -> None:
+    """AutoGen's agents: ``create_agent`` (a spawn), ``invoke_agent``, ``execute_tool``; its runtime's
+    messaging spans (``autogen publish/process/...``) are no actors. AutoGen records no model-call spans: no
+    turns."""
+    episode = convert_episode(list(decode_file(GOLDEN / "autogen_spans.jsonl")))
+    w = assert_golden("autogen_team", episode)
+    decisions = [(e["agent"], e["decision"], e["to"]) for e in by_type(w, "orchestrator_decision")]
+    assert decisions == [("slogan", "spawn", "writer"), ("slogan", "spawn", "reviewer")]
+    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
+        ("writer", "slogan"), ("reviewer", "slogan"), ("slogan", None)]
+    (call,) = by_type(w, "tool_call")
+    assert (call["agent"], call["tool"]) == ("writer", "count_words")
+    assert {e["agent"] for e in w["events"]} == {"slogan", "writer", "reviewer", "count_words"}
+    assert episode.turns == [] and w["costs"]["tokens"] == 0

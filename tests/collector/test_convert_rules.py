@@ -420,6 +420,24 @@ def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> No
     assert t1.input_ref == "sha256:in" and episode.contents["sha256:in"] == messages_in
 
 
+def test_tool_answers_sent_as_one_user_message_become_one_tool_message_each() -> None:
+    """PydanticAI's shape: the answers to two parallel calls and a retry prompt, in one ``user`` message."""
+    s = Spans()
+    agent = s.agent("solver", 0, 10)
+    answers = {"role": "user", "parts": [
+        {"type": "tool_call_response", "id": "c1", "name": "add", "result": "4"},
+        {"type": "tool_call_response", "id": "c2", "name": "mul", "result": 6},
+        {"type": "text", "content": "Now answer."},
+    ]}
+    s.chat(1, 2, agent, tokens=(5, 1), **{sc.GEN_AI_INPUT_MESSAGES: json.dumps([answers])})
+    (turn,) = convert_episode(s.spans).turns
+    assert [m.model_dump(exclude_none=True) for m in turn.prompt or []] == [
+        {"role": "tool", "content": "4", "tool_call_id": "c1", "name": "add"},
+        {"role": "tool", "content": "6", "tool_call_id": "c2", "name": "mul"},
+        {"role": "user", "content": "Now answer."},
+    ]
+
+
 def test_openinference_flattened_messages_and_token_counts() -> None:
     s = Spans()
     root = s.span("graph", 0, 5, None, {"openinference.span.kind": "CHAIN"})

@@ -14,7 +14,8 @@ from orchestrace_collector.output import latest_traces, latest_turns
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Every example app (``examples/<name>/app.py``).
-EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
+EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop", "agents_triage",
+            "agents_as_tools"]
 
 
 @dataclass

@@ -91,6 +91,47 @@ def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:
     assert {"research_team", "writing_team", "searcher", "checker", "writer", "editor"} <= delegated
 
 
+def test_agents_triage_hands_each_question_to_its_specialist(example_run: Runner) -> None:
+    run = example_run("agents_triage")
+    assert "duplicate 30 EUR is refunded" in run.stdout and "fix is in progress" in run.stdout
+    assert len(run.traces) == 2  # one episode per question
+    routes = []
+    for trace in sorted(run.traces, key=lambda t: min(s["startTimeUnixNano"] for s in run.spans
+                                                      if s["traceId"] == t["events"][0]["otel_trace_id"])):
+        (handoff,) = [e for e in trace["events"] if e.get("handoff")]
+        assert handoff["type"] == "orchestrator_decision" and handoff["agent"] == "triage"
+        specialist = handoff["to"]
+        routes.append(specialist)
+        (spawn,) = [e for e in trace["events"] if e["type"] == "spawn" and e["agent"] == "triage"]
+        assert spawn["to"] == specialist and (handoff["id"], spawn["id"]) in {
+            (e["src"], e["dst"]) for e in trace["edges"] if e["type"] == "spawn"}
+        (tool,) = [e for e in trace["events"] if e["type"] == "tool_call"]
+        assert tool["agent"] == specialist
+    assert routes == ["billing", "tech_support"]
+    # Tokens known by construction: triage's routing turn and the specialist's two turns, per question.
+    assert sorted(t["costs"]["tokens"] for t in run.traces) == [95 + 9 + 110 + 16 + 150 + 12,
+                                                                  90 + 8 + 120 + 18 + 160 + 14]
+    assert sorted((t["agent"], t["input_tokens"]) for t in run.turns) == [
+        ("billing", 120), ("billing", 160), ("tech_support", 110), ("tech_support", 150), ("triage", 90),
+        ("triage", 95)]
+
+
+def test_agents_as_tools_spawns_the_specialists_in_parallel(example_run: Runner) -> None:
+    run = example_run("agents_as_tools")
+    assert "break-even at 180 cups" in run.stdout
+    (trace,) = run.traces
+    specialists = ["finance_advisor", "legal_advisor", "market_analyst"]
+    spawned = sorted(e["to"] for e in trace["events"] if e["type"] == "spawn" and e["agent"] == "editor")
+    assert spawned == specialists
+    returned = sorted(e["from"] for e in trace["events"] if e["type"] == "return" and e.get("to") == "editor")
+    assert returned == specialists
+    assert sorted(e["to"] for e in trace["events"] if e["type"] == "despawn") == specialists
+    assert trace["costs"]["tool_calls"] == 3
+    assert trace["costs"]["tokens"] == 140 + 30 + 260 + 20 + 3 * (60 + 12)
+    assert trace["metrics"]["parallelism_efficiency"] > 1.5  # 0.3, 0.25 and 0.2 s of work side by side
+    assert len(run.turns) == 5
+
+
 def test_human_in_the_loop_is_one_episode_with_interrupt_and_resume(example_run: Runner) -> None:
     run = example_run("human_in_the_loop")
     assert "Keep the receipt." in run.stdout

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
-from example_runs import EXAMPLES, ExampleRun, run_examples
+from example_runs import ExampleRun, run_examples
 from export_fixtures import build_tokenizer
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import DECISIONS, TOKENS, TRL, TURNS, features, template_messages
@@ -19,6 +19,7 @@ from orchestrace_collector.export.tokens import load_tokenizer
 from orchestrace_collector.output import latest_traces, latest_turns
 from typer.testing import CliRunner
 
+EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 runner = CliRunner()
 
 

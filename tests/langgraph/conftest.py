@@ -3,18 +3,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from finished_spans import in_memory
 from orchestrace_langgraph import LangGraphInstrumentor
 from span_checks import Spans
 
 
 @pytest.fixture
 def spans() -> Iterator[Spans]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter, provider = in_memory()
     instrumentor = LangGraphInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:

@@ -128,12 +128,12 @@ def test_huge_arguments(capture: bool) -> None:
 
 def test_internal_failure_leaves_the_call_untraced_and_logs_once(
         spans: Spans, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import orchestrace.invocation as invocation
+    from orchestrace.telemetry import Telemetry
 
-    def broken_tracer() -> Any:
+    def broken_tracer(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("tracer exploded")
 
-    monkeypatch.setattr(invocation, "get_tracer", broken_tracer)
+    monkeypatch.setattr(Telemetry, "start_span", broken_tracer)
     with caplog.at_level(logging.ERROR, logger="orchestrace"):
         assert worker(2) == 4
         assert worker(3) == 6

@@ -16,9 +16,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags
-from orchestrace import content, invocation, results
+from orchestrace import invocation, results
 from orchestrace import semconv as sc
 from orchestrace.config import set_config
+from orchestrace_semconv import refs
 from sdk_spans import Spans
 
 
@@ -52,7 +53,7 @@ def test_strings_and_bytes_hash_their_utf8_bytes_whatever_their_size() -> None:
     ({"a": [{"b": (1, 2)}, None, 1.5, True]}, True),
 ])
 def test_containers_small_or_streamed_have_their_canonical_json_digest(value: Any, small: bool) -> None:
-    assert content._is_small(value) is small
+    assert refs._is_small(value) is small
     assert ot.content_ref(value) == _canonical(value)
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrace.semconv import REWARD_FAMILIES
+from orchestrace_semconv import REWARD_FAMILIES
 
 from orchestrace_collector.convert.credit import check_strategy, recredit
 from orchestrace_collector.model import Trace, Turn

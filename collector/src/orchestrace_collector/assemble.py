@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrace.semconv import ORCH_EPISODE_ID
+from orchestrace_semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.encode import request_from_spans
 from orchestrace_collector.model import SPAN_CONFLICTS, SPAN_COUNT, Trace, Turn

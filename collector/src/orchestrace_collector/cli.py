@@ -564,7 +564,7 @@ def annotate(
     credit: CreditOption = "causal",
 ) -> None:
     """Add a late team-unit reward (verifier, human feedback): writes a new revision of the trace."""
-    from orchestrace.semconv import REWARD_FAMILIES
+    from orchestrace_semconv import REWARD_FAMILIES
 
     from orchestrace_collector.annotate import NoSuchTrace
     from orchestrace_collector.annotate import annotate as annotate_traces

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from orchestrace.content import REF_PREFIX
+from orchestrace_semconv.refs import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
 from orchestrace_collector.convert.written import model_lines

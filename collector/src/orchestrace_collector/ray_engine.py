@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 from google.protobuf.message import Message
-from orchestrace.semconv import ORCH_EPISODE_ID
+from orchestrace_semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.assemble import (
     Converter,

@@ -41,6 +41,7 @@ from orchestrace.orchestration import (
     stop,
 )
 from orchestrace.task import TaskRun, task
+from orchestrace.telemetry import Telemetry
 from orchestrace.tracing import TracingHandle, configure, get_tracer
 from orchestrace.version import __version__
 
@@ -49,6 +50,7 @@ __all__ = [
     "Aggregation",
     "CaptureConfig",
     "TaskRun",
+    "Telemetry",
     "ThreadPoolExecutor",
     "TracingHandle",
     "__version__",

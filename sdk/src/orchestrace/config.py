@@ -1,9 +1,15 @@
 """What orchestrace captures: one frozen object read from arguments and environment variables.
 
+Every content decision of a span is made by the :class:`CaptureConfig` of the telemetry that starts it
+(:class:`orchestrace.telemetry.Telemetry`); the process-wide settings below (what ``ot.configure`` and the
+environment give) are read in one place only, by a telemetry that was not given its own.
+
 Environment variables (arguments to :func:`orchestrace.configure` win over them):
 
-* ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: ``true`` (or ``span_only`` / ``span_and_event``)
-  turns content capture on. Off by default: spans then carry only ``sha256:`` content refs.
+* ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, with its GenAI meaning: ``true`` (``1``, ``yes``,
+  ``on``), ``span_only`` or ``span_and_event`` put content on spans; ``event_only`` asks for content in
+  GenAI events only, which orchestrace does not emit, so spans get none; ``false`` / ``no_content`` / unset:
+  none. Without content, spans carry only ``sha256:`` content refs.
 * ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes, default
   1 MiB: a model call's whole prompt and whole completion each, as real agent prompts need; what is cut is
   counted on the span and flagged on the turn).
@@ -30,8 +36,9 @@ DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 #: A redaction hook: receives captured text and returns what may leave the process.
 Redactor = Callable[[str], str]
 
+#: Values of the GenAI variable that put content on spans.
+_ON_SPANS = frozenset({"1", "true", "yes", "on", "span_only", "span_and_event"})
 _ON = frozenset({"1", "true", "yes", "on"})
-_TRUE_VALUES = _ON | {"span_only", "span_and_event", "event_only"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +64,7 @@ class CaptureConfig:
         full_prompt: bool | None = None,
     ) -> CaptureConfig:
         if capture_content is None:
-            capture_content = os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _TRUE_VALUES
+            capture_content = os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _ON_SPANS
         if full_prompt is None:
             full_prompt = os.environ.get(ENV_FULL_PROMPT, "").strip().lower() in _ON
         if max_content_bytes is None:
@@ -74,7 +81,8 @@ _current: CaptureConfig | None = None
 
 
 def get_config() -> CaptureConfig:
-    """The active settings: those given to ``configure``, else read from the environment once."""
+    """The process-wide settings: those given to ``configure``, else read from the environment once. Read by
+    ``Telemetry.capture`` only."""
     global _current
     if _current is None:
         _current = CaptureConfig.from_env()

@@ -53,7 +53,7 @@ def _call(spec: Spec) -> Wrapper:
         except BaseException as exc:
             invocation.fail(exc, token)
             raise
-        invocation.finish(result, token)
+        invocation.stop(result, token)
         return result
 
     return wrapper
@@ -71,7 +71,7 @@ def _coroutine(spec: Spec) -> Wrapper:
         except BaseException as exc:
             invocation.fail(exc, token)
             raise
-        invocation.finish(result, token)
+        invocation.stop(result, token)
         return result
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -90,22 +90,22 @@ def _traced_generator(spec: Spec, generator: Generator[Any, Any, Any], args: Seq
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
-        token = invocation.activate()
+        token = invocation.resume()
         try:
             item = generator.throw(to_throw) if to_throw is not None else generator.send(to_send)
         except StopIteration as stop:
-            invocation.finish(stop.value, token)
+            invocation.stop(stop.value, token)
             return stop.value
         except BaseException as exc:
             invocation.fail(exc, token)
             raise
-        invocation.deactivate(token)
+        invocation.suspend(token)
         invocation.on_item(item)
         to_send, to_throw = None, None
         try:
             to_send = yield item
         except GeneratorExit:  # closed, or abandoned and collected
-            token = invocation.activate()
+            token = invocation.resume()
             try:
                 generator.close()
             except BaseException as exc:
@@ -132,7 +132,7 @@ async def _traced_async_generator(spec: Spec, generator: AsyncGenerator[Any, Any
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
-        token = invocation.activate() if invocation is not None else None
+        token = invocation.resume() if invocation is not None else None
         try:
             if to_throw is not None:
                 item = await generator.athrow(to_throw)
@@ -140,20 +140,20 @@ async def _traced_async_generator(spec: Spec, generator: AsyncGenerator[Any, Any
                 item = await generator.asend(to_send)
         except StopAsyncIteration:
             if invocation is not None:
-                invocation.finish(None, token)
+                invocation.stop(None, token)
             return
         except BaseException as exc:
             if invocation is not None:
                 invocation.fail(exc, token)
             raise
         if invocation is not None:
-            invocation.deactivate(token)
+            invocation.suspend(token)
             invocation.on_item(item)
         to_send, to_throw = None, None
         try:
             to_send = yield item
         except GeneratorExit:
-            token = invocation.activate() if invocation is not None else None
+            token = invocation.resume() if invocation is not None else None
             try:
                 await generator.aclose()
             except BaseException as exc:

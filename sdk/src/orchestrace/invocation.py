@@ -1,7 +1,10 @@
-"""The span of one decorated call, and what each kind (agent, tool, model, task) puts on it.
+"""The span of one invocation (an agent, a tool, a model call, a workflow, a step), and what each kind puts
+on it.
 
-A ``Spec`` is made once per decorated function; ``Spec.begin`` starts an :class:`Invocation` per call.
-Everything here is orchestrace's own code: it is guarded so that it can only fail silently.
+A ``Spec`` describes one kind of invocation (made once per decorated function, or per call by
+:mod:`orchestrace.instrumentation`); ``Spec.open`` starts an :class:`Invocation` with a
+:class:`~orchestrace.telemetry.Telemetry`, whose capture settings make every content decision of that
+invocation. Everything here is orchestrace's own code: it is guarded so that it can only fail silently.
 """
 
 from __future__ import annotations
@@ -10,16 +13,16 @@ import os
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from orchestrace import results
 from orchestrace import semconv as sc
 from orchestrace.arguments import CallArguments, request_attributes
-from orchestrace.config import get_config
+from orchestrace.config import CaptureConfig
 from orchestrace.content import Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
     AGENT_KEY,
@@ -30,16 +33,21 @@ from orchestrace.context import (
     TaskFrame,
     with_span,
 )
+from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import capture_messages, input_messages, output_messages
 from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
-from orchestrace.tracing import get_tracer
+from orchestrace.telemetry import DEFAULT, TELEMETRY_KEY, Telemetry
 from orchestrace.usage import Usage, extract_usage, response_model
+
+if TYPE_CHECKING:
+    from orchestrace.events import Events
 
 _OK = Status(StatusCode.OK)
 
-_ERROR_TYPE = "error.type"
 Attributes = dict[str, Any]
+#: "No value given" (``None`` is a value: a function may return it).
+NOTHING: Any = object()
 
 #: Random agent instance and tool call ids (unique, not secret). A generator of our own: an app that seeds
 #: ``random`` for reproducibility must not get the same ids on every run; reseeded in forked children.
@@ -53,60 +61,133 @@ def _detach(token: object) -> None:
 
 
 class Invocation:
-    """One call's span from start to end. Every method is fail-safe."""
+    """One invocation's span from its start to its end; made by the ``start_*`` methods of
+    :mod:`orchestrace.instrumentation` and by the decorators. Every method is fail-safe.
 
-    __slots__ = ("context", "explicit_usage", "span", "spec", "stream", "yielded")
+    ``context`` is the invocation's context (its span current, its agent / episode / telemetry set): run code
+    in it with :meth:`resume` / :meth:`suspend` (a generator's code between its yields runs outside it). The
+    invocation ends exactly once, by :meth:`stop` (returned), :meth:`fail` / :meth:`fail_with` (raised, or an
+    error reported as data) or :meth:`close` (abandoned: a stream closed early); the ending methods take the
+    token of :meth:`resume` too.
+    """
 
-    def __init__(self, spec: Spec, span: Span, ctx: Context) -> None:
+    __slots__ = ("context", "explicit_usage", "span", "spec", "stream", "telemetry", "yielded")
+
+    def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry) -> None:
         self.spec = spec
         self.span = span
         self.context = ctx
+        self.telemetry = telemetry
         self.explicit_usage = False
         #: The reply a streaming model call yielded so far.
         self.stream: ReplyStream | None = None
         #: What a generator agent or tool yielded so far.
         self.yielded: list[Any] | None = None
 
+    @property
+    def capture(self) -> CaptureConfig:
+        """The capture settings deciding this invocation's content."""
+        return self.telemetry.capture
+
+    @property
+    def events(self) -> Events:
+        """Record orchestration events on this invocation's span (see :class:`orchestrace.events.Events`)."""
+        from orchestrace.events import Events
+
+        return Events(self.span, self.telemetry.capture)
+
     @failsafe(default=None)
-    def activate(self) -> object:
-        """Make this call's span (and agent/task) current; returns the token for :meth:`deactivate`."""
+    def resume(self) -> object:
+        """Make this invocation's context current; returns the token for :meth:`suspend` (or the end)."""
         return otel_context.attach(self.context)
 
     @failsafe(default=None)
-    def deactivate(self, token: object) -> None:
+    def suspend(self, token: object) -> None:
+        """Leave this invocation's context (it goes on: a generator yielded, a run was paused)."""
         _detach(token)
 
-    # The three ways a call ends take the token of :meth:`activate` too: one guarded call, not two.
-    def finish(self, result: Any, token: object = None) -> None:
-        """The call returned ``result``."""
+    @failsafe(default=None)
+    def set_input(self, value: Any, *, ref: bool = True) -> None:
+        """The input, when not given at the start: its content ref (unless ``ref=False``: a large framework
+        state not worth hashing) and, with capture on, its content."""
+        if self.span.is_recording():
+            self.spec.record_input(self.span, value, None if ref else "", self.telemetry.capture)
+
+    @failsafe(default=None)
+    def set_output(self, value: Any, *, ref: bool = True) -> None:
+        """The output, recorded as :meth:`stop` would (``ref=False``: its content only, with capture on)."""
+        if self.span.is_recording():
+            if ref:
+                self.spec.record_result(self, value)
+            else:
+                captured = self.spec.capture_output(value, self.telemetry.capture)
+                if captured is not None:
+                    self.span.set_attributes(captured.attributes(self.spec.output_key,
+                                                                 sc.ORCH_OUTPUT_CUT_BYTES))
+
+    @failsafe(default=None)
+    def set_request(self, model: str | None = None, request: Mapping[str, Any] | None = None) -> None:
+        """A model call's model and request, when known only after its start (a framework that fills its
+        span as the call ends): the span becomes ``{operation} {model}``; ``request`` as for
+        ``start_model_call``."""
+        if not self.span.is_recording():
+            return
+        if model:
+            operation = self.spec.operation if isinstance(self.spec, LlmSpec) else sc.OP_CHAT
+            self.span.update_name(f"{operation} {model}")
+            self.span.set_attribute(sc.GEN_AI_REQUEST_MODEL, model)
+        if request:
+            self.span.set_attributes(request_attributes(request, self.telemetry.capture.capture_content))
+
+    @failsafe(default=None)
+    def set_usage(self, usage: Usage) -> None:
+        """A model call's token usage stated apart from its reply (it wins over the reply's own)."""
+        if self.span.is_recording():
+            set_usage_on(self.span, usage)
+            self.explicit_usage = True
+
+    # The three ways a call ends take the token of :meth:`resume` too: one guarded call, not two.
+    def stop(self, result: Any = None, token: object = None, *, ref: str | None = None) -> None:
+        """The invocation returned ``result`` (``None``: nothing to record): status OK. ``ref``: the result's
+        content ref, when the caller computed it already."""
         try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
             try:
                 _detach(token)
                 if self.span.is_recording():
-                    self.spec.record_result(self, result)
+                    self.spec.record_result(self, result, ref)
                     self.span.set_status(_OK)  # standard backends show OK / ERROR, not Unset
             finally:
                 self.span.end()  # a span with incomplete attributes beats a span never exported
         except Exception as exc:
-            log_once("orchestrace.invocation.Invocation.finish", exc)
+            log_once("orchestrace.invocation.Invocation.stop", exc)
 
     @failsafe(default=None)
     def fail(self, exc: BaseException, token: object = None) -> None:
-        """The call raised ``exc`` (it is re-raised by the caller, unchanged)."""
+        """The invocation raised ``exc`` (the caller re-raises it, unchanged): recorded by
+        :func:`orchestrace.errors.record_error`."""
         try:
             _detach(token)
             if self.span.is_recording():
-                self.span.set_attribute(_ERROR_TYPE, type(exc).__qualname__)
-                self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                self.span.record_exception(exc, escaped=True)
-                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                record_error(self.span, exc)
         finally:
             self.span.end()  # even when the exception's __str__ is broken
 
     @failsafe(default=None)
+    def fail_with(self, error_type: str, description: str | None = None, token: object = None) -> None:
+        """The invocation failed but there is no exception object (a framework reported its error as data):
+        status ERROR with ``description``, ``error.type`` = ``error_type``."""
+        try:
+            _detach(token)
+            if self.span.is_recording():
+                self.span.set_attribute(sc.ERROR_TYPE, error_type)
+                self.span.set_status(Status(StatusCode.ERROR, description))
+        finally:
+            self.span.end()
+
+    @failsafe(default=None)
     def close(self, token: object = None) -> None:
-        """A generator was closed (or abandoned and collected) before it finished: what it yielded so far
-        is its result."""
+        """Abandoned before it finished (a generator closed or collected, a stream its reader left): no
+        status; what a generator yielded so far is its result."""
         try:
             _detach(token)
             if self.span.is_recording() and (self.stream is not None or self.yielded is not None):
@@ -122,7 +203,7 @@ class Invocation:
 
 
 class Spec:
-    """What a decorated function records; subclasses per kind."""
+    """What one kind of invocation records; subclasses per kind."""
 
     #: Whether an integration may trace this kind's calls itself (``context.TRACED_BY_CALLER_KEY``): agents
     #: and tools; the others skip the lookup on their hot path.
@@ -131,6 +212,7 @@ class Spec:
     def __init__(self, name: str) -> None:
         self.name = name
 
+    # --- the decorators' path: a call's arguments, the telemetry of the calling context ---------------------
     @failsafe(default=None)
     def begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context | None = None,
               ) -> Invocation | None:
@@ -138,7 +220,7 @@ class Spec:
         return self._begin(args, kwargs, otel_context.get_current() if parent is None else parent)
 
     def start(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Invocation, object] | None:
-        """:meth:`begin` and :meth:`Invocation.activate` in one guarded call (the common case: a plain
+        """:meth:`begin` and :meth:`Invocation.resume` in one guarded call (the common case: a plain
         call); returns the invocation and the token to end it with."""
         # Guarded inline rather than by @failsafe: the hottest path, one frame fewer.
         try:
@@ -155,29 +237,46 @@ class Spec:
         try:
             token = otel_context.attach(invocation.context)
         except Exception as exc:  # the call then runs outside its span, which still ends
-            log_once("orchestrace.invocation.Invocation.activate", exc)
+            log_once("orchestrace.invocation.Invocation.resume", exc)
             token = None
         return invocation, token
 
     def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context) -> Invocation:
+        found = parent.get(TELEMETRY_KEY) if parent else None
+        telemetry = found if isinstance(found, Telemetry) else DEFAULT
         name, kind, attributes = self.describe(args, kwargs, parent)
-        has_input = bool(args or kwargs)
-        value = self.input_value(args, kwargs, attributes) if has_input else None
+        value = self.input_value(args, kwargs, attributes, telemetry.capture) if args or kwargs else NOTHING
+        return self.open(telemetry, parent, name, kind, attributes, value)
+
+    # --- every path -----------------------------------------------------------------------------------------
+    def open(self, telemetry: Telemetry, parent: Context, name: str, kind: SpanKind, attributes: Attributes,
+             value: Any = NOTHING, links: Sequence[Link] | None = None,
+             values: Mapping[str, object] | None = None, start_time: int | None = None) -> Invocation:
+        """Start the span (``value``: the input, ``NOTHING`` for none) and build the invocation's context:
+        its span, the kind's own values, the SDK-scope telemetry, and the caller's ``values``."""
+        has_input = value is not NOTHING
         # A ref that costs one hash goes on the span from its start (one attribute write fewer); other
         # inputs are serialized only if the span records.
         input_ref = quick_ref(value) if has_input else None
         if input_ref is not None:
             attributes[sc.ORCH_INPUT_REF] = input_ref
-        span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
+        span = telemetry.start_span(name, parent, kind, attributes, links, start_time)
         try:
-            invocation = Invocation(self, span, parent)
-            invocation.context = with_span(span, parent, self.enter(invocation, attributes))
+            invocation = Invocation(self, span, parent, telemetry)
+            own = self.enter(invocation, attributes)
+            context_values: dict[str, object] = {TELEMETRY_KEY: telemetry.root}
+            if own:
+                context_values.update(own)
+            if values:
+                context_values.update(values)
+            invocation.context = with_span(span, parent, context_values)
         except BaseException:
             span.end()  # the call runs untraced, but a started span is never left open
             raise
-        if has_input and (input_ref is None or get_config().capture_content) and span.is_recording():
+        capture_on = telemetry.capture.capture_content
+        if has_input and (input_ref is None or capture_on) and span.is_recording():
             try:
-                self.record_input(span, value, input_ref)
+                self.record_input(span, value, input_ref, telemetry.capture)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
                 log_once(f"{type(self).__name__}.record_input", exc)
         return invocation
@@ -190,7 +289,8 @@ class Spec:
         """What the call's context holds besides its span (kinds add their agent, task or model call)."""
         return None
 
-    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes) -> Any:
+    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
+                    capture_config: CaptureConfig) -> Any:
         """The value that stands for the call's input (kinds may add attributes read from the arguments)."""
         return call_input(args, kwargs)
 
@@ -198,31 +298,34 @@ class Spec:
     input_key = sc.GEN_AI_INPUT_MESSAGES
     output_key = sc.GEN_AI_OUTPUT_MESSAGES
 
-    def capture_input(self, value: Any) -> Captured | None:
-        config = get_config()
-        return capture_messages(input_messages(value), config) if config.capture_content else None
+    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
+        if not capture_config.capture_content:
+            return None
+        return capture_messages(input_messages(value), capture_config)
 
-    def capture_output(self, result: Any) -> Captured | None:
-        config = get_config()
-        return capture_messages(output_messages(result), config) if config.capture_content else None
+    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
+        if not capture_config.capture_content:
+            return None
+        return capture_messages(output_messages(result), capture_config)
 
-    def record_input(self, span: Span, value: Any, ref: str | None) -> None:
-        """The call's input ``value`` (``ref``: its content ref when already on the span)."""
+    def record_input(self, span: Span, value: Any, ref: str | None, capture_config: CaptureConfig) -> None:
+        """The call's input ``value`` (``ref``: its content ref when already on the span; ``""``: none)."""
         if ref is None:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        captured = self.capture_input(value)
+        captured = self.capture_input(value, capture_config)
         if captured is not None:
             span.set_attributes(captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES))
 
-    def record_result(self, invocation: Invocation, result: Any) -> None:
+    def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         if result is None and invocation.yielded is not None:
             result = yielded_result(invocation.yielded)
         if result is None:
             return
-        ref = content_ref(result)
+        ref = ref or content_ref(result)
         invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, invocation.span.get_span_context())
-        captured = self.capture_output(result) if get_config().capture_content else None
+        capture_config = invocation.telemetry.capture
+        captured = self.capture_output(result, capture_config) if capture_config.capture_content else None
         if captured is not None:
             invocation.span.set_attributes(captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES))
 
@@ -249,7 +352,8 @@ def _conversation(attributes: Attributes, parent: Context) -> None:
 
 
 class AgentSpec(Spec):
-    """``@ot.agent``: ``invoke_agent {name}``, a fresh agent instance per call."""
+    """``invoke_agent {name}``: one agent invocation, a fresh agent instance (``agent_id``: fixed, else
+    ``{name}-{12 hex}`` per call), the calling agent its parent (``orchestrace.agent.parent_id``)."""
 
     may_be_traced_by_caller = True
 
@@ -278,14 +382,18 @@ class AgentSpec(Spec):
 
 
 class ToolSpec(Spec):
-    """``@ot.tool``: ``execute_tool {name}``; the arguments and result go to the GenAI tool attributes."""
+    """``execute_tool {name}``; the arguments and result go to the GenAI tool attributes. The call id is a
+    ``tool_call_id`` keyword argument of the call, else ``call_id``, else (``new_call_id``) a new one."""
 
     may_be_traced_by_caller = True
 
-    def __init__(self, name: str, description: str | None, trusted: bool) -> None:
+    def __init__(self, name: str, description: str | None, trusted: bool, call_id: str | None = None,
+                 new_call_id: bool = True) -> None:
         super().__init__(name)
         self.description = description
         self.trusted = trusted
+        self.call_id = call_id
+        self.new_call_id = new_call_id
         self.span_name = f"{sc.OP_EXECUTE_TOOL} {name}"
         self.fixed_attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
                                              sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_TYPE: "function"}
@@ -298,19 +406,42 @@ class ToolSpec(Spec):
                  ) -> tuple[str, SpanKind, Attributes]:
         call_id = kwargs.get("tool_call_id")
         if not isinstance(call_id, str):
-            call_id = f"call_{_ids.getrandbits(96):024x}"
+            call_id = self.call_id
+            if call_id is None and self.new_call_id:
+                call_id = f"call_{_ids.getrandbits(96):024x}"
         attributes = dict(self.fixed_attributes)
-        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        if call_id is not None:
+            attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
         return self.span_name, SpanKind.INTERNAL, attributes
 
     input_key = sc.GEN_AI_TOOL_CALL_ARGUMENTS
     output_key = sc.GEN_AI_TOOL_CALL_RESULT
 
-    def capture_input(self, value: Any) -> Captured | None:
-        return capture(value)
+    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
+        return capture(value, capture_config)
 
-    def capture_output(self, result: Any) -> Captured | None:
-        return capture(result)
+    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
+        return capture(result, capture_config)
+
+
+class StepSpec(Spec):
+    """``{name}``: a step of an orchestration that is not an agent (a graph node): an actor whose output
+    gets a content ref; its input and output (framework states) are not captured as content."""
+
+    def __init__(self, name: str, operation: str = sc.OPERATION_NODE) -> None:
+        super().__init__(name)
+        self.operation = operation
+
+    def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+                 ) -> tuple[str, SpanKind, Attributes]:
+        return self.name, SpanKind.INTERNAL, {sc.ORCH_OPERATION: self.operation,
+                                              sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
+
+    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
+        return None
+
+    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
+        return None
 
 
 def set_usage_on(span: Span, usage: Usage) -> None:
@@ -321,41 +452,44 @@ def set_usage_on(span: Span, usage: Usage) -> None:
 
 
 class LlmSpec(Spec):
-    """``@ot.llm``: ``chat {model}`` (CLIENT), one model call: the arguments bound by the function's signature
-    (see :mod:`orchestrace.arguments`), the reply normalized (see :mod:`orchestrace.replies`): usage, response
-    model / id, finish reason, with content capture the messages, tool definitions and token ids."""
+    """``chat {model}`` (CLIENT), one model call whose span is current while it runs: the arguments bound by
+    the function's signature (see :mod:`orchestrace.arguments`), the reply normalized (see
+    :mod:`orchestrace.replies`): usage, response model / id, finish reason, with content capture the
+    messages, tool definitions and token ids."""
 
     def __init__(self, model: str | None, provider: str | None,
-                 arguments: CallArguments | None = None) -> None:
+                 arguments: CallArguments | None = None, operation: str = sc.OP_CHAT) -> None:
         super().__init__(model or "")
         self.model = model
         self.provider = provider
         self.arguments = arguments or CallArguments(None)
+        self.operation = operation
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
         model = self.model
         if model is None and isinstance(kwargs.get("model"), str):
             model = kwargs["model"]
-        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: self.operation}
         if model:
             attributes[sc.GEN_AI_REQUEST_MODEL] = model
         if self.provider:
             attributes[sc.GEN_AI_PROVIDER_NAME] = self.provider
         _conversation(attributes, parent)
-        return (f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT), SpanKind.CLIENT, attributes
+        return (f"{self.operation} {model}" if model else self.operation), SpanKind.CLIENT, attributes
 
-    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes) -> Any:
+    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
+                    capture_config: CaptureConfig) -> Any:
         messages, others = self.arguments.bind(args, kwargs)
         if others:
-            attributes.update(request_attributes(others, get_config().capture_content))
+            attributes.update(request_attributes(others, capture_config.capture_content))
         return messages
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
-    def record_result(self, invocation: Invocation, result: Any) -> None:
-        config = get_config()
+    def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
+        capture_config = invocation.telemetry.capture
         stream = invocation.stream
         span = invocation.span
         cut_bytes = 0
@@ -366,17 +500,17 @@ class LlmSpec(Spec):
             cut_bytes = stream.text.cut_bytes
         elif result is not None:
             reply = normalize(result)
-            span.set_attribute(sc.ORCH_OUTPUT_REF, content_ref(result))
+            span.set_attribute(sc.ORCH_OUTPUT_REF, ref or content_ref(result))
         else:
             return
         # A result of no known reply shape (the user's own dict or object) may still state usage and model.
         stated = reply or Reply(usage=extract_usage(result), response_model=response_model(result))
-        span.set_attributes(reply_attributes(stated, config.capture_content,
+        span.set_attributes(reply_attributes(stated, capture_config.capture_content,
                                              with_usage=not invocation.explicit_usage))
-        if not config.capture_content:
+        if not capture_config.capture_content:
             return
         messages = [reply.message()] if reply is not None else output_messages(result)
-        captured = capture_messages(messages, config)
+        captured = capture_messages(messages, capture_config)
         if captured is not None:
             if cut_bytes:
                 captured = Captured(captured.text, True, captured.cut_bytes + cut_bytes)
@@ -385,50 +519,57 @@ class LlmSpec(Spec):
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""
         if invocation.stream is None:
-            config = get_config()
-            invocation.stream = ReplyStream(config.max_content_bytes if config.capture_content else 0)
+            capture_config = invocation.telemetry.capture
+            limit = capture_config.max_content_bytes if capture_config.capture_content else 0
+            invocation.stream = ReplyStream(limit)
         invocation.stream.add(item)
 
 
-class TaskSpec(Spec):
-    """``ot.task``: ``invoke_workflow {name}``, one rollout = one episode = one orchestration trace."""
+class WorkflowSpec(Spec):
+    """``invoke_workflow {label}``: a workflow run (``gen_ai.workflow.name``).
+
+    With ``episode=True`` it is a rollout (``ot.task``): one episode = one orchestration trace, with an
+    episode id (``episode_id``, else the enclosing episode's, else a new one) and a task id (``task_id``,
+    else the episode id), and the code inside it belongs to that episode. Otherwise ``episode_id`` only
+    names the episode the run is part of."""
 
     def __init__(self, name: str | None, task_id: str | None, topology: str | None, system: str | None,
-                 workflow: str | None, episode_id: str | None = None) -> None:
+                 workflow: str | None, episode_id: str | None = None, episode: bool = True) -> None:
         super().__init__(name or "")
         self.task_id = task_id
         self.topology = topology
         self.system = system
         self.workflow = workflow
         self.episode_id = episode_id
+        self.episode = episode
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        outer = parent.get(TASK_KEY)
-        # A task inside another task's episode is part of that rollout; anything else is a rollout of its own,
-        # however many rollouts share the task id.
-        if self.episode_id is not None:
-            episode_id = self.episode_id
-        elif isinstance(outer, TaskFrame):
-            episode_id = outer.episode_id
-        else:
-            episode_id = uuid.uuid4().hex
-        task_id = self.task_id or episode_id
-        attributes: Attributes = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
-            sc.ORCH_TASK_ID: task_id,
-            sc.ORCH_EPISODE_ID: episode_id,
-            sc.GEN_AI_CONVERSATION_ID: episode_id,
-            sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
-        }
+        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
+                                  sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
+        episode_id = self.episode_id
+        task_id = self.task_id
+        if self.episode:
+            outer = parent.get(TASK_KEY)
+            # A task inside another task's episode is part of that rollout; anything else is a rollout of its
+            # own, however many rollouts share the task id.
+            if episode_id is None:
+                episode_id = outer.episode_id if isinstance(outer, TaskFrame) else uuid.uuid4().hex
+            task_id = task_id or episode_id
+            attributes[sc.ORCH_TASK_ID] = task_id
+        if episode_id is not None:
+            attributes[sc.ORCH_EPISODE_ID] = episode_id
+            attributes[sc.GEN_AI_CONVERSATION_ID] = episode_id
         if self.workflow:
             attributes[sc.GEN_AI_WORKFLOW_NAME] = self.workflow
         if self.topology is not None:
             attributes[sc.ORCH_TOPOLOGY] = self.topology
         if self.system is not None:
             attributes[sc.ORCH_SYSTEM] = self.system
-        label = self.name or self.task_id or self.workflow or task_id
-        return f"{sc.OP_INVOKE_WORKFLOW} {label}", SpanKind.INTERNAL, attributes
+        label = self.name or self.task_id or self.workflow or task_id or episode_id or ""
+        return f"{sc.OP_INVOKE_WORKFLOW} {label}".rstrip(), SpanKind.INTERNAL, attributes
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
+        if not self.episode:
+            return None
         return {TASK_KEY: TaskFrame(str(attributes[sc.ORCH_TASK_ID]), str(attributes[sc.ORCH_EPISODE_ID]))}

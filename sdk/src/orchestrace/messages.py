@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
+from orchestrace_semconv.refs import CHUNK
+
 from orchestrace.config import CaptureConfig
-from orchestrace.content import _CHUNK, Captured, capture_text, content_ref, json_ref, to_text
+from orchestrace.content import Captured, capture_text, content_ref, json_ref, to_text
 from orchestrace.fields import field_of
 from orchestrace.replies import normalize
 
@@ -119,7 +121,7 @@ def message_json(value: Any) -> str | None:
             return None
     if content is None or content == "":
         return f'{{"parts":[],"role":{encode_basestring(role)}}}'
-    if type(content) is not str or len(content) > _CHUNK:
+    if type(content) is not str or len(content) > CHUNK:
         return None
     text = encode_basestring(content)
     return f'{{"parts":[{{"content":{text},"type":"text"}}],"role":{encode_basestring(role)}}}'
@@ -150,7 +152,7 @@ def _plain_texts(messages: Sequence[Any]) -> list[str] | None:
     size = 0
     for message in messages:
         text = message_json(message)
-        if text is None or size + len(text) > _CHUNK:
+        if text is None or size + len(text) > CHUNK:
             return None
         texts.append(text)
         size += len(text)

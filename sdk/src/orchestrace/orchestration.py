@@ -21,18 +21,17 @@ from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
 
 from orchestrace import results
 from orchestrace import semconv as sc
-from orchestrace.config import get_config
-from orchestrace.content import capture, content_ref
+from orchestrace import telemetry as _telemetry
+from orchestrace.content import content_ref
 from orchestrace.context import MODEL_CALL_KEY, AgentFrame, current_agent
-from orchestrace.decorators import decorated_spec
+from orchestrace.errors import record_error
+from orchestrace.events import AgentRef, Events, agent_name_role
 from orchestrace.failsafe import failsafe, logger
-from orchestrace.invocation import AgentSpec
+from orchestrace.invocation import Invocation, set_usage_on
 from orchestrace.messages import capture_messages, output_messages
-from orchestrace.tracing import get_tracer
 from orchestrace.usage import Usage
 
 Attributes = dict[str, Any]
-AgentRef = Any  # a name, or an @ot.agent-decorated callable
 
 
 def _recording_span() -> Span | None:
@@ -40,13 +39,10 @@ def _recording_span() -> Span | None:
     return span if span.is_recording() else None
 
 
-def _agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
-    if isinstance(agent, str):
-        return agent, None
-    declared = decorated_spec((agent,), AgentSpec)
-    if declared is not None:
-        return declared.name, declared.role
-    return str(getattr(agent, "__name__", agent)), None
+def _events() -> Events | None:
+    """The events of the current span, with the capture settings of the invocation running here."""
+    span = _recording_span()
+    return Events(span, _telemetry.current().capture) if span is not None else None
 
 
 def _put(attributes: Attributes, key: str, value: Any) -> None:
@@ -54,37 +50,13 @@ def _put(attributes: Attributes, key: str, value: Any) -> None:
         attributes[key] = value
 
 
-def _content(attributes: Attributes, content: Any) -> None:
-    """The content's ref always; the (redacted, truncated) content itself only with capture on."""
-    if content is None:
-        return
-    attributes[sc.ORCH_CONTENT_REF] = content_ref(content)
-    captured = capture(content)
-    if captured is not None:
-        attributes.update(captured.attributes(sc.ORCH_CONTENT))
-
-
-def _emit(name: str, attributes: Attributes) -> None:
-    span = _recording_span()
-    if span is not None:
-        span.add_event(name, attributes)
-
-
-def _target(agent: AgentRef, agent_id: str | None, role: str | None, reason: str | None) -> Attributes:
-    name, declared_role = _agent_name_role(agent)
-    attributes: Attributes = {sc.ORCH_TARGET_AGENT: name}
-    _put(attributes, sc.ORCH_TARGET_ID, agent_id)
-    _put(attributes, sc.ORCH_TARGET_ROLE, role or declared_role)
-    _put(attributes, sc.ORCH_REASON, reason)
-    return attributes
-
-
 @failsafe(default=None)
 def spawn(agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
           reason: str | None = None) -> None:
     """The current agent creates a new agent instance (matched to that agent's next span by the collector)."""
-    if _recording_span() is not None:
-        _emit(sc.EVENT_SPAWN, _target(agent, agent_id, role, reason))
+    events = _events()
+    if events is not None:
+        events.spawn(agent, agent_id=agent_id, role=role, reason=reason)
 
 
 @failsafe(default=None)
@@ -94,11 +66,9 @@ def delegate(agent: AgentRef, *, agent_id: str | None = None, role: str | None =
 
     Calling an ``@ot.agent`` function is already a delegation with a return: this call adds the reason.
     """
-    if _recording_span() is not None:
-        attributes = _target(agent, agent_id, role, reason)
-        if handoff:
-            attributes[sc.ORCH_HANDOFF] = True
-        _emit(sc.EVENT_DELEGATE, attributes)
+    events = _events()
+    if events is not None:
+        events.delegate(agent, agent_id=agent_id, role=role, reason=reason, handoff=handoff)
 
 
 @failsafe(default=None)
@@ -108,13 +78,9 @@ def message(to: AgentRef, content: Any = None, *, sender: AgentRef | None = None
     ``orchestrace.from`` is only set for an explicit ``sender``: otherwise the sender is the agent whose span
     carries the event, which stays exact when several instances share a name.
     """
-    if _recording_span() is None:
-        return
-    attributes: Attributes = {sc.ORCH_TO: _agent_name_role(to)[0]}
-    if sender is not None:
-        attributes[sc.ORCH_FROM] = _agent_name_role(sender)[0]
-    _content(attributes, content)
-    _emit(sc.EVENT_MESSAGE, attributes)
+    events = _events()
+    if events is not None:
+        events.message(to, content, sender=sender)
 
 
 @failsafe(default=None)
@@ -122,35 +88,25 @@ def decide(kind: str, *, target: AgentRef | None = None, reason: str | None = No
            options: Sequence[str] | None = None) -> None:
     """An orchestration decision: one of ``semconv.DECISION_KINDS`` (spawn, delegate, communicate,
     aggregate, stop) or a free label, with the chosen target and the options considered."""
-    if _recording_span() is None:
-        return
-    attributes: Attributes = {sc.ORCH_DECISION_KIND: str(kind)}
-    if target is not None:
-        attributes[sc.ORCH_TARGET_AGENT] = _agent_name_role(target)[0]
-    _put(attributes, sc.ORCH_REASON, reason)
-    if options is not None:
-        attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
-    _emit(sc.EVENT_DECISION, attributes)
+    events = _events()
+    if events is not None:
+        events.decide(kind, target=target, reason=reason, options=options)
 
 
 @failsafe(default=None)
 def stop(reason: str | None = None) -> None:
     """The decision to stop the run."""
-    if _recording_span() is not None:
-        attributes: Attributes = {}
-        _put(attributes, sc.ORCH_REASON, reason)
-        _emit(sc.EVENT_STOP, attributes)
+    events = _events()
+    if events is not None:
+        events.stop(reason)
 
 
 @failsafe(default=None)
 def human_intervention(kind: str = "feedback", *, actor: str | None = None, content: Any = None) -> None:
     """A human stepped in: ``interrupt``, ``resume``, ``approve``, ``edit``, ``reject`` or ``feedback``."""
-    if _recording_span() is None:
-        return
-    attributes: Attributes = {sc.ORCH_HUMAN_KIND: kind}
-    _put(attributes, sc.ORCH_HUMAN_ACTOR, actor)
-    _content(attributes, content)
-    _emit(sc.EVENT_HUMAN_INTERVENTION, attributes)
+    events = _events()
+    if events is not None:
+        events.human_intervention(kind, actor=actor, content=content)
 
 
 @failsafe(default=None)
@@ -158,13 +114,9 @@ def safety_event(category: str, *, severity: str | None = None, action: str | No
                  source: str | None = None) -> None:
     """A safety finding (e.g. ``prompt_injection``), its severity, what was done, and where it came from
     (a tool call id or span id)."""
-    if _recording_span() is None:
-        return
-    attributes: Attributes = {sc.ORCH_SAFETY_CATEGORY: category}
-    _put(attributes, sc.ORCH_SAFETY_SEVERITY, severity)
-    _put(attributes, sc.ORCH_SAFETY_ACTION, action)
-    _put(attributes, sc.ORCH_SAFETY_SOURCE, source)
-    _emit(sc.EVENT_SAFETY, attributes)
+    events = _events()
+    if events is not None:
+        events.safety_event(category, severity=severity, action=action, source=source)
 
 
 _rejected: dict[str, int] = {}
@@ -204,7 +156,7 @@ def _target_name(target: object) -> str:
         return target.id
     if isinstance(target, str):
         return target
-    return _agent_name_role(target)[0]
+    return agent_name_role(target)[0]
 
 
 @failsafe(default=None)
@@ -244,8 +196,6 @@ def reward(value: float, *, name: str | None = None, family: str | None = None, 
 @failsafe(default=None)
 def set_usage(input_tokens: int | None = None, output_tokens: int | None = None) -> None:
     """Token usage of the current ``@ot.llm`` call (wins over what its result says)."""
-    from orchestrace.invocation import Invocation, set_usage_on
-
     invocation = otel_context.get_value(MODEL_CALL_KEY)
     if isinstance(invocation, Invocation):
         invocation.explicit_usage = True
@@ -289,8 +239,9 @@ class Aggregation:
         ref = content_ref(value)
         self.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, self.span.get_span_context())
-        config = get_config()
-        captured = capture_messages(output_messages(value), config) if config.capture_content else None
+        capture_config = _telemetry.current().capture
+        captured = (capture_messages(output_messages(value), capture_config)
+                    if capture_config.capture_content else None)
         if captured is not None:
             self.span.set_attribute(sc.OUTPUT_VALUE, captured.text)
 
@@ -317,7 +268,7 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
             return None
         inputs = list(self._inputs)
         if self._agent is not None:
-            label = _agent_name_role(self._agent)[0]
+            label = agent_name_role(self._agent)[0]
         else:
             frame = current_agent()
             label = frame.name if frame else sc.OPERATION_AGGREGATE
@@ -325,8 +276,9 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
                                   sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN,
                                   sc.ORCH_INPUT_REF: content_ref(inputs)}
         _put(attributes, sc.ORCH_REASON, self._reason)
-        span = get_tracer().start_span(f"{sc.OPERATION_AGGREGATE} {label}", attributes=attributes,
-                                       links=_links(inputs))
+        telemetry = _telemetry.current()
+        span = telemetry.start_span(f"{sc.OPERATION_AGGREGATE} {label}", otel_context.get_current(),
+                                    attributes=attributes, links=_links(inputs))
         return span, otel_context.attach(trace.set_span_in_context(span))
 
     def __enter__(self) -> Aggregation:
@@ -349,8 +301,7 @@ class aggregate(contextlib.AbstractContextManager["Aggregation"],  # lower case:
         try:
             otel_context.detach(token)  # type: ignore[arg-type]
             if exc is not None:
-                span.record_exception(exc, escaped=True)
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                record_error(span, exc)
             else:
                 span.set_status(Status(StatusCode.OK))
         finally:

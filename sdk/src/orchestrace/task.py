@@ -12,7 +12,7 @@ from opentelemetry.trace import Span
 from orchestrace import semconv as sc
 from orchestrace.decorators import instrument
 from orchestrace.failsafe import failsafe
-from orchestrace.invocation import Invocation, TaskSpec
+from orchestrace.invocation import Invocation, WorkflowSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,9 +65,9 @@ class TaskScope:
         self._active: ContextVar[tuple[tuple[Invocation | None, object], ...]] = ContextVar(
             "orchestrace_task_scope", default=())
 
-    def _spec(self, workflow: str | None) -> TaskSpec:
+    def _spec(self, workflow: str | None) -> WorkflowSpec:
         task_id, topology, system, name = self._options
-        return TaskSpec(name, task_id, topology, system, workflow, self._episode_id)
+        return WorkflowSpec(name, task_id, topology, system, workflow, self._episode_id)
 
     def __call__(self, func: F) -> F:
         workflow = getattr(getattr(func, "__func__", func), "__name__", None)
@@ -91,7 +91,7 @@ class TaskScope:
         if exc is not None:
             invocation.fail(exc, token)
         else:
-            invocation.finish(None, token)
+            invocation.stop(None, token)
 
     async def __aenter__(self) -> TaskRun:
         return self.__enter__()

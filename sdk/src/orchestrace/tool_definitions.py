@@ -1,9 +1,5 @@
-"""Tool definitions offered to a model, read from the shapes users pass and written in two shapes:
-:func:`tool_definition` the GenAI one (``gen_ai.tool.definitions``: ``{"type": "function", "name",
-"description", "parameters"}``), :func:`openai_tool` the Chat Completions one that chat templates read
-(``{"type": "function", "function": {"name", "description", "parameters"}}``).
-
-Read: OpenAI Chat Completions tools, flat GenAI / Responses API tools, Anthropic tools (``input_schema``), and
+"""Tool definitions offered to a model (``@ot.llm``'s ``tools``, a LangChain model's bound tools), in the
+GenAI shape (``gen_ai.tool.definitions``): the shapes of :mod:`orchestrace_semconv.tool_definitions`, and
 anything ``langchain_core`` converts (LangChain tools, pydantic models, typed functions) when it is installed.
 """
 
@@ -12,29 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-Definition = dict[str, Any]
-
-
-def _flat(name: Any, description: Any, parameters: Any) -> Definition | None:
-    if not isinstance(name, str) or not name:
-        return None
-    definition: Definition = {"type": "function", "name": name}
-    if isinstance(description, str) and description:
-        definition["description"] = description
-    if isinstance(parameters, Mapping):
-        definition["parameters"] = dict(parameters)
-    return definition
+from orchestrace_semconv.tool_definitions import Definition
+from orchestrace_semconv.tool_definitions import tool_definition as definition_of_mapping
 
 
 def tool_definition(tool: Any) -> Definition | None:
     """``tool`` in the GenAI shape, or ``None`` when it is no tool definition orchestrace can read."""
     if isinstance(tool, Mapping):
-        function = tool.get("function")
-        if isinstance(function, Mapping):
-            return _flat(function.get("name"), function.get("description"), function.get("parameters"))
-        if "input_schema" in tool:
-            return _flat(tool.get("name"), tool.get("description"), tool.get("input_schema"))
-        return _flat(tool.get("name"), tool.get("description"), tool.get("parameters"))
+        return definition_of_mapping(tool)
     try:
         from langchain_core.utils.function_calling import convert_to_openai_tool
     except ImportError:
@@ -43,7 +24,7 @@ def tool_definition(tool: Any) -> Definition | None:
         converted = convert_to_openai_tool(tool)
     except Exception:  # not something LangChain can describe either
         return None
-    return tool_definition(converted)
+    return definition_of_mapping(converted)
 
 
 def tool_definitions(tools: Any) -> list[Definition]:
@@ -51,12 +32,3 @@ def tool_definitions(tools: Any) -> list[Definition]:
     if not isinstance(tools, list | tuple):
         return []
     return [d for d in map(tool_definition, tools) if d is not None]
-
-
-def openai_tool(tool: Any) -> Definition | None:
-    """``tool`` (any shape :func:`tool_definition` reads) in the Chat Completions shape."""
-    definition = tool_definition(tool)
-    if definition is None:
-        return None
-    definition.pop("type")
-    return {"type": "function", "function": definition}

@@ -1,4 +1,5 @@
-"""``ot.configure``: where spans go, and the tracer every orchestrace span is made with.
+"""``ot.configure``: where spans go. It returns the configured :class:`~orchestrace.telemetry.Telemetry` (a
+:class:`TracingHandle`), the one every orchestrace span uses unless an integration was given another.
 
 Behaviour worth knowing:
 
@@ -12,6 +13,10 @@ Behaviour worth knowing:
   ``OTEL_SDK_DISABLED=true`` turns everything into no-ops.
 * ``BatchSpanProcessor`` by default (``batch=False`` exports each span as it ends; the ``memory`` exporter
   always does). The provider flushes and shuts down at interpreter exit.
+* ``trace_dir`` writes orchestration traces in-process through the exporter registered under the
+  ``orchestrace_exporters`` entry point named ``trace_dir`` (``orchestrace-collector`` registers its
+  ``TraceDirExporter``): the SDK never imports the collector. Passing such an exporter as ``exporter`` works
+  too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from importlib.metadata import entry_points
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -29,21 +35,20 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from orchestrace import telemetry as _telemetry
 from orchestrace.config import CaptureConfig, Redactor, get_config, set_config
 from orchestrace.exporters import create_exporter
 from orchestrace.failsafe import log_once, logger
-from orchestrace.version import __version__
+from orchestrace.telemetry import Telemetry
 
 ExporterSpec = str | SpanExporter
+#: The entry point group (and name) of in-process trace writers: ``configure(trace_dir=...)`` loads one.
+EXPORTERS_ENTRY_POINT_GROUP = "orchestrace_exporters"
+TRACE_DIR_EXPORTER = "trace_dir"
 
 _lock = threading.RLock()
 _handle: TracingHandle | None = None
-_tracer: trace.Tracer | None = None
-_TRACER_NAME = "orchestrace"
 _NO_OP = trace.NoOpTracer()
-#: Context key: the tracer for orchestrace spans in that context (an integration instrumented with its own
-#: tracer provider puts one there, so that decorated functions inside its runs report to that provider).
-TRACER_KEY = otel_context.create_key("orchestrace.tracer")
 
 
 class _InstalledProcessors(SpanProcessor):
@@ -112,12 +117,13 @@ class _InstalledProcessors(SpanProcessor):
         return ok
 
 
-class TracingHandle:
-    """What ``configure`` set up: flush, shut down, and (``memory`` exporter) read the finished spans."""
+class TracingHandle(Telemetry):
+    """What ``configure`` set up, as a telemetry: its provider (``tracer_provider``, ``None`` when tracing is
+    disabled), the configured capture settings; flush, shut down, and (``memory`` exporter) read the
+    finished spans."""
 
     def __init__(self, tracer_provider: TracerProvider | None) -> None:
-        #: The provider orchestrace's spans go to (``None`` when tracing is disabled).
-        self.tracer_provider = tracer_provider
+        super().__init__(tracer_provider)
         #: The in-memory exporter when ``"memory"`` was requested.
         self.memory_exporter: InMemorySpanExporter | None = None
         self._processors = _InstalledProcessors()
@@ -134,14 +140,16 @@ class TracingHandle:
 
     def shutdown(self) -> None:
         """Flush and stop what orchestrace installed; later orchestrace spans go to the global provider."""
-        global _handle, _tracer
+        global _handle
         self._processors.shutdown()
         with _lock:
             if _handle is self:
-                _handle, _tracer = None, None
+                _handle = None
+                _telemetry.set_configured(None)
 
     def _add(self, key: str, exporter: SpanExporter, batch: bool) -> None:
-        if self.tracer_provider is None or key in self._installed:
+        provider = self.tracer_provider
+        if not isinstance(provider, TracerProvider) or key in self._installed:
             return
         processor: SpanProcessor
         if isinstance(exporter, InMemorySpanExporter):
@@ -151,29 +159,17 @@ class TracingHandle:
             processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         self._processors.add(processor, exporter)
         if not self._attached:
-            self.tracer_provider.add_span_processor(self._processors)
+            provider.add_span_processor(self._processors)
             self._attached = True
         self._installed.add(key)
 
 
 def get_tracer() -> trace.Tracer:
-    """The tracer for orchestrace spans: none (no-op) under OTel's ``suppress_instrumentation()``; the one an
-    integration scoped in the current context; from the configured provider; else the global one."""
-    global _tracer
-    ctx = otel_context.get_current()
-    if ctx:  # outside any span the context is empty: no lookups
-        if ctx.get(_SUPPRESS_INSTRUMENTATION_KEY):
-            return _NO_OP
-        scoped = ctx.get(TRACER_KEY)
-        if isinstance(scoped, trace.Tracer):
-            return scoped
-    tracer = _tracer
-    if tracer is None:
-        with _lock:
-            if _tracer is None:
-                _tracer = trace.get_tracer(_TRACER_NAME, __version__)
-            tracer = _tracer
-    return tracer
+    """The tracer for orchestrace spans here: that of the invocation running (an integration's telemetry
+    inside its runs), else the configured one; none (no-op) under OTel's ``suppress_instrumentation()``."""
+    if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+        return _NO_OP
+    return _telemetry.current().tracer
 
 
 def _env_true(name: str) -> bool:
@@ -204,13 +200,14 @@ def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | N
     if trace_dir is not None:
         key = f"trace_dir:{os.fspath(trace_dir)}"
         if key not in handle._installed:
+            found = entry_points(group=EXPORTERS_ENTRY_POINT_GROUP, name=TRACE_DIR_EXPORTER)
             try:
-                from orchestrace_collector.inprocess import TraceDirExporter
-            except ImportError as exc:
+                exporter_class = next(iter(found)).load()
+            except Exception as exc:  # none registered (StopIteration), or it does not import
                 logger.error("orchestrace: trace_dir needs the collector (pip install "
-                             "'orchestrace[collector]'); traces are not written to %s (%s)", trace_dir, exc)
+                             "'orchestrace[collector]'); traces are not written to %s (%r)", trace_dir, exc)
                 return
-            handle._add(key, TraceDirExporter(os.fspath(trace_dir), credit=credit), batch)
+            handle._add(key, exporter_class(os.fspath(trace_dir), credit=credit), batch)
 
 
 def _provider(service_name: str | None) -> TracerProvider:
@@ -239,7 +236,8 @@ def configure(
     headers: Mapping[str, str] | None = None,
     full_prompt: bool | None = None,
 ) -> TracingHandle:
-    """Set up tracing for orchestrace (see the module docstring). Never raises.
+    """Set up tracing for orchestrace (see the module docstring) and return the configured telemetry (pass
+    it to an instrumentor: ``instrument(telemetry=...)``). Never raises.
 
     ``exporter``: a name (``otlp``, ``otlp-grpc``, ``jaeger``, ``console``, ``memory``, ``file:PATH``,
     ``none``), a ``SpanExporter``, or a list of them. ``endpoint``: the OTLP base URL (``/v1/traces`` is
@@ -251,7 +249,7 @@ def configure(
     export, e.g. ``{"Authorization": "Bearer <token>"}`` for a collector that requires a token (default:
     the standard ``OTEL_EXPORTER_OTLP_HEADERS``).
     """
-    global _handle, _tracer
+    global _handle
     with _lock:
         try:
             base = get_config() if _handle is not None else CaptureConfig.from_env()
@@ -267,7 +265,8 @@ def configure(
                 return _handle
 
             if _env_true("OTEL_SDK_DISABLED"):
-                _handle, _tracer = TracingHandle(None), None
+                _handle = TracingHandle(None)
+                _telemetry.set_configured(_handle)
                 return _handle
 
             provider = tracer_provider if tracer_provider is not None else _provider(service_name)
@@ -277,7 +276,7 @@ def configure(
                 specs = [name for name in env.split(",") if name.strip()]
             _install(handle, specs, endpoint, trace_dir, batch, credit, headers)
             _handle = handle
-            _tracer = provider.get_tracer(_TRACER_NAME, __version__)
+            _telemetry.set_configured(handle)
             return handle
         except Exception as exc:
             log_once("tracing.configure", exc)

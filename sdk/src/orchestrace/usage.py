@@ -1,8 +1,10 @@
 """Token usage and response details read from what a model call returned.
 
 Shapes read: a dict or object with ``usage`` (OpenAI ``prompt_tokens``/``completion_tokens``, Anthropic
-and OpenAI Responses ``input_tokens``/``output_tokens``), LangChain messages with ``usage_metadata``, and
-LangChain ``response_metadata["token_usage"]``. Anything else yields no usage (set it with ``ot.set_usage``).
+and OpenAI Responses ``input_tokens``/``output_tokens``), LangChain messages with ``usage_metadata``,
+LangChain ``response_metadata["token_usage"]``, and a LangChain ``LLMResult.llm_output`` (``token_usage``).
+The one usage reader of orchestrace: the SDK's model calls and every integration use it. Anything else
+yields no usage (set it with ``ot.set_usage``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def extract_usage(result: Any) -> Usage | None:
     """Token usage found in ``result``, or ``None``."""
     if result is None or isinstance(result, str | bytes | int | float):
         return None
-    for key in ("usage_metadata", "usage"):
+    for key in ("usage_metadata", "usage", "token_usage"):
         usage = _from_usage_block(field_of(result, key))
         if usage is not None:
             return usage

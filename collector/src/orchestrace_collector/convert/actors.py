@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from .classify import AGENT, NODE, TOOL_NODE, WORKFLOW, Kind, actor_name, agent_id
 from .forest import Forest, Node

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrace import semconv as sc
-from orchestrace.tool_definitions import openai_tool
+import orchestrace_semconv as sc
+from orchestrace_semconv.tool_definitions import openai_tool
 
 from ..spans import Attributes
 from .chat import FINISH_REASON_KEYS, output_finish_reason

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..spans import Attributes
 from .vocabularies import (
@@ -114,13 +114,16 @@ def _structured(raw: object) -> list[ChatMessage] | None:
         data = [data]
     if not isinstance(data, list | tuple):
         return None
-    messages = []
+    messages: list[ChatMessage] = []
     for item in data:
         item = _loads(item)
         if not isinstance(item, dict):
             continue
         message: ChatMessage = {"role": str(item.get("role") or "user")}
         if "parts" in item:
+            item = _answers_apart(item, message["role"], messages)
+            if item is None:
+                continue
             message["content"], calls, call_id = _structured_parts(item["parts"])
             reasoning = _reasoning_parts(item["parts"])
             if reasoning:
@@ -136,6 +139,29 @@ def _structured(raw: object) -> list[ChatMessage] | None:
         _add_calls(message, calls, call_id)
         messages.append(message)
     return messages or None
+
+
+def _answers_apart(item: dict[str, object], role: str,
+                   messages: list[ChatMessage]) -> dict[str, object] | None:
+    """A GenAI message holding tool answers under another role, or several of them (PydanticAI sends the
+    answers to a turn's tool calls, and any retry prompt, as one ``user`` message): one ``tool`` message per
+    answer goes to ``messages``, as chat templates expect; returns what is left of the message (``None``:
+    nothing)."""
+    parts = _loads(item["parts"])
+    if not isinstance(parts, list | tuple):
+        return item
+    answers = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call_response"]
+    if not answers or (role == "tool" and len(answers) == 1):
+        return item
+    for answer in answers:
+        text = _text_of(answer.get("response", answer.get("result")))
+        tool: ChatMessage = {"role": "tool", "content": text}
+        _add_calls(tool, [], answer.get("id"))
+        if answer.get("name"):
+            tool["name"] = str(answer["name"])
+        messages.append(tool)
+    rest = [p for p in parts if not (isinstance(p, dict) and p.get("type") == "tool_call_response")]
+    return {**item, "parts": rest} if rest else None
 
 
 def _structured_parts(raw: object) -> tuple[str, list[ChatMessage], object]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from enum import IntEnum
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..spans import Span
 from .vocabularies import (

@@ -3,7 +3,8 @@
 orchestrace's own spans carry ``orchestrace.content.*_ref`` (``sha256:<hex>`` of the full content). Spans of
 other instrumentations carry content only (GenAI ``gen_ai.*`` attributes, OpenInference ``input.value`` /
 ``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``): their ref is computed here with the
-SDK's own ref function (``orchestrace.content.content_ref``), so a value has one ref wherever it is hashed.
+SDK's own ref function (``orchestrace_semconv.refs.content_ref``), so a value has one ref wherever it is
+hashed.
 In both cases the captured text is kept for the content store under the ref the span claims; the writer
 stores it under the sha256 of its own bytes and records the claimed ref when the two differ (content cut to
 the size limit, redacted, or captured in another form than the one hashed).
@@ -11,8 +12,8 @@ the size limit, redacted, or captured in another form than the one hashed).
 
 from __future__ import annotations
 
-from orchestrace import semconv as sc
-from orchestrace.content import content_ref, to_text
+import orchestrace_semconv as sc
+from orchestrace_semconv.refs import content_ref, to_text
 
 from ..spans import Attributes
 from .vocabularies import OI_INPUT, OI_OUTPUT, TL_INPUT, TL_OUTPUT

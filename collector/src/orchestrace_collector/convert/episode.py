@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..spans import Span
 from .actors import Actors, assign_instances

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
 from .classify import Kind, tool_name

@@ -21,7 +21,7 @@ another), gives ``centralized``; otherwise ``unknown``.
 
 from __future__ import annotations
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
 from .classify import AGENT

@@ -16,7 +16,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrace import semconv as sc
+import orchestrace_semconv as sc
 
 from ..spans import Attributes
 from . import call_details

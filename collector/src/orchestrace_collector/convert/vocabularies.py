@@ -1,6 +1,6 @@
 """Attribute names of other instrumentations, read (never written) so that their spans convert too.
 
-OTel GenAI names come from ``orchestrace.semconv``; these belong to vocabularies the collector does not depend
+OTel GenAI names come from ``orchestrace_semconv``; these belong to vocabularies the collector does not depend
 on: OpenInference (``openinference.*``, ``llm.*``, ``input.value``) and OpenLLMetry / Traceloop
 (``traceloop.*``), plus GenAI names the conventions deprecated that older instrumentations still write.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import orchestrace_semconv as _sc
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
-from orchestrace import semconv as _sc
 
 #: Instrumentation scopes whose spans describe what spans of another scope already describe: when an episode
 #: holds spans of the key (orchestrace's LangGraph integration), the spans of these LangChain callback tracers

@@ -1,6 +1,8 @@
 """OpenTelemetry auto-instrumentation of LangGraph that records the orchestration.
 
-``LangGraphInstrumentor().instrument(tracer_provider=None)`` patches:
+``LangGraphInstrumentor().instrument(telemetry=None, tracer_provider=None, episode_id=None)`` patches (see
+``compat``, the one module that knows LangGraph's internals; a target a LangGraph version lacks is skipped
+with a warning):
 
 * ``Pregel.stream`` / ``Pregel.astream``: one ``invoke_workflow {graph}`` span per graph run (subgraphs too);
 * ``langgraph.pregel._runner.run_with_retry`` / ``arun_with_retry``: one span per node execution
@@ -13,9 +15,11 @@
 * and, through LangChain's configure hook (not a patch), a callback handler on every callback manager:
   ``chat {model}`` spans with token usage.
 
-A ``tracer_provider`` given to ``instrument`` receives every span of a graph run, also those of the SDK's
-decorated functions (``@ot.tool``, ``@ot.agent``) inside it; under OTel's ``suppress_instrumentation()``
-nothing is recorded.
+Every span is recorded through the SDK's public API (``orchestrace.instrumentation``) with one telemetry:
+``telemetry`` (what ``ot.configure`` returns), else one with ``tracer_provider`` (else the configured
+provider) and the configured capture settings. The SDK's decorated functions (``@ot.tool``, ``@ot.agent``)
+inside a graph run report to the same telemetry; under OTel's ``suppress_instrumentation()`` nothing is
+recorded.
 
 Mark a node as an agent with ``add_node(name, fn, metadata={AGENT_METADATA_KEY: True})`` (optionally
 ``AGENT_ROLE_METADATA_KEY: "<role>"``); compiled graphs used as nodes are agents without a marker.
@@ -26,17 +30,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-import langchain_core.tools
-import langgraph.graph._branch
-import langgraph.pregel
-import langgraph.pregel._loop
-import langgraph.pregel._runner
-import langgraph.pregel._write
-from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
+from orchestrace.instrumentation import Telemetry
 from wrapt import wrap_function_wrapper
 
+from orchestrace_langgraph import compat
 from orchestrace_langgraph.actors import InterruptLog, NamespaceIndex
 
 try:  # wrapt >= 2: the base of every proxy (its ObjectProxy is a subclass that FunctionWrapper is not)
@@ -50,66 +49,61 @@ from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_
 from orchestrace_langgraph.package import _instruments
 from orchestrace_langgraph.routing import branch_finish, channel_write
 from orchestrace_langgraph.tools import ToolTracer
-from orchestrace_langgraph.tracers import Suppressible, sdk_scope
 from orchestrace_langgraph.version import __version__
 from orchestrace_langgraph.workflow import WorkflowTracer
 
 __all__ = ["AGENT_METADATA_KEY", "AGENT_ROLE_METADATA_KEY", "LangGraphInstrumentor", "__version__"]
 
-# (object, attribute) pairs patched by ``_instrument``, undone by ``_uninstrument``.
-_PATCHES: tuple[tuple[Any, str], ...] = (
-    (langgraph.pregel.Pregel, "stream"),
-    (langgraph.pregel.Pregel, "astream"),
-    (langgraph.pregel._runner, "run_with_retry"),
-    (langgraph.pregel._runner, "arun_with_retry"),
-    (langgraph.graph._branch.BranchSpec, "_finish"),
-    (langgraph.pregel._write, "_assemble_writes"),
-    (langgraph.pregel._loop.PregelLoop, "tick"),
-    (langgraph.pregel._loop.PregelLoop, "after_tick"),
-    (langchain_core.tools.BaseTool, "run"),
-    (langchain_core.tools.BaseTool, "arun"),
-)
-
 
 class LangGraphInstrumentor(BaseInstrumentor):
     """Instruments LangGraph (and LangChain tools and chat models) for orchestrace.
 
-    ``instrument(tracer_provider=None, episode_id=None)``: ``episode_id(config) -> str | None`` names the
-    episode a run belongs to (``orchestrace.episode.id``). By default (or when it returns ``None``) each run
-    with new input is an episode of its own, even on a reused ``thread_id``, and a resume joins the episode
-    it continues (see ``orchestrace_langgraph.episodes``).
+    ``instrument(telemetry=None, tracer_provider=None, episode_id=None)``: ``telemetry`` (an
+    ``orchestrace.instrumentation.Telemetry``, e.g. what ``ot.configure`` returns) decides where spans go and
+    what they carry; without one, the configured telemetry (read when used), on ``tracer_provider`` when
+    given. ``episode_id(config) -> str | None`` names the episode a run belongs to
+    (``orchestrace.episode.id``). By default (or when it returns ``None``) each run with new input is an
+    episode of its own, even on a reused ``thread_id``, and a resume joins the episode it continues (see
+    ``orchestrace_langgraph.episodes``).
     """
 
     _handler: ChatModelCallbackHandler | None = None
-    _wrappers: tuple[Any, ...] = ()
+    _patched: tuple[tuple[Any, str, Any], ...] = ()  # (owner, attribute, wrapper) of each patch applied
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
-        tracer = Suppressible(trace.get_tracer(__name__, __version__, provider))
+        given: Telemetry | None = kwargs.get("telemetry")
+        telemetry = (given or Telemetry(kwargs.get("tracer_provider"))).scoped(__name__, __version__)
         episode_id: EpisodeId | None = kwargs.get("episode_id")
         interrupts = InterruptLog()
         namespaces = NamespaceIndex()
-        workflows = WorkflowTracer(tracer, interrupts, Episodes(episode_id), sdk_scope(provider))
-        nodes = NodeTracer(tracer, namespaces, interrupts)
+        workflows = WorkflowTracer(telemetry, interrupts, Episodes(episode_id))
+        nodes = NodeTracer(telemetry, namespaces, interrupts)
         breakpoints = BreakpointTracer(interrupts)
-        tools = ToolTracer(tracer, namespaces)
-        self._handler = ChatModelCallbackHandler(tracer, namespaces)
-        wrappers: tuple[Any, ...] = (
-            workflows.stream, workflows.astream, nodes.run_with_retry, nodes.arun_with_retry,
-            branch_finish, channel_write, breakpoints.tick, breakpoints.after_tick, tools.run, tools.arun,
+        tools = ToolTracer(telemetry, namespaces)
+        self._handler = ChatModelCallbackHandler(telemetry, namespaces)
+        wrappers: tuple[tuple[compat.Patch, Any], ...] = (
+            (compat.STREAM, workflows.stream), (compat.ASTREAM, workflows.astream),
+            (compat.RUN_WITH_RETRY, nodes.run_with_retry), (compat.ARUN_WITH_RETRY, nodes.arun_with_retry),
+            (compat.BRANCH_FINISH, branch_finish), (compat.ASSEMBLE_WRITES, channel_write),
+            (compat.TICK, breakpoints.tick), (compat.AFTER_TICK, breakpoints.after_tick),
+            (compat.TOOL_RUN, tools.run), (compat.TOOL_ARUN, tools.arun),
         )
-        for (owner, attribute), wrapper in zip(_PATCHES, wrappers, strict=True):
-            wrap_function_wrapper(owner, attribute, wrapper)
-        self._wrappers = wrappers
+        patched = []
+        for patch, wrapper in wrappers:
+            owner = compat.resolve(patch)  # None (with a warning) when this LangGraph lacks it
+            if owner is not None:
+                wrap_function_wrapper(owner, patch.attribute, wrapper)
+                patched.append((owner, patch.attribute, wrapper))
+        self._patched = tuple(patched)
         configure_hook.install(self._handler)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for (owner, attribute), wrapper in zip(_PATCHES, self._wrappers, strict=True):
+        for owner, attribute, wrapper in self._patched:
             _unpatch(owner, attribute, wrapper)
-        self._wrappers = ()
+        self._patched = ()
         configure_hook.install(None)
         if self._handler is not None:
             # Managers created while instrumented keep the handler object; it goes quiet.

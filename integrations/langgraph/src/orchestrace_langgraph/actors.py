@@ -1,7 +1,8 @@
 """The spans that own orchestration events (graph runs and node executions) and how code finds them.
 
 A graph run and the node execution around the current code travel in the OpenTelemetry ``Context`` (so they
-cross thread pools and asyncio tasks exactly as span parents do). Node executions are also indexed by their
+cross thread pools and asyncio tasks exactly as span parents do): each is an SDK invocation
+(:mod:`orchestrace.instrumentation`) whose context carries it. Node executions are also indexed by their
 checkpoint namespace, which is how a ``Command.PARENT`` handoff raised deep in a subgraph finds the node of
 the parent graph that hands off.
 """
@@ -16,12 +17,12 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanContext
-from orchestrace.context import SPAN_KEY, with_span
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext
+from orchestrace.instrumentation import Events, Invocation, resume_link
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
-_OWN_SPAN_KEY = otel_context.create_key("orchestrace_langgraph.own_span")
+_OWN_KEY = otel_context.create_key("orchestrace_langgraph.own")
 
 #: LangChain callback tracers that attach their spans to the context (OpenLLMetry's). Their spans follow
 #: LangChain's run tree, which ends at their own graph span, not at our node spans.
@@ -29,12 +30,40 @@ _CALLBACK_TRACER_SCOPES = frozenset({"opentelemetry.instrumentation.langchain",
                                      "openinference.instrumentation.langchain"})
 
 
+class Own:
+    """A span of ours (a run, a node, a tool call): what code inside it finds as our innermost span."""
+
+    __slots__ = ("invocation",)
+
+    def __init__(self) -> None:
+        #: Set once the span started (the holder goes into the invocation's context first).
+        self.invocation: Invocation | None = None
+
+    @property
+    def span(self) -> Span:
+        return self.invocation.span if self.invocation is not None else INVALID_SPAN
+
+
 @dataclass(slots=True)
 class Actor:
-    span: Span
     name: str
+    own: Own = field(default_factory=Own, kw_only=True)
     #: id() of the ``Command`` objects already recorded for this actor (its writers may see one twice).
     _commands: set[int] | None = field(default=None, kw_only=True)
+
+    @property
+    def invocation(self) -> Invocation | None:
+        return self.own.invocation
+
+    @property
+    def span(self) -> Span:
+        return self.own.span
+
+    @property
+    def events(self) -> Events:
+        invocation = self.own.invocation
+        assert invocation is not None  # actors are found through contexts built after their span started
+        return invocation.events
 
     def first_sight(self, command: object) -> bool:
         seen = self._commands
@@ -111,22 +140,17 @@ class Node(Actor):
     agent_id: str | None = None  # set when the node is an agent
 
 
-def with_own_span(span: Span, values: Mapping[str, object] | None = None,
-                  context: otel_context.Context | None = None) -> otel_context.Context:
-    """``context`` (default: the current one) with ``span`` as the current span, remembered as our innermost
-    span, plus our other ``values``: one copy of the context (``set_span_in_context`` and each ``set_value``
-    would copy it whole)."""
-    base = otel_context.get_current() if context is None else context
-    return with_span(span, base, {_OWN_SPAN_KEY: span, **(values or {})})
+def run_values(run: Run) -> dict[str, object]:
+    """Context values of a graph run's invocation (no node execution around code in it yet)."""
+    return {_RUN_KEY: run, _NODE_KEY: None, _OWN_KEY: run.own}
 
 
-def with_run(run: Run, values: Mapping[str, object] | None = None) -> otel_context.Context:
-    return with_own_span(run.span, {_RUN_KEY: run, _NODE_KEY: None, **(values or {})})
+def node_values(node: Node) -> dict[str, object]:
+    return {_NODE_KEY: node, _OWN_KEY: node.own}
 
 
-def with_node(node: Node, context: otel_context.Context | None = None,
-              values: Mapping[str, object] | None = None) -> otel_context.Context:
-    return with_own_span(node.span, {_NODE_KEY: node, **values} if values else {_NODE_KEY: node}, context)
+def own_values(own: Own) -> dict[str, object]:
+    return {_OWN_KEY: own}
 
 
 def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[str, Any] | None = None,
@@ -137,9 +161,10 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
     span, so that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever
     else is installed. The common case (the current span is ours, or there is none) costs two dict lookups."""
     ctx = otel_context.get_current() if context is None else context
-    current = ctx.get(SPAN_KEY)
-    own = ctx.get(_OWN_SPAN_KEY)
-    if current is None or current is own:
+    current = trace.get_current_span(ctx)
+    own = ctx.get(_OWN_KEY)
+    own_span = own.span if isinstance(own, Own) else None
+    if current is INVALID_SPAN or current is own_span:
         return None
     scope = getattr(current, "instrumentation_scope", None)
     if scope is None or getattr(scope, "name", None) not in _CALLBACK_TRACER_SCOPES:
@@ -148,8 +173,8 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
     if namespaces is not None and metadata is not None:
         node = namespaces.get(str(metadata.get("langgraph_checkpoint_ns", "")))
     if node is not None:
-        own = node.span
-    return trace.set_span_in_context(own) if isinstance(own, Span) else None
+        own_span = node.span
+    return trace.set_span_in_context(own_span) if own_span is not None else None
 
 
 def current_run(context: otel_context.Context | None = None) -> Run | None:
@@ -215,11 +240,10 @@ class InterruptLog:
             while len(self._by_thread) > self._size:
                 self._by_thread.popitem(last=False)
 
-    def resumed(self, thread_id: str | None,
-                attributes: dict[str, str]) -> tuple[list[Link], tuple[str, ...]]:
+    def resumed(self, thread_id: str | None) -> tuple[list[Link], tuple[str, ...]]:
         """The link of a resume to the span that last asked on its thread, and the nodes that run again."""
         with self._lock:
             asked = self._by_thread.pop(thread_id, None) if thread_id is not None else None
         if asked is None:
             return [], ()
-        return [Link(asked[0], attributes)], tuple(dict.fromkeys(asked[1]))
+        return [resume_link(asked[0])], tuple(dict.fromkeys(asked[1]))

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph.errors import GraphInterrupt
-from orchestrace.failsafe import failsafe
+from orchestrace.instrumentation import failsafe
 
-from orchestrace_langgraph import routing
+from orchestrace_langgraph import compat, routing
 from orchestrace_langgraph.actors import InterruptLog, current_run
 
 BEFORE = "interrupt_before"
@@ -33,12 +33,12 @@ class BreakpointTracer:
         try:
             return wrapped(*args, **kwargs)
         except GraphInterrupt as exc:
-            self._record(instance, exc, instance.tasks)
+            self._record(instance, exc, compat.loop_tasks(instance))
             raise
 
     def after_tick(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
-        ran = instance.tasks  # before an interrupt_after, the loop replaces ``tasks`` with the next step's
+        ran = compat.loop_tasks(instance)  # before an interrupt_after, the loop replaces its tasks
         try:
             return wrapped(*args, **kwargs)
         except GraphInterrupt as exc:
@@ -47,10 +47,9 @@ class BreakpointTracer:
 
     @failsafe(None)
     def _record(self, loop: Any, exc: GraphInterrupt, tasks: Mapping[str, Any]) -> None:
-        status = getattr(loop, "status", None)
         run = current_run()
-        if (exc.args and exc.args[0]) or status not in (BEFORE, AFTER) or run is None:
+        if compat.interrupts_of(exc) or run is None:
             return
-        where = loop.interrupt_before if status == BEFORE else loop.interrupt_after
-        nodes = sorted({task.name for task in tasks.values() if where == "*" or task.name in where})
-        routing.record_breakpoint(run, status, nodes, self._interrupts)
+        paused = compat.breakpoint_nodes(loop, tasks, BEFORE, AFTER)
+        if paused is not None:
+            routing.record_breakpoint(run, paused[0], paused[1], self._interrupts)

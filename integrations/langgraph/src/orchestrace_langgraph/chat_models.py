@@ -1,5 +1,6 @@
 """``chat {model}`` (or ``text_completion {model}``) spans, from a LangChain callback handler that every
-callback manager carries.
+callback manager carries (``orchestrace.instrumentation.start_chat``: one span written whole at the call's
+end, an agent loop's message history exported once).
 
 Callbacks see every model call whatever its entry point (``invoke``, ``stream``, LangGraph's
 ``stream_mode="messages"``, ``astream_events``) and, at ``on_llm_end``, the whole response with its token
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, cast
@@ -24,43 +24,17 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Tracer, format_span_id, format_trace_id
-from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
-from orchestrace.failsafe import failsafe
-
-from orchestrace_langgraph import history
-from orchestrace_langgraph.actors import NamespaceIndex, parent_context
-from orchestrace_langgraph.content import (
-    PromptRefs,
-    Reply,
-    capture_messages,
-    genai_message,
-    get_config,
-    message_ref,
-    messages_ref,
-    normalize,
-    prompt_refs,
-    reply_attributes,
-    request_attributes,
+from orchestrace.instrumentation import (
+    ChatCall,
+    PromptHistory,
+    Telemetry,
+    extract_usage,
+    failsafe,
+    start_chat,
 )
-from orchestrace_langgraph.values import set_outcome
 
-
-class _Call:
-    """A model call in progress: its span is started, with every attribute at once, when the call ends."""
-
-    __slots__ = ("attributes", "context", "name", "prompt", "prompt_refs", "start_ns")
-
-    def __init__(self, name: str, context: otel_context.Context, attributes: dict[str, AttributeValue],
-                 prompt: Sequence[BaseMessage | str], prompt_refs: PromptRefs | None, start_ns: int) -> None:
-        self.name = name
-        self.context = context
-        self.attributes = attributes
-        self.prompt = prompt  # converted to GenAI messages only when content is captured
-        self.prompt_refs = prompt_refs  # taken at the start when capturing, before the texts are clipped
-        self.start_ns = start_ns
+from orchestrace_langgraph.actors import NamespaceIndex, parent_context
 
 
 class ChatModelCallbackHandler(BaseCallbackHandler):
@@ -75,12 +49,12 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
     ignore_llm = False
     ignore_chat_model = False
 
-    def __init__(self, tracer: Tracer, namespaces: NamespaceIndex) -> None:
+    def __init__(self, telemetry: Telemetry, namespaces: NamespaceIndex) -> None:
         super().__init__()
-        self._tracer = tracer
+        self._telemetry = telemetry
         self._namespaces = namespaces
-        self._calls: dict[UUID, _Call] = {}  # by LangChain run id: single dict operations, no lock needed
-        self._prompts = history.PromptIndex()
+        self._calls: dict[UUID, ChatCall] = {}  # by LangChain run id: single dict operations, no lock needed
+        self._history = PromptHistory()
         self.enabled = True
 
     # The callbacks themselves are not guarded: the guard is on the methods they call, through which
@@ -99,39 +73,27 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
     def _start(self, operation: str, serialized: dict[str, Any] | None,
                prompts: Sequence[Sequence[BaseMessage] | str], run_id: UUID, metadata: dict[str, Any] | None,
                kwargs: dict[str, Any]) -> None:
-        """Remember what the span needs; it is started (with this start time) when the call ends, so that
-        its attributes are cleaned once and no span is open meanwhile (nothing runs inside it: a callback
-        cannot make it the current span).
+        """Start the call's record (its span is written when it ends: see ``orchestrace.chat``).
 
         ``prompts``: LangChain's batch, one prompt per call; a chat model's is a list of messages, a
         completion model's a text, read as one user message."""
         if not self.enabled:
             return
-        start_ns = time.time_ns()
         first = prompts[0] if prompts else []
         prompt: Sequence[BaseMessage | str] = [first] if isinstance(first, str) else first
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
         model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
-        label = str(model) if model else _class_name(serialized)
-        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
-        if model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
         provider = metadata.get("ls_provider")
-        if provider:
-            attrs[sc.GEN_AI_PROVIDER_NAME] = str(provider)
-        capture_content = get_config().capture_content
-        # Sampling parameters, and with capture the tools bound to the model (``bind_tools``).
-        attrs.update(request_attributes(params, capture_content))
-        refs = None
-        if capture_content:
-            refs = prompt_refs(prompt)
-            attrs[sc.ORCH_INPUT_REF] = refs.whole
-        else:
-            attrs[sc.ORCH_INPUT_REF] = messages_ref(prompt)
         current = otel_context.get_current()
-        context = parent_context(self._namespaces, metadata, current) or current
-        self._calls[run_id] = _Call(f"{operation} {label}", context, attrs, prompt, refs, start_ns)
+        # Sampling parameters, and with capture the tools bound to the model (``bind_tools``).
+        call = start_chat(self._telemetry, prompt, model=str(model) if model else None,
+                          label=str(model) if model else _class_name(serialized),
+                          provider=str(provider) if provider else None, operation=operation, request=params,
+                          context=parent_context(self._namespaces, metadata, current) or current,
+                          history=self._history)
+        if call is not None:
+            self._calls[run_id] = call
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
@@ -149,77 +111,20 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             message = generation.message
         elif generation is not None:
             message = AIMessage(generation.text)
-        reply = None
-        if message is not None:
-            reply = normalize(message) or Reply(text=message.text)
-            call.attributes.update(reply_attributes(reply, get_config().capture_content))
-            if reply.usage is None:
-                _add_llm_output_usage(call.attributes, response)
-            call.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
-        span = self._span(call, reply)
-        set_outcome(span, None)
-        span.end()
+        # Usage a model reports only in ``llm_output`` (not on its message).
+        call.stop(message, usage=extract_usage(response.llm_output))
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
                      **kwargs: Any) -> None:
         call = self._calls.pop(run_id, None)
-        if call is None:
-            return
-        span = self._span(call, None)
-        set_outcome(span, error)
-        span.end()
-
-    def _span(self, call: _Call, completion: Reply | None) -> Span:
-        """The call's span, started now with its start time; with content capture, the prompt's messages that
-        no earlier call of the trace exported, and the completion."""
-        attrs = call.attributes
-        config = get_config()
-        refs: list[str] = []
-        if config.capture_content:
-            given = call.prompt_refs  # None when capture was off at the start
-            messages = (given.converted if given is not None and given.converted is not None
-                        else [genai_message(m) for m in call.prompt])
-            # Before capture_messages clips the texts.
-            refs = given.each if given is not None else [
-                message_ref(m, g) for m, g in zip(call.prompt, messages, strict=True)]
-            trace_id = trace.get_current_span(call.context).get_span_context().trace_id
-            # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
-            prefix = (self._prompts.longest_prefix(format_trace_id(trace_id), history.chain(refs))
-                      if trace_id and not config.full_prompt else None)
-            start = 0
-            if prefix is not None:
-                attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
-                start = prefix[1]
-            attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
-            captured = capture_messages(messages[start:], config)
-            if captured is not None:
-                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
-            if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
-                captured = capture_messages([completion.message()], config)
-                if captured is not None:
-                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
-        span = self._tracer.start_span(call.name, context=call.context, kind=SpanKind.CLIENT,
-                                       attributes=attrs, start_time=call.start_ns)
-        if completion is not None and config.capture_content and not config.full_prompt:
-            ids = span.get_span_context()
-            self._prompts.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
-                                   history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))
-        return span
+        if call is not None:
+            call.fail(error)
 
 
 def _class_name(serialized: dict[str, Any] | None) -> str:
     ids = (serialized or {}).get("id")
     return str(ids[-1]) if isinstance(ids, list) and ids else "model"
-
-
-def _add_llm_output_usage(attrs: dict[str, AttributeValue], response: LLMResult) -> None:
-    """Usage a model reports only in ``llm_output`` (not on its message)."""
-    token_usage = (response.llm_output or {}).get("token_usage") or {}
-    if "prompt_tokens" in token_usage:
-        attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(token_usage["prompt_tokens"])
-    if "completion_tokens" in token_usage:
-        attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(token_usage["completion_tokens"])
 
 
 class _HandlerSlot:

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables.config import ensure_config
-from langgraph._internal._constants import CONF, CONFIG_KEY_TASK_ID
 from langgraph.types import Command
 from opentelemetry import trace
-from orchestrace.context import current_task
-from orchestrace.failsafe import failsafe
+from orchestrace.instrumentation import current_task, failsafe
+
+from orchestrace_langgraph import compat
 
 #: Given a run's config, the episode id the app chose for it (``None``: decide as described above).
 EpisodeId = Callable[[dict[str, Any]], "str | None"]
@@ -47,8 +47,8 @@ class Episodes:
         subgraph run (its parent's episode) or a run inside someone else's trace (the trace is the
         episode)."""
         config: dict[str, Any] = dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
-        conf = config.get(CONF) or {}
-        if CONFIG_KEY_TASK_ID in conf:
+        conf = compat.configurable(config)
+        if compat.is_subgraph_run(conf):
             return None
         thread_id = conf.get("thread_id")
         episode = self._chosen(config) if self._chosen is not None else None
@@ -86,7 +86,7 @@ class Episodes:
         if get_tuple is None:
             return None
         try:
-            saved = get_tuple({CONF: {"thread_id": thread_id, "checkpoint_ns": ""}})
+            saved = get_tuple(compat.checkpoint_config(thread_id))
         except Exception:  # an async-only saver, a store that is down: the resume gets its own episode
             return None
         value = getattr(saved, "metadata", None) or {}

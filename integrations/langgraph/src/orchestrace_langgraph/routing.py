@@ -25,11 +25,11 @@ from typing import Any
 
 from langgraph.constants import END
 from langgraph.errors import GraphInterrupt, ParentCommand
-from langgraph.types import Command, Send
-from opentelemetry.util.types import AttributeValue
+from langgraph.types import Send
 from orchestrace import semconv as sc
-from orchestrace.failsafe import failsafe
+from orchestrace.instrumentation import failsafe
 
+from orchestrace_langgraph import compat
 from orchestrace_langgraph.actors import (
     Actor,
     InterruptLog,
@@ -39,7 +39,6 @@ from orchestrace_langgraph.actors import (
     current_actor,
     current_run,
 )
-from orchestrace_langgraph.content import content_ref
 
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
 REASON_CONDITIONAL_EDGE = "conditional_edge"
@@ -57,61 +56,25 @@ HUMAN_RESUME = "resume"
 
 _MAX_OPTIONS = 32
 
-
 def _goto_list(goto: Any) -> list[Any]:
     return list(goto) if isinstance(goto, (list, tuple)) else [goto]
-
-
-def commands_in(value: Any) -> list[Command]:
-    """The ``Command`` objects a node returned (itself, or inside a list such as a ToolNode's output)."""
-    if isinstance(value, Command):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, Command)]
-    return []
 
 
 def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
     if not sends:
         return
     targets = sorted({s.node for s in sends})
-    decision: dict[str, AttributeValue] = {
-        sc.ORCH_DECISION_KIND: sc.DECISION_SPAWN,
-        sc.ORCH_DECISION_OPTIONS: targets[:_MAX_OPTIONS],
-    }
-    if len(targets) == 1:
-        decision[sc.ORCH_TARGET_AGENT] = targets[0]
-    actor.span.add_event(sc.EVENT_DECISION, decision)
+    actor.events.decide(sc.DECISION_SPAWN, target=targets[0] if len(targets) == 1 else None,
+                        options=targets[:_MAX_OPTIONS])
     for send in sends:
-        actor.span.add_event(
-            sc.EVENT_SPAWN, {sc.ORCH_TARGET_AGENT: send.node, sc.ORCH_CONTENT_REF: content_ref(send.arg)}
-        )
-
-
-def fixed_edges(graph: Any) -> dict[str, tuple[str, ...]]:
-    """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
-    builder = getattr(graph, "builder", None)
-    edges = getattr(builder, "edges", None)
-    if not isinstance(edges, set):
-        return {}
-    out: dict[str, list[str]] = {}
-    for start, end in edges:
-        out.setdefault(start, []).append(end)
-    for starts, end in getattr(builder, "waiting_edges", None) or ():
-        for start in starts:
-            out.setdefault(start, []).append(end)
-    return {start: tuple(sorted(set(ends))) for start, ends in out.items()}
+        actor.events.spawn(send.node, content=send.arg)
 
 
 def record_wiring(run: Run, source: str, step: object) -> None:
     """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes."""
     for target in run.edges.get(source, ()):
         if target != END and run.first_wiring(step, target):
-            run.span.add_event(sc.EVENT_DECISION, {
-                sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
-                sc.ORCH_TARGET_AGENT: target,
-                sc.ORCH_REASON: REASON_EDGE,
-            })
+            run.events.decide(sc.DECISION_DELEGATE, target=target, reason=REASON_EDGE)
 
 
 def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
@@ -121,30 +84,24 @@ def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
         if not isinstance(dest, str):
             continue
         if dest == END:
-            actor.span.add_event(sc.EVENT_STOP, {sc.ORCH_REASON: reason, sc.ORCH_FROM: actor.name})
+            actor.events.stop(reason, sender=actor.name)
             run = current_run()
             if run is not None:
                 run.routed_to_end = True
         else:
-            attrs: dict[str, AttributeValue] = {
-                sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
-                sc.ORCH_TARGET_AGENT: dest,
-                sc.ORCH_REASON: reason,
-            }
-            if options:
-                attrs[sc.ORCH_DECISION_OPTIONS] = list(options)[:_MAX_OPTIONS]
-            actor.span.add_event(sc.EVENT_DECISION, attrs)
+            actor.events.decide(sc.DECISION_DELEGATE, target=dest, reason=reason,
+                                options=list(options)[:_MAX_OPTIONS] if options else None)
 
 
 @failsafe(None)
 def record_run_end(run: Run) -> None:
     """A top-level run that finished: its stop, unless a route to END said it or a human was asked."""
     if run.parent is None and not run.routed_to_end and not run.interrupted and run.last_node is not None:
-        run.span.add_event(sc.EVENT_STOP, {sc.ORCH_REASON: REASON_NO_NEXT_NODE, sc.ORCH_FROM: run.last_node})
+        run.events.stop(REASON_NO_NEXT_NODE, sender=run.last_node)
 
 
 def record_commands(actor: Actor, value: Any) -> None:
-    for command in commands_in(value):
+    for command in compat.commands_in(value):
         if command.graph is None:
             record_routes(actor, _goto_list(command.goto), REASON_COMMAND)
 
@@ -158,39 +115,27 @@ def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Act
     if getattr(exc, "_orchestrace_seen", False):
         return
     exc._orchestrace_seen = True  # type: ignore[attr-defined]
-    command = exc.args[0]
-    if not isinstance(command, Command) or not isinstance(command.graph, str):
+    command = compat.handoff_command(exc)
+    if command is None:
         return
-    actor = namespaces.get(command.graph) or fallback
+    actor = namespaces.get(str(command.graph)) or fallback
     if actor is None:
         return
     targets = [g.node if isinstance(g, Send) else str(g) for g in _goto_list(command.goto) if g != ()]
     for target in targets or [""]:
-        attrs: dict[str, AttributeValue] = {
-            sc.ORCH_HANDOFF: True,
-            sc.ORCH_FROM: actor.name,
-            sc.ORCH_TO: target,
-            sc.ORCH_REASON: REASON_PARENT_COMMAND,
-        }
-        if target:
-            attrs[sc.ORCH_TARGET_AGENT] = target
-        actor.span.add_event(sc.EVENT_DELEGATE, attrs)
+        actor.events.delegate(target, reason=REASON_PARENT_COMMAND, handoff=True, sender=actor.name)
 
 
 def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, thread_id: str | None) -> None:
-    interrupts = exc.args[0] if exc.args and isinstance(exc.args[0], (list, tuple)) else ()
-    for interrupt in interrupts:
+    for interrupt in compat.interrupts_of(exc):
         interrupt_id = str(getattr(interrupt, "id", id(interrupt)))
         if not log.first_time(interrupt_id):
             continue  # already recorded by the node that asked, deeper in a subgraph
         if thread_id is not None:
             node = actor.namespace.split("|", 1)[0].split(":", 1)[0] if isinstance(actor, Node) else None
             log.asked(thread_id, actor.span.get_span_context(), node or None)
-        actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
-            sc.ORCH_HUMAN_KIND: HUMAN_INTERRUPT,
-            sc.ORCH_HUMAN_ACTOR: actor.name,
-            sc.ORCH_CONTENT_REF: content_ref(getattr(interrupt, "value", None)),
-        })
+        actor.events.human_intervention(HUMAN_INTERRUPT, actor=actor.name,
+                                        content=getattr(interrupt, "value", None))
 
 
 def record_breakpoint(run: Run, kind: str, nodes: Sequence[str], log: InterruptLog) -> None:
@@ -198,23 +143,15 @@ def record_breakpoint(run: Run, kind: str, nodes: Sequence[str], log: InterruptL
     run.top().interrupted = True
     if run.thread_id is not None:
         log.asked(run.thread_id, run.span.get_span_context())
-    run.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
-        sc.ORCH_HUMAN_KIND: kind, sc.ORCH_REASON: f"{kind}: {', '.join(nodes)}",
-    })
+    run.events.human_intervention(kind, reason=f"{kind}: {', '.join(nodes)}")
 
 
 def record_resume(actor: Actor, value: Any, again: Sequence[str] = ()) -> None:
     """A run that continues a paused one: ``value`` is ``Command.resume`` (None after a breakpoint);
     ``again``: the nodes that asked (``interrupt()``) and run again, the graph's doing (reason ``resume``)."""
-    actor.span.add_event(sc.EVENT_HUMAN_INTERVENTION, {
-        sc.ORCH_HUMAN_KIND: HUMAN_RESUME, sc.ORCH_CONTENT_REF: content_ref(value),
-    })
+    actor.events.human_intervention(HUMAN_RESUME, content=value)
     for node in again:
-        actor.span.add_event(sc.EVENT_DECISION, {
-            sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE,
-            sc.ORCH_TARGET_AGENT: node,
-            sc.ORCH_REASON: REASON_RESUME,
-        })
+        actor.events.decide(sc.DECISION_DELEGATE, target=node, reason=REASON_RESUME)
 
 
 def channel_write(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -228,17 +165,12 @@ def channel_write(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
 
 @failsafe(None)
 def _record_written_commands(writes: Any) -> None:
-    if not isinstance(writes, list | tuple):
-        return
     actor = current_actor()
     if actor is None:
         return
-    for write in writes:
-        value = getattr(write, "value", None)
-        if isinstance(value, Command | list | tuple) and getattr(write, "mapper", None) is not None:
-            for command in commands_in(value):
-                if actor.first_sight(command):
-                    record_commands(actor, command)
+    for command in compat.returned_commands(writes):
+        if actor.first_sight(command):
+            record_commands(actor, command)
 
 
 def branch_finish(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -254,7 +186,7 @@ def _record_branch(branch: Any, result: Any) -> None:
     actor = current_actor()
     if actor is None:
         return
-    ends = getattr(branch, "ends", None) or {}
+    ends = compat.branch_ends(branch)
     chosen = _goto_list(result)
     if ends:
         chosen = [ends.get(r, r) if isinstance(r, str) else r for r in chosen]

@@ -29,7 +29,7 @@ def chain(refs: Sequence[str]) -> list[str]:
     return out
 
 
-class PromptIndex:
+class PromptHistory:
     """Which message sequences were already exported, and by which span (bounded, thread-safe)."""
 
     def __init__(self, size: int = 8192) -> None:

@@ -1,0 +1,230 @@
+"""Every use of LangGraph's internals, in one place: what is patched, and every read of an internal object.
+
+LangGraph's public API does not show what orchestration needs (a node execution's task, the branch a
+conditional edge chose, the ``Command`` a node returned, a static breakpoint), so the integration wraps a few
+private functions and reads fields of LangGraph's internal objects. When LangGraph changes them:
+
+* :func:`resolve` runs at ``instrument()``: a patch target that is gone is skipped with a ``RuntimeWarning``
+  naming what is no longer recorded; everything else is still instrumented and the graphs run as before.
+* Every read below returns a default (``None``, empty) when the object no longer has the expected shape:
+  a read never raises into the user's program (the span it served is then recorded with less, or not).
+
+Public LangGraph API (``Pregel``, ``langgraph.types``, ``langgraph.errors``, ``langgraph.constants``,
+``ToolNode``) is imported where it is used, not here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from langgraph.types import Command, Send
+
+try:  # constants LangGraph keeps in a private module; the values they have had since langgraph 1.0 otherwise
+    from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID, PUSH, TASKS
+except ImportError:  # pragma: no cover - only when LangGraph moved them
+    CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID = "configurable", "checkpoint_ns", "__pregel_task_id"
+    PUSH, TASKS = "__pregel_push", "__pregel_tasks"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A function the integration wraps: ``module[.owner].attribute``, and what is lost without it."""
+
+    module: str
+    owner: str | None
+    attribute: str
+    records: str
+
+    @property
+    def path(self) -> str:
+        return ".".join(part for part in (self.module, self.owner, self.attribute) if part)
+
+
+STREAM = Patch("langgraph.pregel", "Pregel", "stream", "graph runs (invoke_workflow spans) under invoke")
+ASTREAM = Patch("langgraph.pregel", "Pregel", "astream", "graph runs under ainvoke/astream/astream_events")
+RUN_WITH_RETRY = Patch("langgraph.pregel._runner", None, "run_with_retry", "node executions (sync)")
+ARUN_WITH_RETRY = Patch("langgraph.pregel._runner", None, "arun_with_retry", "node executions (async)")
+BRANCH_FINISH = Patch("langgraph.graph._branch", "BranchSpec", "_finish", "conditional edges' choices")
+ASSEMBLE_WRITES = Patch("langgraph.pregel._write", None, "_assemble_writes", "the Command a node returned")
+TICK = Patch("langgraph.pregel._loop", "PregelLoop", "tick", "interrupt_before breakpoints")
+AFTER_TICK = Patch("langgraph.pregel._loop", "PregelLoop", "after_tick", "interrupt_after breakpoints")
+TOOL_RUN = Patch("langchain_core.tools", "BaseTool", "run", "tool calls (sync)")
+TOOL_ARUN = Patch("langchain_core.tools", "BaseTool", "arun", "tool calls (async)")
+
+
+def resolve(patch: Patch) -> Any | None:
+    """The object whose ``patch.attribute`` is wrapped, or ``None`` (with a warning) when it is gone."""
+    try:
+        owner: Any = importlib.import_module(patch.module)
+        if patch.owner is not None:
+            owner = getattr(owner, patch.owner)
+        found = callable(getattr(owner, patch.attribute))
+    except (ImportError, AttributeError):
+        found = False
+    if not found:
+        warnings.warn(f"orchestrace_langgraph: {patch.path} is not in this LangGraph version; "
+                      f"{patch.records} are not recorded", RuntimeWarning, stacklevel=3)
+        return None
+    return owner
+
+
+def _safe(default: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A read of LangGraph's internals: ``default`` when the object does not have the expected shape."""
+
+    def decorate(read: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(*args: Any) -> Any:
+            try:
+                return read(*args)
+            except Exception:
+                return default
+
+        guarded.__doc__, guarded.__name__ = read.__doc__, read.__name__
+        return guarded
+
+    return decorate
+
+
+# --- configs ------------------------------------------------------------------------------------------------
+@_safe({})
+def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``configurable`` part of a run's or task's config."""
+    return config.get(CONF) or {}
+
+
+def is_subgraph_run(conf: Mapping[str, Any]) -> bool:
+    """A run started by a node of another graph (a subgraph): its config names the task running it."""
+    return CONFIG_KEY_TASK_ID in conf
+
+
+def checkpoint_ns(conf: Mapping[str, Any]) -> str:
+    return str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
+
+
+def checkpoint_config(thread_id: object) -> dict[str, Any]:
+    """The config that reads a thread's latest top-level checkpoint."""
+    return {CONF: {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+# --- node executions (PregelExecutableTask) -----------------------------------------------------------------
+class Task(NamedTuple):
+    """What a node execution's task tells, read once."""
+
+    name: str
+    id: str
+    config: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    input: Any
+    triggers: tuple[str, ...]
+    pushed: bool  # scheduled by a Send (or a functional-API call) rather than by channel triggers
+    runs_graph: bool  # the node runs a compiled graph (LangGraph found it among the task's subgraphs)
+    first_step: Any  # what the node runs (its runnable, before its writers)
+
+
+@_safe(None)
+def read_task(task: Any) -> Task | None:
+    """The task a node execution runs, or ``None`` when ``task`` is not one LangGraph's runner passes."""
+    config = task.config
+    steps = getattr(task.proc, "steps", None)
+    return Task(
+        name=str(task.name), id=str(task.id), config=config, metadata=config.get("metadata") or {},
+        input=task.input, triggers=tuple(str(t) for t in task.triggers),
+        pushed=bool(task.path) and task.path[0] == PUSH, runs_graph=bool(task.subgraphs),
+        first_step=steps[0] if isinstance(steps, list | tuple) and steps else task.proc,
+    )
+
+
+@_safe([])
+def sends_written(task: Any) -> list[Send]:
+    """The ``Send`` packets a node execution wrote."""
+    return [value for channel, value in task.writes if channel == TASKS and isinstance(value, Send)]
+
+
+@_safe(frozenset())
+def channels_written(task: Any) -> frozenset[str]:
+    return frozenset(str(channel) for channel, _ in task.writes)
+
+
+def node_functions(first_step: Any) -> tuple[Any, Any]:
+    """The node's sync and async functions (a ``RunnableCallable``'s), when it has them."""
+    return getattr(first_step, "func", None), getattr(first_step, "afunc", None)
+
+
+# --- graphs -------------------------------------------------------------------------------------------------
+@_safe({})
+def fixed_edges(graph: Any) -> dict[str, tuple[str, ...]]:
+    """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
+    builder = getattr(graph, "builder", None)
+    edges = getattr(builder, "edges", None)
+    if not isinstance(edges, set):
+        return {}
+    out: dict[str, list[str]] = {}
+    for start, end in edges:
+        out.setdefault(start, []).append(end)
+    for starts, end in getattr(builder, "waiting_edges", None) or ():
+        for start in starts:
+            out.setdefault(start, []).append(end)
+    return {start: tuple(sorted(set(ends))) for start, ends in out.items()}
+
+
+@_safe({})
+def branch_ends(branch: Any) -> Mapping[Any, Any]:
+    """A conditional edge's path map (the value its function returned -> the node)."""
+    return getattr(branch, "ends", None) or {}
+
+
+@_safe([])
+def returned_commands(writes: Any) -> list[Command]:
+    """The ``Command`` objects among a node's writes (itself, or inside a list such as a ToolNode's output),
+    as its writers see them (entries with a mapper)."""
+    if not isinstance(writes, list | tuple):
+        return []
+    found: list[Command] = []
+    for write in writes:
+        value = getattr(write, "value", None)
+        if getattr(write, "mapper", None) is not None:
+            found.extend(commands_in(value))
+    return found
+
+
+def commands_in(value: Any) -> list[Command]:
+    if isinstance(value, Command):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [v for v in value if isinstance(v, Command)]
+    return []
+
+
+@_safe(None)
+def handoff_command(exc: BaseException) -> Command | None:
+    """The ``Command`` a ``ParentCommand`` carries, with ``graph`` rewritten by LangGraph's runner to the
+    checkpoint namespace of the parent graph's node it is for."""
+    command = exc.args[0]
+    return command if isinstance(command, Command) and isinstance(command.graph, str) else None
+
+
+@_safe(())
+def interrupts_of(exc: BaseException) -> Collection[Any]:
+    """The interrupts a ``GraphInterrupt`` carries (none for a static breakpoint's)."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], list | tuple) else ()
+
+
+# --- the loop (static breakpoints) --------------------------------------------------------------------------
+@_safe({})
+def loop_tasks(loop: Any) -> Mapping[str, Any]:
+    return dict(loop.tasks)
+
+
+@_safe(None)
+def breakpoint_nodes(loop: Any, tasks: Mapping[str, Any], before: str, after: str,
+                     ) -> tuple[str, list[str]] | None:
+    """(``before`` or ``after``, the nodes) when the loop paused at a static breakpoint, else ``None``."""
+    status = getattr(loop, "status", None)
+    if status not in (before, after):
+        return None
+    where = loop.interrupt_before if status == before else loop.interrupt_after
+    return status, sorted({task.name for task in tasks.values() if where == "*" or task.name in where})
+

@@ -1,0 +1,60 @@
+"""OpenTelemetry auto-instrumentation of the OpenAI Agents SDK that records the orchestration.
+
+``OpenAIAgentsInstrumentor().instrument(telemetry=None, tracer_provider=None)`` adds one tracing processor to
+the Agents SDK (``agents.add_trace_processor``): the processors already there (the SDK's own exporter, the
+user's) stay, and nothing is sent anywhere but to the OpenTelemetry tracer provider. Every ``Runner.run``,
+``run_sync`` and ``run_streamed`` then gives orchestrace spans: agents, handoffs, agents used as tools,
+function tools, guardrails that tripped, and model calls with their messages, tools and usage (see
+``orchestrace_openai_agents.processor`` for the mapping). Spans are recorded through the SDK's public API
+(``orchestrace.instrumentation``) with ``telemetry`` (what ``ot.configure`` returns), else one with
+``tracer_provider`` (else the configured provider, read when used), which also decides what content they
+carry.
+
+The Agents SDK reports nothing while its tracing is disabled (``RunConfig(tracing_disabled=True)``,
+``OPENAI_AGENTS_DISABLE_TRACING=1``); ``set_trace_processors`` replaces every processor, this one too (call
+``instrument()`` after it). Model inputs and outputs come only with ``trace_include_sensitive_data`` (the
+default); usage comes always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from agents import add_trace_processor
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from orchestrace.instrumentation import Telemetry
+
+from orchestrace_openai_agents._telemetry import Recorder
+from orchestrace_openai_agents.package import _instruments
+from orchestrace_openai_agents.processor import OrchestraceProcessor
+from orchestrace_openai_agents.version import __version__
+
+__all__ = ["OpenAIAgentsInstrumentor", "__version__"]
+
+_processor: OrchestraceProcessor | None = None
+
+
+def _registered() -> OrchestraceProcessor:
+    """The processor, added to the Agents SDK once per process (instrumenting again re-enables it)."""
+    global _processor
+    if _processor is None:
+        _processor = OrchestraceProcessor()
+        add_trace_processor(_processor)
+    return _processor
+
+
+class OpenAIAgentsInstrumentor(BaseInstrumentor):
+    """Instruments the OpenAI Agents SDK for orchestrace."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        given: Telemetry | None = kwargs.get("telemetry")
+        telemetry = (given or Telemetry(kwargs.get("tracer_provider"))).scoped(__name__, __version__)
+        _registered().telemetry = Recorder(telemetry)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        if _processor is not None:
+            _processor.telemetry = None  # it stays registered, and goes quiet

@@ -1,0 +1,1 @@
+_instruments = ("openai-agents >= 0.24",)

@@ -1,0 +1,140 @@
+"""A model call seen through a framework's callbacks (``start_chat``): known by its chat messages, with a span
+written whole when the call ends.
+
+For integrations that are told when a model call starts and ends (LangChain callbacks, a tracing processor)
+but run nothing inside it: the span is started at the end, with the call's start time and every attribute at
+once, so nothing is open meanwhile and its attributes are cleaned once. Refs are those of the GenAI form of
+the messages (``messages_ref``, ``message_ref``), which the collector recomputes from captured messages.
+With a :class:`~orchestrace.history.PromptHistory`, a prompt that continues an earlier call's prompt and
+completion in the same trace carries only its new messages plus a reference (a history is exported once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_span_id, format_trace_id
+
+from orchestrace import history as _history
+from orchestrace import semconv as sc
+from orchestrace.arguments import request_attributes
+from orchestrace.errors import record_error
+from orchestrace.failsafe import failsafe
+from orchestrace.fields import field_of
+from orchestrace.messages import (
+    PromptRefs,
+    capture_messages,
+    genai_message,
+    message_ref,
+    messages_ref,
+    prompt_refs,
+)
+from orchestrace.replies import Reply, normalize, reply_attributes
+from orchestrace.telemetry import Telemetry
+from orchestrace.usage import Usage
+
+_OK = Status(StatusCode.OK)
+
+
+class ChatCall:
+    """A model call in progress: its span is started, with every attribute at once, when the call ends
+    (:meth:`stop` or :meth:`fail`, once)."""
+
+    __slots__ = ("attributes", "context", "history", "name", "prompt", "prompt_refs", "start_ns", "telemetry")
+
+    def __init__(self, telemetry: Telemetry, name: str, context: Context, attributes: dict[str, Any],
+                 prompt: Sequence[Any], history: _history.PromptHistory | None) -> None:
+        self.telemetry = telemetry
+        self.name = name
+        self.context = context
+        self.attributes = attributes
+        self.prompt = prompt  # converted to GenAI messages only when content is captured
+        self.history = history
+        self.start_ns = time.time_ns()
+        self.prompt_refs: PromptRefs | None = None  # taken at the start when capturing, before clipping
+        if telemetry.capture.capture_content:
+            self.prompt_refs = prompt_refs(prompt)
+            attributes[sc.ORCH_INPUT_REF] = self.prompt_refs.whole
+        else:
+            attributes[sc.ORCH_INPUT_REF] = messages_ref(prompt)
+
+    @failsafe(None)
+    def stop(self, message: Any = None, *, usage: Usage | None = None) -> None:
+        """The call returned ``message`` (its reply: a chat message or any reply shape
+        :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the
+        reply states none."""
+        reply = None
+        if message is not None:
+            reply = normalize(message) or Reply(text=str(field_of(message, "content") or ""))
+            if reply.usage is None:
+                reply.usage = usage
+            self.attributes.update(reply_attributes(reply, self.telemetry.capture.capture_content))
+            self.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
+        span = self._span(reply)
+        span.set_status(_OK)
+        span.end()
+
+    @failsafe(None)
+    def fail(self, exc: BaseException) -> None:
+        """The call raised ``exc``."""
+        span = self._span(None)
+        record_error(span, exc)
+        span.end()
+
+    def _span(self, completion: Reply | None) -> Span:
+        """The call's span, started now with its start time; with content capture, the prompt's messages that
+        no earlier call of the trace exported, and the completion."""
+        attrs = self.attributes
+        capture_config = self.telemetry.capture
+        refs: list[str] = []
+        if capture_config.capture_content:
+            given = self.prompt_refs  # None when capture was off at the start
+            messages = (given.converted if given is not None and given.converted is not None
+                        else [genai_message(m) for m in self.prompt])
+            # Before capture_messages clips the texts.
+            refs = given.each if given is not None else [
+                message_ref(m, g) for m, g in zip(self.prompt, messages, strict=True)]
+            start = 0
+            if self.history is not None:
+                attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
+            # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
+            if self.history is not None and not capture_config.full_prompt:
+                trace_id = trace.get_current_span(self.context).get_span_context().trace_id
+                prefix = (self.history.longest_prefix(format_trace_id(trace_id), _history.chain(refs))
+                          if trace_id else None)
+                if prefix is not None:
+                    attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
+                    start = prefix[1]
+            captured = capture_messages(messages[start:], capture_config)
+            if captured is not None:
+                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
+            if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
+                captured = capture_messages([completion.message()], capture_config)
+                if captured is not None:
+                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
+        span = self.telemetry.start_span(self.name, self.context, SpanKind.CLIENT, attrs,
+                                         start_time=self.start_ns)
+        if (completion is not None and self.history is not None and capture_config.capture_content
+                and not capture_config.full_prompt):
+            ids = span.get_span_context()
+            self.history.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
+                                  _history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))
+        return span
+
+
+def chat_call(telemetry: Telemetry, messages: Sequence[Any], context: Context, *, model: str | None,
+              label: str | None, provider: str | None, operation: str, request: Mapping[str, Any] | None,
+              history: _history.PromptHistory | None) -> ChatCall:
+    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation}
+    if model:
+        attributes[sc.GEN_AI_REQUEST_MODEL] = model
+    if provider:
+        attributes[sc.GEN_AI_PROVIDER_NAME] = provider
+    if request:  # sampling parameters, and with capture the tools offered
+        attributes.update(request_attributes(request, telemetry.capture.capture_content))
+    name = f"{operation} {label or model or 'model'}"
+    return ChatCall(telemetry, name, context, attributes, messages, history)

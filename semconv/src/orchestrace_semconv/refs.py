@@ -1,0 +1,227 @@
+"""Content refs: the one place that turns Python values into the digests spans carry (``*_ref`` attributes).
+
+``content_ref(value)`` is the digest every orchestrace part uses (SDK, integrations, collector), so a value
+hashed in one place matches the same value hashed in another:
+
+* ``str``: SHA-256 of its UTF-8 bytes (so a ref can be checked against a stored text file);
+* ``bytes`` / ``bytearray`` / ``memoryview``: SHA-256 of the bytes;
+* anything else: SHA-256 of its canonical JSON: keys sorted, separators ``,`` and ``:``, no ASCII escaping;
+  pydantic models via ``model_dump(mode="json")``, dataclasses via ``asdict``, sets sorted, other objects by
+  ``repr``. Values JSON cannot encode at all (circular ones) fall back to ``repr``.
+
+Large values are hashed in a stream: a 50 MB argument is never copied whole. ``to_text`` is the same
+serialization as text (what the SDK captures, before redaction and the size limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+REF_PREFIX = "sha256:"
+#: Strings are hashed, and values serialized, in pieces of this many characters.
+CHUNK = 1 << 20
+_SMALL_NODES = 2000
+#: Exact types whose canonical JSON is one short token.
+_SCALARS = frozenset({int, float, bool, type(None)})
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _json_default(value: Any) -> Any:
+    """JSON fallback for the types ``json`` does not know."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__qualname__}>"
+
+
+_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+_unsorted_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
+#: ``_encoder``'s C encoder, built once (``JSONEncoder.encode`` builds one per call) and without the circular
+#: check, for the values ``_is_small`` let through: its bounded walk rules out cycles among their containers
+#: (one hidden behind a ``default`` conversion ends in RecursionError, caught like the check's ValueError).
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # CPython's accelerator (not in typeshed)
+_small_encoder = (None if _c_make_encoder is None else _c_make_encoder(
+    None, _json_default, json.encoder.encode_basestring, None, ":", ",", True, False, True))
+
+
+def _encode_small(value: Any) -> str:
+    if _small_encoder is None:  # no C accelerator (some other Python implementations)
+        return _encoder.encode(value)
+    return "".join(_small_encoder(value, 0))
+
+
+def _is_small(value: Any) -> bool:
+    """Whether ``value`` is surely small enough to serialize in one piece (fast, C-accelerated ``json``).
+
+    Visits at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value); strings
+    and bytes count by length. Leaves are sized where they are met and only containers are walked, with
+    exact-type checks first: this runs on every ref of a hot path.
+    """
+    stack = [value]
+    nodes = 0
+    size = 0
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        nodes += 1
+        if kind is dict or (kind is not list and kind is not tuple and isinstance(item, dict)):
+            nodes += 2 * len(item)
+            if nodes > _SMALL_NODES:
+                return False
+            for key, child in item.items():
+                if type(key) is str:
+                    size += len(key)
+                elif type(key) not in _SCALARS:
+                    stack.append(key)
+                if type(child) is str:
+                    size += len(child)
+                elif type(child) not in _SCALARS:
+                    stack.append(child)
+        elif kind is list or kind is tuple or isinstance(item, list | tuple | set | frozenset):
+            nodes += len(item)
+            if nodes > _SMALL_NODES:
+                return False
+            for child in item:
+                if type(child) is str:
+                    size += len(child)
+                elif type(child) not in _SCALARS:
+                    stack.append(child)
+        elif isinstance(item, str | bytes | bytearray | memoryview):
+            size += len(item)
+        if size > CHUNK:
+            return False
+    return True
+
+
+def _text_chunks(value: Any, encoder: json.JSONEncoder = _encoder) -> Iterator[str]:
+    """The serialization of ``value`` as text: in one piece when small, else streamed in chunks so that a
+    large value is never copied whole."""
+    if isinstance(value, str):
+        for start in range(0, len(value), CHUNK):
+            yield value[start:start + CHUNK]
+    elif _is_small(value):
+        yield encoder.encode(value)
+    else:
+        yield from encoder.iterencode(value)
+
+
+def _digest(value: Any, encoder: json.JSONEncoder) -> str:
+    digest = hashlib.sha256()
+    if isinstance(value, _BYTES_LIKE):
+        digest.update(value)
+    else:
+        for chunk in _text_chunks(value, encoder):
+            digest.update(chunk.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _ref(data: bytes) -> str:
+    return REF_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def json_ref(text: str) -> str:
+    """The content ref of the value whose canonical JSON (``content_ref``'s serialization) is ``text``: for
+    callers that write the JSON of a known shape themselves, cheaper than building the value to encode it."""
+    return _ref(text.encode("utf-8", "surrogatepass"))
+
+
+def quick_ref(value: Any) -> str | None:
+    """The content ref of a ``str`` (up to 1 MB) or ``bytes`` value: one hash, no serialization, never
+    raises. ``None`` for any other value (use :func:`content_ref`)."""
+    kind = type(value)  # exact types: no ABC checks on the hot path
+    if kind is str and len(value) <= CHUNK:
+        return _ref(value.encode("utf-8", "surrogatepass"))
+    if kind is bytes:
+        return _ref(value)
+    return None
+
+
+def content_ref(value: Any) -> str:
+    """``sha256:<hex>`` of ``value``'s canonical serialization (see the module docstring). Never raises."""
+    kind = type(value)
+    if kind is not dict and kind is not list:  # the commonest values are not strings or bytes
+        ref = quick_ref(value)
+        if ref is not None:
+            return ref
+    try:
+        if kind in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
+            # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
+            return json_ref(_encode_small(value))
+        return REF_PREFIX + _digest(value, _encoder)
+    except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
+        try:
+            return REF_PREFIX + _digest(value, _unsorted_encoder)
+        except Exception:
+            pass
+    except Exception:  # circular structures and the like: hash the repr instead
+        pass
+    try:
+        return _ref(repr(value).encode("utf-8", "surrogatepass"))
+    except Exception as exc:
+        _log_once(exc)
+        return _ref(type(value).__qualname__.encode())
+
+
+
+
+_failed = False
+
+
+def _log_once(exc: Exception) -> None:
+    """A value not even ``repr`` can write: logged the first time (its type name is hashed instead)."""
+    global _failed
+    if not _failed:
+        _failed = True
+        logging.getLogger("orchestrace").error("orchestrace: a value could not be serialized for its content "
+                                               "ref; its type name is hashed instead", exc_info=exc)
+
+
+def _prefix(value: Any, limit: int | None, encoder: json.JSONEncoder) -> tuple[str, bool]:
+    parts: list[str] = []
+    size = 0
+    for chunk in _text_chunks(value, encoder):
+        if limit is not None and size + len(chunk) > limit:
+            parts.append(chunk[: limit - size])
+            return "".join(parts), True
+        parts.append(chunk)
+        size += len(chunk)
+    return "".join(parts), False
+
+
+def to_text(value: Any, limit: int | None = None) -> tuple[str, bool]:
+    """The serialization behind ``content_ref`` as text, reading at most ``limit`` characters.
+
+    Returns the text read and whether more remained.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value[: None if limit is None else limit + 4])
+        text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder)
+        return text, cut or len(raw) < len(value)
+    try:
+        return _prefix(value, limit, _encoder)
+    except TypeError:
+        try:
+            return _prefix(value, limit, _unsorted_encoder)
+        except Exception:
+            pass
+    except Exception:
+        pass
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return (text, False) if limit is None or len(text) <= limit else (text[:limit], True)

@@ -1,0 +1,114 @@
+"""Model calls as training samples: full messages, the tools offered and usage (content capture on), from the
+Responses API's spans and from Chat Completions' ones; only refs and usage with capture off."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import Agent, RunConfig, Runner
+from agents_apps import TRIAGE_TURNS, add, math_agent, triage_app
+from agents_spans import Spans
+from orchestrace import semconv as sc
+from orchestrace.config import CaptureConfig, set_config
+
+from examples.agents_fakes import ScriptedChatModel, call, say
+
+
+@pytest.fixture
+def capture() -> Iterator[None]:
+    set_config(CaptureConfig(capture_content=True))
+    yield
+    set_config(None)
+
+
+def messages(turn_messages: Any) -> list[dict[str, Any]]:
+    return [m.model_dump(exclude_none=True) for m in turn_messages or []]
+
+
+def tools(turn: Any) -> list[dict[str, Any]]:
+    return [t.model_dump(exclude_none=True) for t in turn.tools or []]
+
+
+ADD_CALL = {"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}}
+
+
+def check_math_turns(turns: list[Any]) -> None:
+    """math's two turns: the add call, then the answer after the tool's result."""
+    first, second = turns
+    assert messages(first.prompt)[0] == {"role": "system", "content": "Compute with the add tool."}
+    (request,) = messages(first.completion)
+    assert request["role"] == "assistant" and len(request["tool_calls"]) == 1
+    call_id = request["tool_calls"][0]["id"]
+    assert request["tool_calls"][0] == {"id": call_id, **ADD_CALL}
+    # the call and its result are the end of the next prompt
+    prompt = messages(second.prompt)
+    assert prompt[-2]["tool_calls"] == [{"id": call_id, **ADD_CALL}]
+    assert {k: prompt[-1][k] for k in ("role", "content", "tool_call_id")} == {
+        "role": "tool", "content": "5", "tool_call_id": call_id}
+    assert messages(second.completion)[0]["content"] == "2 + 3 = 5"
+    assert second.finish_reason == "stop" and first.finish_reason == "tool_calls"
+
+
+async def test_responses_api_turns(spans: Spans, capture: None) -> None:
+    await Runner.run(triage_app(), "What is 2 + 3?")
+    written, episode = spans.convert()
+    turns = episode.turns
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in turns] == TRIAGE_TURNS
+    assert messages(turns[0].prompt) == [{"role": "system", "content": "Route the question."},
+                                         {"role": "user", "content": "What is 2 + 3?"}]
+    assert [t["function"]["name"] for t in tools(turns[0])] == ["transfer_to_math"]
+    (add_tool,) = tools(turns[1])
+    assert (add_tool["function"]["name"], add_tool["function"]["description"]) == ("add", "Add two integers.")
+    assert sorted(add_tool["function"]["parameters"]["properties"]) == ["a", "b"]
+    check_math_turns(turns[1:])
+    # the handoff is in math's history: the transfer call and its answer
+    history = messages(turns[1].prompt)
+    assert history[2]["tool_calls"][0]["function"]["name"] == "transfer_to_math"
+    assert history[3]["role"] == "tool"
+    tool = spans.one("execute_tool add")
+    assert json.loads(str(tool.attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS])) == {"a": 2, "b": 3}
+    assert tool.attributes[sc.GEN_AI_TOOL_CALL_RESULT] == "5"
+    assert written["costs"]["tokens"] == sum(i + o for _, i, o in TRIAGE_TURNS)
+
+
+async def test_chat_completions_turns(spans: Spans, capture: None) -> None:
+    model = ScriptedChatModel([call(("add", {"a": 2, "b": 3}), input_tokens=12, output_tokens=6),
+                               say("2 + 3 = 5", input_tokens=20, output_tokens=4)], model="chat-model")
+    agent = Agent(name="math", instructions="Compute with the add tool.", model=model, tools=[add])
+    await Runner.run(agent, "What is 2 + 3?")
+    chats = spans.named("chat chat-model")
+    assert len(chats) == 2
+    written, episode = spans.convert()
+    assert [(t.agent, t.model, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("math", "chat-model", 12, 6), ("math", "chat-model", 20, 4)]
+    check_math_turns(episode.turns)
+    assert messages(episode.turns[0].prompt)[1] == {"role": "user", "content": "What is 2 + 3?"}
+    assert written["costs"]["tokens"] == 42
+
+
+async def test_without_capture_spans_carry_refs_and_usage_only(spans: Spans) -> None:
+    await Runner.run(triage_app(), "What is 2 + 3?")
+    for chat in spans.named("chat scripted-model"):
+        assert sc.GEN_AI_INPUT_MESSAGES not in chat.attributes
+        assert sc.GEN_AI_OUTPUT_MESSAGES not in chat.attributes
+        assert sc.GEN_AI_TOOL_DEFINITIONS not in chat.attributes
+        assert str(chat.attributes[sc.ORCH_INPUT_REF]).startswith("sha256:")
+        assert str(chat.attributes[sc.ORCH_OUTPUT_REF]).startswith("sha256:")
+    assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in spans.one("execute_tool add").attributes
+    _, episode = spans.convert()
+    assert [(t.input_tokens, t.output_tokens) for t in episode.turns] == [(7, 3), (12, 6), (20, 4)]
+    assert all(t.prompt is None for t in episode.turns)
+
+
+async def test_sensitive_data_off_keeps_usage(spans: Spans, capture: None) -> None:
+    await Runner.run(math_agent(), "What is 2 + 3?", run_config=RunConfig(trace_include_sensitive_data=False))
+    chats = spans.named("chat")  # the model's name is part of what is withheld
+    assert [(c.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS], c.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS])
+            for c in chats] == [(12, 6), (20, 4)]
+    assert all(sc.GEN_AI_INPUT_MESSAGES not in c.attributes for c in chats)
+    assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in spans.one("execute_tool add").attributes
+    written, _ = spans.convert()
+    assert written["costs"]["tokens"] == 42
