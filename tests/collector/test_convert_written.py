@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,17 +107,42 @@ def test_a_value_neither_can_write_fails_the_same_way() -> None:
             episode.json_lines(0, MAX_BYTES)
 
 
-@pytest.mark.parametrize("budget", [MAX_BYTES, 4000])
-def test_what_the_amplification_limit_cuts_is_cut_alike(budget: int) -> None:
-    """A name over the identifier limit, or a budget the episode does not fit: the limit applies (on the
-    models), the same whichever way the episode came."""
+def long_agent_name() -> list[Span]:
     spans = rich_episode()
     spans[1].attributes = {**spans[1].attributes, sc.GEN_AI_AGENT_NAME: "lead-" + "x" * ID_CHARS}
-    fast, slow = both_ways(spans)
+    return spans
+
+
+def long_model_name() -> list[Span]:  # an identifier only turns have
+    return rich_episode(**{sc.GEN_AI_RESPONSE_MODEL: "m" * (ID_CHARS + 1)})
+
+
+def long_reward_name() -> list[Span]:  # in the trace's rewards and the turns' credit
+    spans = rich_episode()
+    spans[0].events = (event(sc.EVENT_EVALUATION_RESULT, 9.5, **{sc.GEN_AI_EVALUATION_SCORE_VALUE: 1,
+                                                                 sc.GEN_AI_EVALUATION_NAME: "n" * 300}),)
+    return spans
+
+
+def long_system_name() -> list[Span]:  # an identifier only the trace has
+    spans = rich_episode()
+    spans[0].attributes = {**spans[0].attributes, sc.ORCH_SYSTEM: "x" * 300}
+    return spans
+
+
+@pytest.mark.parametrize("budget", [MAX_BYTES, 4000])
+@pytest.mark.parametrize("build", [long_agent_name, long_model_name, long_reward_name, long_system_name])
+def test_what_the_amplification_limit_cuts_is_cut_alike(build: Callable[[], list[Span]], budget: int) -> None:
+    """A name over the identifier limit, or a budget the episode does not fit: the limit applies (on the
+    models), the same whichever way the episode came."""
+    fast, slow = both_ways(build())
     trace_line, turn_lines = fast.json_lines(0, budget)
     assert (trace_line, turn_lines) == slow.json_lines(0, budget)
     trace = json.loads(trace_line)
-    assert all(len(e["agent"]) <= ID_CHARS for e in trace["events"]) and trace["metrics"]["truncated"] >= 1
+    assert trace["metrics"]["truncated"] >= 1
+    written = [trace_line, *turn_lines]
+    assert not any(("x" * ID_CHARS).encode() in line or ("m" * ID_CHARS).encode() in line for line in written)
+    assert all(len(part) <= ID_CHARS for key in trace["rewards"] for part in key.split(":"))  # cut by part
     first_turn = json.loads(turn_lines[0])
     if budget < MAX_BYTES:  # the messages were cut too (the span's own cut of the prompt, 12 bytes, counts)
         assert first_turn["truncated"]["prompt"] > 12 and "completion" in first_turn["truncated"]

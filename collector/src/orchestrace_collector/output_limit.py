@@ -85,6 +85,7 @@ def limit_output(trace: Trace, turns: Sequence[Turn], max_bytes: int = DEFAULT_M
 #: is counted 24; everything else at most 6 times (a character, a minimal event, turn or edge).
 _UPPER_BOUND_PER_BYTE = 12
 #: The identifier fields of written events and turns (``_EVENT_IDS``, ``_TURN_IDS`` by their JSON names).
+_TRACE_ID_KEYS = ("trace_id", "task_id", "system")
 _EVENT_ID_KEYS = tuple("from" if name == "from_" else name for name in _EVENT_IDS)
 _TURN_ID_KEYS = ("trace_id", "task_id", *_TURN_IDS)
 
@@ -96,23 +97,23 @@ def may_cut(trace: Mapping[str, Any], turns: Sequence[Mapping[str, Any]], writte
     not (no identifier longer than :data:`ID_CHARS`, and an upper bound within the budget)."""
     if max_bytes > 0 and written_bytes * _UPPER_BOUND_PER_BYTE > max_bytes:
         return True
-    if any(len(value) > ID_CHARS for value in _strings(trace, ("trace_id", "task_id", "system"))):
-        return True
-    if any(len(key) > ID_CHARS for key in (*trace["rewards"], *trace["metrics"])):
+    if _long(trace, _TRACE_ID_KEYS) or any(len(k) > ID_CHARS for k in (*trace["rewards"], *trace["metrics"])):
         return True
     for event in trace["events"]:
-        if any(len(value) > ID_CHARS for value in _strings(event, _EVENT_ID_KEYS)):
+        if _long(event, _EVENT_ID_KEYS):
             return True
     for turn in turns:
-        if any(len(value) > ID_CHARS for value in _strings(turn, _TURN_ID_KEYS)):
-            return True
-        if any(len(key) > ID_CHARS for key in turn.get("credit") or ()):
+        if _long(turn, _TURN_ID_KEYS) or any(len(key) > ID_CHARS for key in turn.get("credit") or ()):
             return True
     return False
 
 
-def _strings(fields: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    return [value for name in names if isinstance(value := fields.get(name), str)]
+def _long(fields: Mapping[str, Any], names: Sequence[str]) -> bool:
+    for name in names:
+        value = fields.get(name)
+        if value is not None and len(value) > ID_CHARS:
+            return True
+    return False
 
 
 def _upper_bound(trace: Trace, turns: Sequence[Turn]) -> int:
