@@ -1044,3 +1044,46 @@ def test_the_outer_graphs_routing_on_an_agents_own_span_is_kept() -> None:
     w = checked(convert_episode(s.spans))
     decisions = [(e["agent"], e.get("decision"), e.get("to")) for e in by_type(w, "orchestrator_decision")]
     assert ("worker", "delegate", "model") in decisions and ("worker", "stop", None) in decisions
+
+
+def _batch_edges(second_call_start: float) -> tuple[list[str], set[tuple[str, str, str]]]:
+    """A model call asks for two tools at once: a runs 2-3, b starts at ``second_call_start``."""
+    s = Spans()
+    agent = s.agent("solver", 0, 10)
+    s.chat(1, 2, agent)
+    s.tool("a", 2, 3, agent, **{sc.ORCH_TOOL_TRUSTED: True})
+    s.tool("b", second_call_start, second_call_start + 1, agent, **{sc.ORCH_TOOL_TRUSTED: True})
+    s.chat(6, 7, agent)
+    s.tool("c", 7, 8, agent, **{sc.ORCH_TOOL_TRUSTED: True})
+    w = checked(convert_episode(s.spans))
+    name = {e["id"]: f"{e['type']}:{e.get('tool') or e['agent']}" for e in w["events"]}
+    return [name[e["id"]] for e in w["events"]], {
+        (name[e["src"]], name[e["dst"]], e["type"]) for e in w["edges"]
+    }
+
+
+def test_parallel_calls_of_one_model_call_give_the_same_edges_however_their_threads_raced() -> None:
+    overlapping_order, overlapping = _batch_edges(2.5)  # b starts before a returns
+    serial_order, serial = _batch_edges(4)  # b's thread was scheduled after a had returned
+    assert overlapping_order != serial_order  # the events are in time order ...
+    assert overlapping == serial  # ... but no edge follows the race inside the batch
+    assert ("tool_result:a", "tool_call:b", "tool_dependency") not in serial
+    # the next model call read both results: its tool depends on each, whichever came last
+    assert {
+        ("tool_result:a", "tool_call:c", "tool_dependency"),
+        ("tool_result:b", "tool_call:c", "tool_dependency"),
+    } <= serial
+
+
+def test_without_model_calls_only_overlapping_calls_are_a_batch() -> None:
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    s.tool("a", 1, 3, lead)
+    s.tool("b", 2, 4, lead)  # overlaps a: one batch
+    s.tool("c", 5, 6, lead)  # after both returned: depends on what came before it
+    w = checked(convert_episode(s.spans))
+    name = {e["id"]: f"{e['type']}:{e.get('tool') or e['agent']}" for e in w["events"]}
+    edges = {(name[e["src"]], name[e["dst"]], e["type"]) for e in w["edges"]}
+    assert ("tool_call:a", "tool_call:b", "temporal") not in edges
+    assert ("tool_result:b", "tool_call:c", "tool_dependency") in edges
+    assert ("tool_result:a", "tool_call:c", "tool_dependency") in edges

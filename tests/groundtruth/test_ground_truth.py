@@ -193,7 +193,8 @@ def test_parallelism_counts_all_busy_time(tmp_path: Path, collector: RunningColl
     outputs = run_three_ways(tmp_path / "p", collector, parallel_app(mode, parallel=True))
     for way in WAYS:
         trace, _ = outputs[way].only()
-        assert 3.5 <= trace["metrics"]["parallelism_efficiency"] <= 4.2, (mode, way, trace["metrics"])
+        # 4 by construction; scheduler delays on a loaded machine shorten the overlap, never lengthen it
+        assert 3.0 <= trace["metrics"]["parallelism_efficiency"] <= 4.2, (mode, way, trace["metrics"])
 
 
 def test_sequential_work_reads_about_one(tmp_path: Path, collector: RunningCollector) -> None:

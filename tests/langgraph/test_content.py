@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -222,10 +223,26 @@ _RUN_SPECIFIC = frozenset({"trace_id", "task_id", "span_id", "otel_trace_id", "t
 
 
 def collected(spans: list[ReadableSpan]) -> Any:
-    """The collector's written trace and turns of one run, as JSON."""
+    """The collector's written trace and turns of one run, as JSON, with events in a canonical order: parallel
+    tool calls run in threads, so which of them comes first in time differs from run to run."""
     episode = convert_episode([span_from_readable(s) for s in spans])
     written = json.loads(json.dumps(episode.trace.to_json_dict()))
-    return {"trace": written, "turns": [json.loads(t.model_dump_json()) for t in episode.turns]}
+    return {"trace": canonical(written), "turns": [json.loads(t.model_dump_json()) for t in episode.turns]}
+
+
+def canonical(trace: dict[str, Any]) -> dict[str, Any]:
+    """Stable-sorts each run of consecutive tool events by what they hold but time, renumbers, and maps edges."""
+
+    def content(event: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in event.items() if k not in _RUN_SPECIFIC | {"id"}}, sort_keys=True)
+
+    events: list[dict[str, Any]] = []
+    for is_tool, run in itertools.groupby(trace["events"], key=lambda e: e["type"].startswith("tool_")):
+        events += sorted(run, key=content) if is_tool else run
+    new_id = {e["id"]: f"e{i}" for i, e in enumerate(events, 1)}
+    edges = sorted(({**e, "src": new_id[e["src"]], "dst": new_id[e["dst"]]} for e in trace["edges"]),
+                   key=lambda e: (e["src"], e["dst"], e["type"]))
+    return {**trace, "events": [{**e, "id": new_id[e["id"]]} for e in events], "edges": edges}
 
 
 def differences(a: Any, b: Any, path: str = "") -> set[str]:

@@ -38,22 +38,82 @@ class _Timelines:
         return timeline[i] if i < len(timeline) else None
 
 
+class _Batches:
+    """Parallel tool calls of one timeline, and what comes before and after each batch.
+
+    Calls made after the same model call of their caller form a batch (a caller without model calls: calls
+    that overlap in time), with their results. Within a batch the order of calls and results is a race
+    between threads, so no edge follows it: every call depends on the event before the batch (a fork), and
+    every result leads to the event after it (a join). Two runs of one program give the same edges however
+    the race went.
+    """
+
+    __slots__ = ("after", "before", "joins", "members")
+
+    def __init__(self, actors: Actors) -> None:
+        #: tool_call index -> what its batch follows: the caller's event before it, or every result (and
+        #: unanswered call) of the batch right before it
+        self.before: dict[int, list[Ev]] = {}
+        self.after: dict[int, Ev] = {}  # batch member index -> the caller's event after its batch
+        self.members: set[int] = set()  # indices of events in a batch of more than one call
+        #: batches of more than one call followed by an event: (the results and unanswered calls, that event)
+        self.joins: list[tuple[list[Ev], Ev]] = []
+        for inst in actors.instances:
+            self._split(inst)
+
+    def _split(self, inst: Instance) -> None:
+        timeline = inst.timeline
+        turns = inst.turn_starts
+        ends_at: dict[int, list[Ev]] = {}  # last member's index -> the ends of a batch of several calls
+        i = 0
+        while i < len(timeline):
+            if timeline[i].type != "tool_call":
+                i += 1
+                continue
+            first = timeline[i]
+            turn = bisect_right(turns, first.t_ns)
+            calls = {id(first)}
+            open_calls = 1
+            j = i + 1
+            while j < len(timeline):
+                ev = timeline[j]
+                if ev.type == "tool_result" and ev.decision_ev is not None and id(ev.decision_ev) in calls:
+                    open_calls -= 1
+                elif ev.type == "tool_call" and (
+                    bisect_right(turns, ev.t_ns) == turn if turns else open_calls > 0
+                ):
+                    calls.add(id(ev))
+                    open_calls += 1
+                else:
+                    break
+                j += 1
+            if i > 0:
+                prev = timeline[i - 1]
+                follows = ends_at.get(prev.index, [prev])
+                for ev in timeline[i:j]:
+                    if ev.type == "tool_call":
+                        self.before[ev.index] = follows
+            if j < len(timeline):
+                for ev in timeline[i:j]:
+                    self.after[ev.index] = timeline[j]
+            if len(calls) > 1:
+                batch = timeline[i:j]
+                self.members.update(ev.index for ev in batch)
+                answered = {id(ev.decision_ev) for ev in batch if ev.type == "tool_result"}
+                ends = [ev for ev in batch if ev.type == "tool_result" or id(ev) not in answered]
+                ends_at[batch[-1].index] = ends
+                if j < len(timeline):
+                    self.joins.append((ends, timeline[j]))
+            i = j
+
+
 def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
     """Every edge once, sorted by source then destination. The typed rules below never produce the same edge
     twice; a temporal edge is left out where a typed edge already links the same two events."""
     edges: list[EdgeRec] = []
     add = edges.append
     timelines = _Timelines()
-    # event index -> the owner's last event before it that is not a tool_call
-    previous_work: dict[int, Ev] = {}
-    for inst in actors.instances:
-        last_non_call: Ev | None = None
-        for ev in inst.timeline:
-            if ev.type == "tool_call":
-                if last_non_call is not None:
-                    previous_work[ev.index] = last_non_call
-            else:
-                last_non_call = ev
+    batches = _Batches(actors)
 
     for ev in events_set.events:
         kind = ev.type
@@ -65,14 +125,13 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
             if ev.child is not None and ev.child.timeline:
                 add((ev.index, ev.child.timeline[0].index, "causal"))
         elif kind == "tool_call":
-            dep = previous_work.get(ev.index)
-            if dep is not None:
+            for dep in batches.before.get(ev.index, ()):
                 add((dep.index, ev.index, "tool_dependency"))
         elif kind == "tool_result":
             if ev.decision_ev is not None:
                 add((ev.decision_ev.index, ev.index, "return"))
             if not ev.trusted:
-                _safety_flow(ev, add)
+                _safety_flow(ev, batches.after.get(ev.index), add)
         elif kind == "return":
             parent = ev.owner.parent
             nxt = timelines.next_after(parent, ev) if parent is not None else None
@@ -89,25 +148,35 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
                 add((origin.index, ev.index, "safety_flow"))
     _aggregate_edges(events_set, add)
     typed = {(src, dst) for src, dst, _ in edges}
-    for inst in actors.instances:
+
+    def temporal(src: Ev, dst: Ev) -> None:
+        if (src.index, dst.index) not in typed:
+            add((src.index, dst.index, "temporal"))
+
+    for inst in actors.instances:  # consecutive events, but none that follows a race inside a batch
         timeline = inst.timeline
         for k in range(1, len(timeline)):
-            pair = (timeline[k - 1].index, timeline[k].index)
-            if pair not in typed:
-                add((*pair, "temporal"))
+            if timeline[k - 1].index not in batches.members:
+                temporal(timeline[k - 1], timeline[k])
+    for ends, nxt in batches.joins:
+        for ev in ends:
+            temporal(ev, nxt)
     edges.sort()
     return edges
 
 
-def _safety_flow(result: Ev, add: _Add) -> None:
+def _safety_flow(result: Ev, after_batch: Ev | None, add: _Add) -> None:
     """An untrusted result flows into the events that consumed it: those of the caller's first model call
-    after the result (which read it), else the caller's next event; and always into the caller's return."""
+    after the result (which read it), else the caller's next event after the result's batch; and always into
+    the caller's return."""
     owner = result.owner
     i = bisect_left(owner.turn_starts, result.t_ns)
     if i < len(owner.turn_starts):
         consumers = owner.turn_events[i][:SAFETY_FLOW_FANOUT]
     else:
-        consumers = owner.timeline[result.pos + 1 : result.pos + 2]
+        consumers = (
+            [after_batch] if after_batch is not None else owner.timeline[result.pos + 1 : result.pos + 2]
+        )
     ret = owner.ret
     for ev in consumers:
         if ev.index > result.index and ev is not ret:
