@@ -231,13 +231,14 @@ def collected(spans: list[ReadableSpan]) -> Any:
 
 
 def canonical(trace: dict[str, Any]) -> dict[str, Any]:
-    """Stable-sorts each run of consecutive tool events by what they hold but time, renumbers, and maps edges."""
+    """Stable-sorts each run of consecutive tool events by what they hold, renumbers, and maps the edges."""
 
     def content(event: dict[str, Any]) -> str:
         return json.dumps({k: v for k, v in event.items() if k not in _RUN_SPECIFIC | {"id"}}, sort_keys=True)
 
     events: list[dict[str, Any]] = []
-    for is_tool, run in itertools.groupby(trace["events"], key=lambda e: e["type"].startswith("tool_")):
+    for is_tool, group in itertools.groupby(trace["events"], key=lambda e: e["type"].startswith("tool_")):
+        run = list(group)
         events += sorted(run, key=content) if is_tool else run
     new_id = {e["id"]: f"e{i}" for i, e in enumerate(events, 1)}
     edges = sorted(({**e, "src": new_id[e["src"]], "dst": new_id[e["dst"]]} for e in trace["edges"]),
