@@ -16,7 +16,9 @@ other, gave fan-out verdicts anywhere between 0.34 and 0.72 for the same code.
 
 Time is also backed by CPU instructions per run (valgrind's callgrind, when valgrind is installed:
 deterministic, the same count whatever else the machine does). Instructions are not time (they weigh a
-cache miss or a contended lock like any other), so the verdict stays the timed one.
+cache miss or a contended lock like any other), so the verdict stays the timed one. They are counted with
+spans handed to an in-memory list (SimpleSpanProcessor): the instrumentation's own work, without the
+exporter's thread, whose batches would fall at different runs from one count to the next.
 
 Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --warmup N --serve``
 answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--callgrind --runs N``: under
