@@ -1,10 +1,12 @@
 """LangGraph: the cost of each instrumentation on the same graphs, each mode in its own process, run by run.
 
-Modes: ``uninstrumented``, ``orchestrace`` (orchestrace-langgraph), ``openinference``
-(openinference-instrumentation-langchain) and ``openllmetry`` (opentelemetry-instrumentation-langchain), each
-with its default configuration. Every mode exports into the same in-memory exporter through a
-SimpleSpanProcessor, so what is measured is the instrumentation's work in the application thread; spans and
-OTLP protobuf bytes per run are counted from one extra run after the timed ones.
+Modes: ``uninstrumented``, ``orchestrace`` (orchestrace-langgraph), ``orchestrace_content`` (the same with
+message content captured), ``openinference`` (openinference-instrumentation-langchain) and ``openllmetry``
+(opentelemetry-instrumentation-langchain), each with its default configuration. Every mode exports as users
+run it: a BatchSpanProcessor with its default settings and the OTLP/HTTP exporter, to one loopback receiver
+(``bench.otlp_sink``) that all modes share. The exporter's thread works in the same process as the graph, so
+its encoding and sending are part of each mode's wall and CPU time (spread over the runs that fill a batch).
+Spans and OTLP protobuf bytes per run are counted from one extra run after the timed ones.
 
 Each mode lives in its own process for the whole group, and the processes take turns one graph run at a
 time (a round: every mode once, the order rotated). A shared machine's speed drifts by up to 2x within
@@ -14,7 +16,9 @@ other, gave fan-out verdicts anywhere between 0.34 and 0.72 for the same code.
 
 Time is also backed by CPU instructions per run (valgrind's callgrind, when valgrind is installed:
 deterministic, the same count whatever else the machine does). Instructions are not time (they weigh a
-cache miss or a contended lock like any other), so the verdict stays the timed one.
+cache miss or a contended lock like any other), so the verdict stays the timed one. They are counted with
+spans handed to an in-memory list (SimpleSpanProcessor): the instrumentation's own work, without the
+exporter's thread, whose batches would fall at different runs from one count to the next.
 
 Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --warmup N --serve``
 answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--callgrind --runs N``: under
@@ -31,19 +35,25 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bench.graphs import GRAPHS
 from bench.instructions import available, count, counted
 from bench.timing import CountingExporter, median
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
 MODES = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
 #: orchestrace leaves message content out by default, the other two record it: this mode captures it too.
 MODE_ENV = {"orchestrace_content": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}}
 COMPETITORS = ("openinference", "openllmetry")
+#: The most orchestrace may cost, as a multiple of the uninstrumented run (paired ratio by wall time).
+RATIO_TARGETS = {"orchestrace": 1.2, "orchestrace_content": 1.5}
 #: Per mode, per graph: (wall, CPU) microseconds of each round's run; round i of every mode ran together.
 Samples = dict[str, dict[str, list[tuple[float, float]]]]
 WALL, CPU = 0, 1
@@ -120,56 +130,89 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None
                 exporter.clear()
 
 
-def serve(mode: str, graphs: list[str], warmup: int) -> None:
-    """Build and warm up every graph in ``mode``, then answer one request per stdin line on the stdout it
-    started with (what the libraries print goes to stderr):
+class _OtlpCounting:
+    """The OTLP/HTTP span exporter, counting the spans it exports and (while ``measure``) their bytes."""
+
+    def __init__(self, endpoint: str) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        self._otlp = OTLPSpanExporter(endpoint=endpoint)
+        self.spans = 0
+        self.bytes = 0
+        self.measure = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> Any:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        self.spans += len(spans)
+        if self.measure:
+            self.bytes += len(encode_spans(spans).SerializeToString())
+        return self._otlp.export(spans)
+
+    def shutdown(self) -> None:
+        self._otlp.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _provider(exporter: _OtlpCounting) -> TracerProvider:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+    return provider
+
+
+def serve(mode: str, graphs: list[str], warmup: int, endpoint: str) -> None:
+    """Build and warm up every graph in ``mode``, exporting to ``endpoint``, then answer one request per stdin
+    line on the stdout it started with (what the libraries print goes to stderr):
 
     - ``time GRAPH``: ``[wall, cpu]`` microseconds of one run (CPU time of the process: every thread, so
-      the Send tasks' pool too);
+      the Send tasks' pool and the exporter's thread too);
     - ``count GRAPH``: ``{"spans": n, "bytes": b}`` of one run, the bytes as OTLP protobuf.
     """
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    exporter = CountingExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter = _OtlpCounting(endpoint)
+    provider = _provider(exporter)
     _instrument(mode, provider)
     built = {name: (GRAPHS[name][0](), GRAPHS[name][1]) for name in graphs}
     for graph, inputs in built.values():
         for _ in range(warmup):
             graph.invoke(inputs)
-            exporter.clear()
+    provider.force_flush()
     print(json.dumps("ready"), file=replies, flush=True)
     for line in sys.stdin:
         request, name = line.split()
         graph, inputs = built[name]
+        if request == "count":
+            provider.force_flush()
+            spans_before, exporter.bytes, exporter.measure = exporter.spans, 0, True
         start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
         graph.invoke(inputs)
         cpu = (time.process_time_ns() - cpu_start) / 1000
         wall = (time.perf_counter_ns() - start) / 1000
         reply: Any = [wall, cpu]
         if request == "count":
-            spans = exporter.spans
-            size = len(encode_spans(spans).SerializeToString()) if spans else 0
-            reply = {"spans": len(spans), "bytes": size}
-        exporter.clear()
+            provider.force_flush()
+            reply = {"spans": exporter.spans - spans_before, "bytes": exporter.bytes}
+            exporter.measure = False
         print(json.dumps(reply), file=replies, flush=True)
+    provider.shutdown()
 
 
 class _Worker:
     """One mode's serving process (see ``serve``)."""
 
-    def __init__(self, mode: str, sizes: Sizes) -> None:
+    def __init__(self, mode: str, sizes: Sizes, endpoint: str) -> None:
         self.mode = mode
         # A file, not a pipe: nobody reads stderr until the worker fails, and a full pipe would block it.
         self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close)
         cmd = [sys.executable, "-m", "bench.langgraph_overhead", "--mode", mode, "--serve"]
         self._proc = subprocess.Popen(
-            [*cmd, "--graphs", ",".join(sizes.graphs), "--warmup", str(sizes.warmup)],
+            [*cmd, "--endpoint", endpoint, "--graphs", ",".join(sizes.graphs), "--warmup", str(sizes.warmup)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -242,11 +285,32 @@ def instructions(sizes: Sizes) -> dict[str, Any]:
     return {"runs": sizes.counted_runs, "graphs": graphs}
 
 
-def _group(sizes: Sizes, modes: list[str], samples: Samples, errors: dict[str, str]) -> dict[str, Any]:
+@contextlib.contextmanager
+def _sink() -> Iterator[str]:
+    """A loopback OTLP/HTTP receiver (``bench.otlp_sink``) for the duration; yields its traces endpoint."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.otlp_sink"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    try:
+        assert proc.stdout is not None
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}/v1/traces"
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _group(
+    sizes: Sizes, modes: list[str], samples: Samples, errors: dict[str, str], endpoint: str
+) -> dict[str, Any]:
     """One group: a process per mode, taking turns run by run; appends to ``samples``, and gives each live
     mode's spans and bytes per graph. A mode that fails is dropped from ``samples`` for good, so the rounds of
     the others stay aligned."""
-    workers = {mode: _Worker(mode, sizes) for mode in modes}
+    workers = {mode: _Worker(mode, sizes, endpoint) for mode in modes}
 
     def ask(mode: str, request: str) -> Any:
         if mode not in workers:
@@ -280,8 +344,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     samples: Samples = {m: {g: [] for g in sizes.graphs} for m in MODES}
     errors: dict[str, str] = {}
     counts: dict[str, Any] = {}
-    for _ in range(sizes.groups):
-        counts = _group(sizes, [m for m in MODES if m in samples], samples, errors)
+    with _sink() as endpoint:
+        for _ in range(sizes.groups):
+            counts = _group(sizes, [m for m in MODES if m in samples], samples, errors, endpoint)
     graphs: dict[str, dict[str, dict[str, float]]] = {}
     for name in sizes.graphs:
         row: dict[str, dict[str, float]] = {}
@@ -292,20 +357,30 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             row[mode] = {
                 "us_per_run": median([run[WALL] for run in runs]),
                 "cpu_us_per_run": median([run[CPU] for run in runs]),
+                # Mean: the runs in which the exporter's thread sent a batch count in full.
+                "mean_us_per_run": sum(run[WALL] for run in runs) / len(runs),
+                "wall_per_cpu": median([run[WALL] / run[CPU] for run in runs]),
                 **counts[mode][name],
             }
         if "uninstrumented" not in row:
             continue
         base, cpu_base = row["uninstrumented"]["us_per_run"], row["uninstrumented"]["cpu_us_per_run"]
-        for cell in row.values():
+        for mode, cell in row.items():
+            cell["paired_ratio"] = median(_paired_ratios(samples, name, mode, WALL))
+            cell["paired_cpu_ratio"] = median(_paired_ratios(samples, name, mode, CPU))
+            cell["mean_ratio"] = cell["mean_us_per_run"] / row["uninstrumented"]["mean_us_per_run"]
             cell["ratio"] = cell["us_per_run"] / base
+            if mode in RATIO_TARGETS:
+                cell["ratio_met"] = cell["paired_ratio"] <= RATIO_TARGETS[mode]
             cell["overhead_us"] = cell["us_per_run"] - base
             cell["cpu_ratio"] = cell["cpu_us_per_run"] / cpu_base
             cell["cpu_overhead_us"] = cell["cpu_us_per_run"] - cpu_base
         graphs[name] = row
     return {
         "sizes": sizes.__dict__,
-        "exporter": "SimpleSpanProcessor -> in-memory list (same for every mode)",
+        "exporter": "BatchSpanProcessor (defaults) -> OTLP/HTTP protobuf to a loopback receiver "
+        "(same for every mode)",
+        "ratio_targets": RATIO_TARGETS,
         "graphs": graphs,
         "target": _target(graphs, samples, sizes.rounds),
         "instructions": instructions(sizes),
@@ -315,6 +390,12 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
 
 def _fraction(overhead: float, lighter: float) -> float:
     return overhead / lighter if lighter > 0 else float("inf")
+
+
+def _paired_ratios(samples: Samples, graph: str, mode: str, key: int) -> list[float]:
+    """Per round, ``mode``'s run over the uninstrumented one of the same round; ``key``: WALL or CPU."""
+    pairs = zip(samples["uninstrumented"][graph], samples[mode][graph], strict=True)
+    return [own[key] / base[key] for base, own in pairs]
 
 
 def _paired_fractions(samples: Samples, graph: str, mode: str, key: int) -> list[float]:
@@ -367,11 +448,12 @@ def main() -> None:
     mode.add_argument("--serve", action="store_true", help="answer timing requests on stdin (see serve)")
     mode.add_argument("--callgrind", action="store_true", help="count instructions (run under callgrind)")
     parser.add_argument("--runs", type=int, default=1, help="with --callgrind: runs counted per graph")
+    parser.add_argument("--endpoint", help="with --serve: the OTLP/HTTP traces endpoint to export to")
     args = parser.parse_args()
     if args.callgrind:
         counted_worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
     else:
-        serve(args.mode, args.graphs.split(","), args.warmup)
+        serve(args.mode, args.graphs.split(","), args.warmup, args.endpoint)
 
 
 if __name__ == "__main__":

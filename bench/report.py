@@ -98,6 +98,7 @@ def _sdk_instructions(r: dict[str, Any]) -> list[str]:
 def _langgraph(r: dict[str, Any]) -> list[str]:
     modes = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
     rows = []
+    targets = r.get("ratio_targets", {})
     for graph, row in r["graphs"].items():
         cells = [f"`{graph}`"]
         for mode in modes:
@@ -105,11 +106,13 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
             if cell is None:
                 cells.append("n/a")
             elif mode == "uninstrumented":
-                cells.append(f"{cell['us_per_run'] / 1000:.2f} ms")
+                cells.append(f"{cell['us_per_run'] / 1000:.2f} ms · wall/CPU {cell['wall_per_cpu']:.2f}")
             else:
+                met = f", ≤ {targets[mode]}: {_f(cell['ratio_met'])}" if mode in targets else ""
                 cells.append(
-                    f"{cell['us_per_run'] / 1000:.2f} ms ({cell['ratio']:.2f}×; "
-                    f"CPU {cell['cpu_ratio']:.2f}×) · {cell['spans']} spans · {cell['bytes'] / 1024:.1f} KiB"
+                    f"{cell['us_per_run'] / 1000:.2f} ms ({cell['paired_ratio']:.2f}×{met}; "
+                    f"CPU {cell['paired_cpu_ratio']:.2f}×; mean {cell['mean_ratio']:.2f}×) · wall/CPU "
+                    f"{cell['wall_per_cpu']:.2f} · {cell['spans']} spans · {cell['bytes'] / 1024:.1f} KiB"
                 )
         target = r["target"].get(graph)
         cells.append(
@@ -126,9 +129,11 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
         f"Exporter: {r['exporter']}. Each mode in its own process; the processes take turns one graph run "
         f"at a time (a round: every mode once, order rotated), {sizes['rounds']} rounds per graph after "
         f"{sizes['warmup']} warm-up runs, in {sizes['groups']} groups of fresh processes. Cells: median "
-        "time per graph run (ratio to uninstrumented, by wall clock; and by the process's CPU time, all "
-        "threads) · spans · OTLP protobuf bytes per run. Every instrumentation with its defaults: "
-        "orchestrace leaves message content out, the other two record it; `orchestrace_content` is "
+        "time per graph run (ratio to uninstrumented: the median over rounds of each round's ratio, by wall "
+        "clock, against the target; by the process's CPU time, all threads; and of the mean times, which "
+        "count in full the runs in which the exporter's thread sent a batch) · median of each run's wall "
+        "time over its CPU time · spans · OTLP protobuf bytes per run. Every instrumentation with its "
+        "defaults: orchestrace leaves message content out, the other two record it; `orchestrace_content` is "
         "orchestrace with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Last column: the "
         "median over rounds of each round's fraction (a round's runs follow each other within "
         "milliseconds, so the machine's drift cancels out), and that median in each group.",

@@ -76,6 +76,11 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
         assert row["uninstrumented"]["spans"] == 0
         for mode in ("orchestrace", "orchestrace_content", "openinference", "openllmetry"):
             assert row[mode]["spans"] > 0 and row[mode]["bytes"] > 0, (graph, mode)
+        for cell in row.values():
+            assert cell["paired_ratio"] > 0 and cell["wall_per_cpu"] > 0 and cell["mean_ratio"] > 0
+        assert isinstance(row["orchestrace"]["ratio_met"], bool)
+        assert isinstance(row["orchestrace_content"]["ratio_met"], bool)
+    assert lg["ratio_targets"] == {"orchestrace": 1.2, "orchestrace_content": 1.5}
     assert set(lg["target"]) == set(lg["graphs"])
     counted = lg["instructions"]
     if "skipped" not in counted:  # valgrind installed

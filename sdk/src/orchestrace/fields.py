@@ -5,11 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: Classes already found not to be mappings: ``field_of`` checks each class once (an ABC ``isinstance``
+#: costs as much as the rest of it, and a model call's reply is read a field at a time).
+_OBJECT_CLASSES: set[type] = set()
+
 
 def field_of(value: Any, key: str, default: Any = None) -> Any:
     """``value[key]`` for mappings, ``value.key`` for objects: results come as dicts or as SDK objects."""
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is dict:
         return value.get(key, default)
+    if kind not in _OBJECT_CLASSES:
+        if isinstance(value, Mapping):
+            return value.get(key, default)
+        _OBJECT_CLASSES.add(kind)
     return getattr(value, key, default)
 
 

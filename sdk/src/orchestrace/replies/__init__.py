@@ -28,14 +28,16 @@ def normalize(result: Any) -> Reply | None:
         return Reply(text=result)
     if result is None or isinstance(result, bytes | int | float | list | tuple):
         return None
+    # First the one shape told apart by its type alone (no other shape's type is "ai"): asking a LangChain
+    # message (a pydantic model) for another shape's fields costs a raised AttributeError each.
+    if langchain.is_ai_message(result):
+        return langchain.from_ai_message(result)
     if isinstance(field_of(result, "choices"), list | tuple):
         return openai_chat.from_chat_completion(result)
     if openai_responses.is_response(result):
         return openai_responses.from_response(result)
     if anthropic.is_message(result):
         return anthropic.from_message(result)
-    if langchain.is_ai_message(result):
-        return langchain.from_ai_message(result)
     return None
 
 
