@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 _OK = Status(StatusCode.OK)
 
 Attributes = dict[str, Any]
+_NONE: Mapping[str, object] = {}
 #: "No value given" (``None`` is a value: a function may return it).
 NOTHING: Any = object()
 
@@ -272,12 +273,8 @@ class Spec:
         try:
             invocation = Invocation(self, span, parent, telemetry, capture_config)
             own = self.enter(invocation, attributes)
-            context_values: dict[str, object] = {TELEMETRY_KEY: telemetry.root}
-            if own:
-                context_values.update(own)
-            if values:
-                context_values.update(values)
-            invocation.context = with_span(span, parent, context_values)
+            invocation.context = with_span(span, parent, {TELEMETRY_KEY: telemetry.root, **(own or _NONE),
+                                                          **(values or _NONE)})
         except BaseException:
             span.end()  # the call runs untraced, but a started span is never left open
             raise
