@@ -368,6 +368,7 @@ class AgentSpec(Spec):
         self.role = role
         self.agent_id = agent_id
         self.span_name = f"{sc.OP_INVOKE_AGENT} {name}"
+        self.id_prefix = f"{name}-"
         self.fixed_attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
                                              sc.GEN_AI_AGENT_NAME: name}
         if role is not None:
@@ -375,8 +376,9 @@ class AgentSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        attributes = dict(self.fixed_attributes)
-        attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.getrandbits(48):012x}"
+        # The random part as ``to_bytes().hex()``: the same digits as ``:012x``, without parsing a format.
+        agent_id = self.agent_id or self.id_prefix + _ids.getrandbits(48).to_bytes(6).hex()
+        attributes = {**self.fixed_attributes, sc.GEN_AI_AGENT_ID: agent_id}
         caller = parent.get(AGENT_KEY)
         if isinstance(caller, AgentFrame):
             attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
@@ -414,8 +416,8 @@ class ToolSpec(Spec):
         if not isinstance(call_id, str):
             call_id = self.call_id
             if call_id is None and self.new_call_id:
-                call_id = f"call_{_ids.getrandbits(96):024x}"
-        attributes = dict(self.fixed_attributes)
+                call_id = "call_" + _ids.getrandbits(96).to_bytes(12).hex()  # as the agent id's
+        attributes = {**self.fixed_attributes}
         if call_id is not None:
             attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
         return self.span_name, SpanKind.INTERNAL, attributes

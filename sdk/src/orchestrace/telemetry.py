@@ -101,8 +101,7 @@ class Telemetry:
         (``suppressed``: whether it is on, when the caller read it already; else read here)."""
         if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) if suppressed is None else suppressed:
             return INVALID_SPAN
-        return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes, links=links,
-                                      start_time=start_time)
+        return self.tracer.start_span(name, context, kind, attributes, links, start_time)  # the API's order
 
 
 #: The telemetry ``ot.configure`` returned (``None``: not configured; then the global provider is used).
