@@ -38,10 +38,14 @@ def test_scalars_have_their_canonical_json_digest(value: Any) -> None:
 
 
 def test_strings_and_bytes_hash_their_utf8_bytes_whatever_their_size() -> None:
-    for text in ["", "paris", "é\ud800", "x" * (1 << 20), "y" * ((1 << 20) + 5)]:
+    # Short data and long data are hashed by different SHA-256 implementations: both sides of the threshold.
+    around_short = [c * n for c in "zé" for n in range(refs._SHORT // len(c.encode()) - 2,
+                                                       refs._SHORT // len(c.encode()) + 3)]
+    for text in ["", "paris", "é\ud800", *around_short, "x" * (1 << 20), "y" * ((1 << 20) + 5)]:
         expected = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         assert ot.content_ref(text) == "sha256:" + expected
-    assert ot.content_ref(b"\xff\x00") == "sha256:" + hashlib.sha256(b"\xff\x00").hexdigest()
+    for data in [b"\xff\x00", bytes(range(256)) * 3, b"a" * refs._SHORT, b"a" * (refs._SHORT + 1)]:
+        assert ot.content_ref(data) == "sha256:" + hashlib.sha256(data).hexdigest()
     assert ot.content_ref(bytearray(b"ab")) == ot.content_ref(b"ab") == ot.content_ref(memoryview(b"ab"))
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.context import Context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from orchestrace import results
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 _OK = Status(StatusCode.OK)
 
 Attributes = dict[str, Any]
+_NONE: Mapping[str, object] = {}
 #: "No value given" (``None`` is a value: a function may return it).
 NOTHING: Any = object()
 
@@ -71,13 +72,17 @@ class Invocation:
     token of :meth:`resume` too.
     """
 
-    __slots__ = ("context", "explicit_usage", "span", "spec", "stream", "telemetry", "yielded")
+    __slots__ = ("capture", "context", "explicit_usage", "span", "spec", "stream", "telemetry", "yielded")
 
-    def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry) -> None:
+    def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry,
+                 capture: CaptureConfig | None = None) -> None:
         self.spec = spec
         self.span = span
         self.context = ctx
         self.telemetry = telemetry
+        #: The capture settings deciding this invocation's content (``telemetry.capture``, read once: at
+        #: its start).
+        self.capture = telemetry.capture if capture is None else capture
         self.explicit_usage = False
         #: The reply a streaming model call yielded so far.
         self.stream: ReplyStream | None = None
@@ -85,16 +90,11 @@ class Invocation:
         self.yielded: list[Any] | None = None
 
     @property
-    def capture(self) -> CaptureConfig:
-        """The capture settings deciding this invocation's content."""
-        return self.telemetry.capture
-
-    @property
     def events(self) -> Events:
         """Record orchestration events on this invocation's span (see :class:`orchestrace.events.Events`)."""
         from orchestrace.events import Events
 
-        return Events(self.span, self.telemetry.capture)
+        return Events(self.span, self.capture)
 
     @failsafe(default=None)
     def resume(self) -> object:
@@ -111,7 +111,7 @@ class Invocation:
         """The input, when not given at the start: its content ref (unless ``ref=False``: a large framework
         state not worth hashing) and, with capture on, its content."""
         if self.span.is_recording():
-            self.spec.record_input(self.span, value, None if ref else "", self.telemetry.capture)
+            self.spec.record_input(self.span, value, None if ref else "", self.capture)
 
     @failsafe(default=None)
     def set_output(self, value: Any, *, ref: bool = True) -> None:
@@ -120,7 +120,7 @@ class Invocation:
             if ref:
                 self.spec.record_result(self, value)
             else:
-                captured = self.spec.capture_output(value, self.telemetry.capture)
+                captured = self.spec.capture_output(value, self.capture)
                 if captured is not None:
                     self.span.set_attributes(captured.attributes(self.spec.output_key,
                                                                  sc.ORCH_OUTPUT_CUT_BYTES))
@@ -137,7 +137,7 @@ class Invocation:
             self.span.update_name(f"{operation} {model}")
             self.span.set_attribute(sc.GEN_AI_REQUEST_MODEL, model)
         if request:
-            self.span.set_attributes(request_attributes(request, self.telemetry.capture.capture_content))
+            self.span.set_attributes(request_attributes(request, self.capture.capture_content))
 
     @failsafe(default=None)
     def set_usage(self, usage: Usage) -> None:
@@ -150,14 +150,16 @@ class Invocation:
     def stop(self, result: Any = None, token: object = None, *, ref: str | None = None) -> None:
         """The invocation returned ``result`` (``None``: nothing to record): status OK. ``ref``: the result's
         content ref, when the caller computed it already."""
-        try:  # guarded inline rather than by @failsafe: the hottest path, one frame fewer
+        span = self.span
+        try:  # guarded inline rather than by @failsafe: the hottest path, frames fewer
             try:
-                _detach(token)
-                if self.span.is_recording():
+                if token is not None:  # None: activate failed
+                    otel_context.detach(token)  # type: ignore[arg-type]
+                if span.is_recording():
                     self.spec.record_result(self, result, ref)
-                    self.span.set_status(_OK)  # standard backends show OK / ERROR, not Unset
+                    span.set_status(_OK)  # standard backends show OK / ERROR, not Unset
             finally:
-                self.span.end()  # a span with incomplete attributes beats a span never exported
+                span.end()  # a span with incomplete attributes beats a span never exported
         except Exception as exc:
             log_once("orchestrace.invocation.Invocation.stop", exc)
 
@@ -230,7 +232,8 @@ class Spec:
                 if isinstance(traced, list) and traced and traced[-1] is self:  # see TRACED_BY_CALLER_KEY
                     traced.pop()
                     return None
-            invocation = self._begin(args, kwargs, parent)
+            # The parent is the current context: its suppression flag is read from it, not looked up again.
+            invocation = self._begin(args, kwargs, parent, bool(parent.get(_SUPPRESS_INSTRUMENTATION_KEY)))
         except Exception as exc:
             log_once("orchestrace.invocation.Spec.start", exc)
             return None
@@ -241,42 +244,43 @@ class Spec:
             token = None
         return invocation, token
 
-    def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context) -> Invocation:
+    def _begin(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
+               suppressed: bool | None = None) -> Invocation:
         found = parent.get(TELEMETRY_KEY) if parent else None
         telemetry = found if isinstance(found, Telemetry) else DEFAULT
+        capture_config = telemetry.capture
         name, kind, attributes = self.describe(args, kwargs, parent)
-        value = self.input_value(args, kwargs, attributes, telemetry.capture) if args or kwargs else NOTHING
-        return self.open(telemetry, parent, name, kind, attributes, value)
+        value = self.input_value(args, kwargs, attributes, capture_config) if args or kwargs else NOTHING
+        return self.open(telemetry, parent, name, kind, attributes, value, capture=capture_config,
+                         suppressed=suppressed)
 
     # --- every path -----------------------------------------------------------------------------------------
     def open(self, telemetry: Telemetry, parent: Context, name: str, kind: SpanKind, attributes: Attributes,
              value: Any = NOTHING, links: Sequence[Link] | None = None,
-             values: Mapping[str, object] | None = None, start_time: int | None = None) -> Invocation:
+             values: Mapping[str, object] | None = None, start_time: int | None = None, *,
+             capture: CaptureConfig | None = None, suppressed: bool | None = None) -> Invocation:
         """Start the span (``value``: the input, ``NOTHING`` for none) and build the invocation's context:
-        its span, the kind's own values, the SDK-scope telemetry, and the caller's ``values``."""
+        its span, the kind's own values, the SDK-scope telemetry, and the caller's ``values``. ``capture``
+        and ``suppressed`` (see ``Telemetry.start_span``): what the caller read already."""
+        capture_config = telemetry.capture if capture is None else capture
         has_input = value is not NOTHING
         # A ref that costs one hash goes on the span from its start (one attribute write fewer); other
         # inputs are serialized only if the span records.
         input_ref = quick_ref(value) if has_input else None
         if input_ref is not None:
             attributes[sc.ORCH_INPUT_REF] = input_ref
-        span = telemetry.start_span(name, parent, kind, attributes, links, start_time)
+        span = telemetry.start_span(name, parent, kind, attributes, links, start_time, suppressed=suppressed)
         try:
-            invocation = Invocation(self, span, parent, telemetry)
+            invocation = Invocation(self, span, parent, telemetry, capture_config)
             own = self.enter(invocation, attributes)
-            context_values: dict[str, object] = {TELEMETRY_KEY: telemetry.root}
-            if own:
-                context_values.update(own)
-            if values:
-                context_values.update(values)
-            invocation.context = with_span(span, parent, context_values)
+            invocation.context = with_span(span, parent, {TELEMETRY_KEY: telemetry.root, **(own or _NONE),
+                                                          **(values or _NONE)})
         except BaseException:
             span.end()  # the call runs untraced, but a started span is never left open
             raise
-        capture_on = telemetry.capture.capture_content
-        if has_input and (input_ref is None or capture_on) and span.is_recording():
+        if has_input and (input_ref is None or capture_config.capture_content) and span.is_recording():
             try:
-                self.record_input(span, value, input_ref, telemetry.capture)
+                self.record_input(span, value, input_ref, capture_config)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
                 log_once(f"{type(self).__name__}.record_input", exc)
         return invocation
@@ -321,13 +325,15 @@ class Spec:
             result = yielded_result(invocation.yielded)
         if result is None:
             return
+        span = invocation.span
         ref = ref or content_ref(result)
-        invocation.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
-        results.record(ref, invocation.span.get_span_context())
-        capture_config = invocation.telemetry.capture
-        captured = self.capture_output(result, capture_config) if capture_config.capture_content else None
-        if captured is not None:
-            invocation.span.set_attributes(captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES))
+        span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
+        results.record(ref, span.get_span_context())
+        capture_config = invocation.capture
+        if capture_config.capture_content:
+            captured = self.capture_output(result, capture_config)
+            if captured is not None:
+                span.set_attributes(captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A generator yielded ``item``: kept, to be its result unless it returns one."""
@@ -362,6 +368,7 @@ class AgentSpec(Spec):
         self.role = role
         self.agent_id = agent_id
         self.span_name = f"{sc.OP_INVOKE_AGENT} {name}"
+        self.id_prefix = f"{name}-"
         self.fixed_attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
                                              sc.GEN_AI_AGENT_NAME: name}
         if role is not None:
@@ -369,8 +376,9 @@ class AgentSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        attributes = dict(self.fixed_attributes)
-        attributes[sc.GEN_AI_AGENT_ID] = self.agent_id or f"{self.name}-{_ids.getrandbits(48):012x}"
+        # The random part as ``to_bytes().hex()``: the same digits as ``:012x``, without parsing a format.
+        agent_id = self.agent_id or self.id_prefix + _ids.getrandbits(48).to_bytes(6).hex()
+        attributes = {**self.fixed_attributes, sc.GEN_AI_AGENT_ID: agent_id}
         caller = parent.get(AGENT_KEY)
         if isinstance(caller, AgentFrame):
             attributes[sc.ORCH_AGENT_PARENT_ID] = caller.id
@@ -408,8 +416,8 @@ class ToolSpec(Spec):
         if not isinstance(call_id, str):
             call_id = self.call_id
             if call_id is None and self.new_call_id:
-                call_id = f"call_{_ids.getrandbits(96):024x}"
-        attributes = dict(self.fixed_attributes)
+                call_id = "call_" + _ids.getrandbits(96).to_bytes(12).hex()  # as the agent id's
+        attributes = {**self.fixed_attributes}
         if call_id is not None:
             attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
         return self.span_name, SpanKind.INTERNAL, attributes
@@ -489,7 +497,7 @@ class LlmSpec(Spec):
         return {MODEL_CALL_KEY: invocation}
 
     def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
-        capture_config = invocation.telemetry.capture
+        capture_config = invocation.capture
         stream = invocation.stream
         span = invocation.span
         cut_bytes = 0
@@ -519,7 +527,7 @@ class LlmSpec(Spec):
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""
         if invocation.stream is None:
-            capture_config = invocation.telemetry.capture
+            capture_config = invocation.capture
             limit = capture_config.max_content_bytes if capture_config.capture_content else 0
             invocation.stream = ReplyStream(limit)
         invocation.stream.add(item)

@@ -21,7 +21,8 @@ MAX_ENTRIES = 4096
 _MAX_PRODUCERS = 16
 _BATCH = 256
 
-_producers: OrderedDict[str, list[SpanContext]] = OrderedDict()
+#: A ref's producers, oldest first (the deque drops the oldest past ``_MAX_PRODUCERS``).
+_producers: OrderedDict[str, deque[SpanContext]] = OrderedDict()
 _pending: deque[tuple[str, SpanContext]] = deque()
 _lock = threading.Lock()
 
@@ -40,14 +41,12 @@ def _fold() -> None:
         ref, producer = _pending.popleft()
         spans = _producers.get(ref)
         if spans is None:
-            _producers[ref] = [producer]
+            _producers[ref] = deque((producer,), _MAX_PRODUCERS)
             while len(_producers) > MAX_ENTRIES:
                 _producers.popitem(last=False)
         else:
             _producers.move_to_end(ref)
             spans.append(producer)
-            if len(spans) > _MAX_PRODUCERS:
-                del spans[0]
 
 
 def producers(ref: str) -> list[SpanContext]:

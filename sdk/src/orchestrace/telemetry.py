@@ -96,12 +96,12 @@ class Telemetry:
 
     def start_span(self, name: str, context: Context, kind: SpanKind = SpanKind.INTERNAL,
                    attributes: Attributes = None, links: Sequence[Link] | None = None,
-                   start_time: int | None = None) -> Span:
-        """A span of this telemetry's tracer; a non-recording one under ``suppress_instrumentation()``."""
-        if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+                   start_time: int | None = None, *, suppressed: bool | None = None) -> Span:
+        """A span of this telemetry's tracer; a non-recording one under ``suppress_instrumentation()``
+        (``suppressed``: whether it is on, when the caller read it already; else read here)."""
+        if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) if suppressed is None else suppressed:
             return INVALID_SPAN
-        return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes, links=links,
-                                      start_time=start_time)
+        return self.tracer.start_span(name, context, kind, attributes, links, start_time)  # the API's order
 
 
 #: The telemetry ``ot.configure`` returned (``None``: not configured; then the global provider is used).
