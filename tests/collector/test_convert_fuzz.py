@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -105,13 +106,10 @@ def _base() -> ExportTraceServiceRequest:
     return request
 
 
-# Two seeds in the fast suite; six more run with the slow tests (``make test-slow``).
-@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
-def test_mutated_otlp_converts_or_is_refused(seed: int) -> None:
-    rng = random.Random(seed)
+def mutated_runs(rng: random.Random, count: int) -> Iterator[list[Any] | None]:
+    """``count`` mutations of ``_base()``, decoded and grouped by trace (``None``: refused by the decoder)."""
     base = _base()
-    outcomes: dict[str, int] = defaultdict(int)
-    for _ in range(150):
+    for _ in range(count):
         request = ExportTraceServiceRequest()
         request.CopyFrom(base)
         spans = request.resource_spans[0].scope_spans[0].spans
@@ -122,12 +120,23 @@ def test_mutated_otlp_converts_or_is_refused(seed: int) -> None:
         try:
             decoded = decode_bytes(request.SerializeToString())
         except PayloadError:
-            outcomes["refused"] += 1
+            yield None
             continue
         by_trace: dict[str, list[Any]] = defaultdict(list)
         for span in decoded:
             by_trace[span.trace_id].append(span)
-        for trace_spans in by_trace.values():
+        yield list(by_trace.values())
+
+
+# Two seeds in the fast suite; six more run with the slow tests (``make test-slow``).
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
+def test_mutated_otlp_converts_or_is_refused(seed: int) -> None:
+    outcomes: dict[str, int] = defaultdict(int)
+    for traces in mutated_runs(random.Random(seed), 150):
+        if traces is None:
+            outcomes["refused"] += 1
+            continue
+        for trace_spans in traces:
             try:
                 checked(convert_episode(trace_spans))
             except ValueError as error:  # only the documented one

@@ -1047,9 +1047,9 @@ def test_the_outer_graphs_routing_on_an_agents_own_span_is_kept() -> None:
 
 
 def _batch_edges(second_call_start: float) -> tuple[list[str], set[tuple[str, str, str]]]:
-    """A model call asks for two tools at once: a runs 2-3, b starts at ``second_call_start``."""
+    """A child's first model call asks for tools a (runs 2-3) and b (starts at ``second_call_start``)."""
     s = Spans()
-    agent = s.agent("solver", 0, 10)
+    agent = s.agent("solver", 0.5, 10, s.agent("lead", 0, 11))
     s.chat(1, 2, agent)
     s.tool("a", 2, 3, agent, **{sc.ORCH_TOOL_TRUSTED: True})
     s.tool("b", second_call_start, second_call_start + 1, agent, **{sc.ORCH_TOOL_TRUSTED: True})
@@ -1068,6 +1068,8 @@ def test_parallel_calls_of_one_model_call_give_the_same_edges_however_their_thre
     assert overlapping_order != serial_order  # the events are in time order ...
     assert overlapping == serial  # ... but no edge follows the race inside the batch
     assert ("tool_result:a", "tool_call:b", "tool_dependency") not in serial
+    # the solver opens with the batch: its spawn starts each call, whichever came first
+    assert {("spawn:lead", "tool_call:a", "causal"), ("spawn:lead", "tool_call:b", "causal")} <= serial
     # the next model call read both results: its tool depends on each, whichever came last
     assert {
         ("tool_result:a", "tool_call:c", "tool_dependency"),

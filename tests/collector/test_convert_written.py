@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ import pytest
 from convert_support import Spans, event
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
-from orchestrace_collector.decode import PayloadError, decode_bytes
 from orchestrace_collector.output import TraceDirWriter
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES as MAX_BYTES
 from orchestrace_collector.output_limit import ID_CHARS
 from orchestrace_collector.spans import Span
 from pydantic_core import PydanticSerializationError
-from test_convert_fuzz import _base, _mutate
+from test_convert_fuzz import mutated_runs
 
 _TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Find it.",
                                              "parameters": {"type": "object", "required": [None, 1.5]}}}]
@@ -168,25 +166,9 @@ def test_what_a_hook_changes_on_the_models_is_what_is_written(tmp_path: Path) ->
 
 @pytest.mark.parametrize("seed", range(2))
 def test_mutated_runs_are_written_alike_both_ways(seed: int) -> None:
-    rng = random.Random(1000 + seed)
-    base = _base()
     compared = 0
-    for _ in range(40):
-        request = type(base)()
-        request.CopyFrom(base)
-        spans = request.resource_spans[0].scope_spans[0].spans
-        mutated = list(spans)
-        _mutate(rng, mutated)
-        del spans[:]
-        spans.extend(mutated)
-        try:
-            decoded = decode_bytes(request.SerializeToString())
-        except PayloadError:
-            continue
-        by_trace: dict[str, list[Span]] = defaultdict(list)
-        for span in decoded:
-            by_trace[span.trace_id].append(span)
-        for group in by_trace.values():
+    for traces in mutated_runs(random.Random(1000 + seed), 40):
+        for group in traces or ():
             try:
                 fast, slow = both_ways(group)
             except ValueError:

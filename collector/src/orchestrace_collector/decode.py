@@ -28,7 +28,7 @@ import json
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -62,13 +62,18 @@ class PayloadError(ValueError):
 # --- OTLP protobuf / OTLP-JSON ------------------------------------------------------------------------------
 
 
-def parse_otlp_protobuf(data: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+_M = TypeVar("_M", bound=Message)
+
+
+def _parsed(message_class: type[_M], data: bytes, error: type[PayloadError] = PayloadError) -> _M:
     try:
-        request.ParseFromString(data)
+        return message_class.FromString(data)
     except (DecodeError, RecursionError) as exc:
-        raise PayloadError(f"malformed OTLP protobuf: {exc}") from None
-    return request
+        raise error(f"malformed OTLP protobuf: {exc}") from None
+
+
+def parse_otlp_protobuf(data: bytes) -> ExportTraceServiceRequest:
+    return _parsed(ExportTraceServiceRequest, data)
 
 
 def parse_otlp_json(data: bytes | str | dict[str, Any]) -> ExportTraceServiceRequest:
@@ -191,12 +196,7 @@ class _Malformed(PayloadError):
 
 
 def _parse_raw(data: bytes) -> Message:
-    request = _RawTracesData()
-    try:
-        request.ParseFromString(data)
-    except (DecodeError, RecursionError) as exc:
-        raise _Malformed(f"malformed OTLP protobuf: {exc}") from None
-    return request
+    return _parsed(_RawTracesData, data, _Malformed)
 
 
 def raw_span_attributes(span: Message) -> Attributes:
@@ -215,10 +215,7 @@ def _raw_attributes(raws: Iterable[bytes]) -> Attributes:
 
 
 def _key_value(raw: bytes) -> tuple[str, Any]:
-    try:
-        kv = KeyValue.FromString(raw)
-    except (DecodeError, RecursionError) as exc:
-        raise _Malformed(f"malformed OTLP protobuf: {exc}") from None
+    kv = _parsed(KeyValue, raw, _Malformed)
     value = kv.value
     item = (kv.key, _any_value(value, value.WhichOneof("value")))
     if len(raw) <= _CACHED_BYTES and _immutable(item[1]):
@@ -314,9 +311,9 @@ def _refusal(data: bytes) -> _Malformed | None:
     """Why parsing ``data`` whole as an ``ExportTraceServiceRequest`` fails, if it does: the error users see,
     whichever part of the export the decoder met first."""
     try:
-        ExportTraceServiceRequest.FromString(data)
-    except (DecodeError, RecursionError) as exc:
-        return _Malformed(f"malformed OTLP protobuf: {exc}")
+        _parsed(ExportTraceServiceRequest, data, _Malformed)
+    except _Malformed as exc:
+        return exc
     return None
 
 

@@ -48,7 +48,7 @@ class _Batches:
     the race went.
     """
 
-    __slots__ = ("after", "before", "joins", "members")
+    __slots__ = ("after", "before", "joins", "members", "opening")
 
     def __init__(self, actors: Actors) -> None:
         #: tool_call index -> what its batch follows: the caller's event before it, or every result (and
@@ -58,6 +58,8 @@ class _Batches:
         self.members: set[int] = set()  # indices of events in a batch of more than one call
         #: batches of more than one call followed by an event: (the results and unanswered calls, that event)
         self.joins: list[tuple[list[Ev], Ev]] = []
+        #: id(instance) -> the calls of the batch its timeline opens with (all of them start it, in any order)
+        self.opening: dict[int, list[Ev]] = {}
         for inst in actors.instances:
             self._split(inst)
 
@@ -87,7 +89,9 @@ class _Batches:
                 else:
                     break
                 j += 1
-            if i > 0:
+            if i == 0:
+                self.opening[id(inst)] = [ev for ev in timeline[:j] if ev.type == "tool_call"]
+            else:
                 prev = timeline[i - 1]
                 follows = ends_at.get(prev.index, [prev])
                 for ev in timeline[i:j]:
@@ -123,7 +127,8 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
             for decision in ev.also_decided or ():
                 add((decision.index, ev.index, "spawn"))
             if ev.child is not None and ev.child.timeline:
-                add((ev.index, ev.child.timeline[0].index, "causal"))
+                for first in batches.opening.get(id(ev.child), ev.child.timeline[:1]):
+                    add((ev.index, first.index, "causal"))
         elif kind == "tool_call":
             for dep in batches.before.get(ev.index, ()):
                 add((dep.index, ev.index, "tool_dependency"))
