@@ -1,7 +1,8 @@
 """Model calls (turns): the training samples, linked to the events their agent instance produced.
 
 A turn links the events of its instance's timeline from the turn's start up to the start of the instance's
-next turn; its tokens are added to the first event it links (the event's ``tokens`` field).
+next turn; its tokens are added to the first event it links (the event's ``tokens`` field; of the tool calls
+it asked for at once, the first by tool and input).
 
 Prompts stored once: a model call that names an earlier call of its trace (``orchestrace.content.prefix_*``)
 exported only the messages that call did not; its full prompt is rebuilt as
@@ -12,6 +13,7 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +155,16 @@ def _rebuild_prompts(turns: list[TurnRec]) -> None:
             turn.prompt_incomplete = not whole or (isinstance(count, int) and len(turn.prompt) != count)
 
 
+def _first_event(events: list[Ev]) -> Ev:
+    """The event a call's tokens count on: its first, but of the tool calls it asked for at once (which thread
+    started first is a race) the first by tool and input, so that two runs of one program agree."""
+    run = itertools.takewhile(lambda ev: ev.type in ("tool_call", "tool_result"), events)
+    leading = [ev for ev in run if ev.type == "tool_call"]
+    if len(leading) < 2 or events[0].type != "tool_call":
+        return events[0]
+    return min(leading, key=lambda ev: (ev.tool or "", ev.content_ref or ""))
+
+
 def _link(turns: list[TurnRec]) -> None:
     timeline = turns[0].owner.timeline
     times = [ev.key[0] for ev in timeline]  # in order: the timeline is sorted
@@ -165,7 +177,7 @@ def _link(turns: list[TurnRec]) -> None:
         if turn.tokens:
             # A call that led to no event of its own (its agent's last one, say) counts on the agent's event
             # just before it, else its return: the events' tokens add up to the trace's.
-            holder = turn.events[0] if turn.events else (timeline[i - 1] if i else turn.owner.ret)
+            holder = _first_event(turn.events) if turn.events else (timeline[i - 1] if i else turn.owner.ret)
             if holder is not None:
                 holder.tokens = (holder.tokens or 0) + turn.tokens
         turn.owner.turn_starts.append(start)
