@@ -1089,3 +1089,19 @@ def test_without_model_calls_only_overlapping_calls_are_a_batch() -> None:
     assert ("tool_call:a", "tool_call:b", "temporal") not in edges
     assert ("tool_result:b", "tool_call:c", "tool_dependency") in edges
     assert ("tool_result:a", "tool_call:c", "tool_dependency") in edges
+
+
+@pytest.mark.parametrize("late_start", [2.5, 4])  # overlapping, or scheduled after the first ended
+def test_a_model_calls_tokens_count_on_the_same_one_of_its_parallel_calls_whichever_started_first(
+    late_start: float,
+) -> None:
+    s = Spans()
+    agent = s.agent("solver", 0, 10)
+    s.chat(1, 2, agent, tokens=(10, 5))
+    s.tool("zeta", 2, 3, agent)  # started first, but "alpha" comes first by name
+    s.tool("alpha", late_start, late_start + 1, agent)
+    s.chat(6, 7, agent, tokens=(3, 4))
+    w = checked(convert_episode(s.spans))
+    tokens = {e.get("tool") or e["type"]: e.get("tokens") for e in w["events"] if e["type"] == "tool_call"}
+    assert tokens == {"alpha": 15, "zeta": None}
+    assert sum(e.get("tokens", 0) for e in w["events"]) == 15 + 7 == w["costs"]["tokens"]
