@@ -1,18 +1,24 @@
-"""Offline conversion on Ray Data: ``orchestrace convert --engine ray``, for dumps too large for one process.
+"""Offline conversion on Ray: ``orchestrace convert --engine ray``, for dumps too large for one process.
 
-One pass over the files and one shuffle:
+Ray core tasks, one pass over the files and one shuffle (the spans move once, from the task that read them to
+the task that converts them):
 
-1. Scan: a Ray Data map with one task per file (or per part of a file, so that every CPU has work) reads its
-   file and cuts its spans by OTel trace: one row per trace it holds, carrying those spans (a plain OTLP
-   protobuf file's spans stay protobuf, re-serialized per trace: they are decoded only on the other side of
-   the shuffle), their positions in the input, and the episode id the first of them naming one names.
-2. The driver reads the rows' small columns (never the spans) and keys each OTel trace by episode as the
-   assembler does (``assemble.episode_key_of``): the episode id named first in input order (file, then
-   position) by a span of the trace, else the trace id. An episode may span several traces and files.
-3. Convert: the rows are grouped by episode (a Ray Data groupby, the one shuffle); each group's spans are
-   decoded, put back in input order and converted with the same converter as the local engine, and the
-   lines to write come back to the driver, which appends them to the same
-   :class:`~orchestrace_collector.output.TraceDirWriter`.
+1. Scan: a task per file (or per part of a file, so that every CPU has work) reads its file and cuts its
+   spans by OTel trace. It returns two objects: a small index that goes to the driver (per trace: its id,
+   its span count, and the episode id the first of its spans naming one names, with that span's position in
+   the input), and the traces' spans, which stay in the object store of the node that read them (a plain
+   OTLP protobuf file's spans stay protobuf, re-serialized per trace: they are decoded only by the task that
+   converts them).
+2. Keys (driver): each OTel trace is keyed by episode as the assembler does (``assemble.episode_key_of``): the
+   episode id named first in input order (file, then position) by a span of the trace, else the trace id.
+   An episode may span several traces and files. Episodes are dealt out to the convert tasks (two per CPU),
+   each in turn, largest first, to the one with the fewest spans so far.
+3. Shuffle: per scanned part, a split task (placed by Ray where that part's spans are) cuts them into one
+   object per convert task that has an episode in it.
+4. Convert: each convert task fetches its pieces, groups them by episode, decodes each episode's spans,
+   puts them back in input order and converts them with the same converter as the local engine. It streams
+   the lines back in batches (a streaming generator) as it goes; the driver appends them to the same
+   :class:`~orchestrace_collector.output.TraceDirWriter` as they come.
 
 The output directory is the one the local engine writes (line order aside: episodes are written as they
 finish). Within an episode, spans keep their input order, and a span id seen twice counts once (the later
@@ -26,7 +32,7 @@ readable from every node (a shared filesystem).
 
 from __future__ import annotations
 
-import functools
+import heapq
 import logging
 import os
 import pickle
@@ -34,9 +40,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import numpy as np
 from google.protobuf.message import Message
 from orchestrace_semconv import ORCH_EPISODE_ID
 
@@ -47,6 +52,7 @@ from orchestrace_collector.assemble import (
     episode_key,
     episode_key_of,
 )
+from orchestrace_collector.convert.gcpause import gc_paused
 from orchestrace_collector.decode import (
     PayloadError,
     decode_file,
@@ -65,12 +71,42 @@ log = logging.getLogger(__name__)
 # low.
 _POSITION_BITS = 40
 _EPISODE_ATTRIBUTE = ORCH_EPISODE_ID.encode()
-# Scan tasks per CPU: a file larger than the others then does not leave a CPU idle at the end.
+# Scan and convert tasks per CPU: a task larger than the others then does not leave a CPU idle at the end.
 _TASKS_PER_CPU = 2
+# A convert task sends its lines back in batches of about this size: the driver writes while workers convert,
+# and neither side holds a task's whole output.
+_BATCH_BYTES = 8 << 20
 
-#: What a worker sends back for one converted episode: its lines (``TraceDirWriter.write_raw``'s arguments)
-#: or the error that stopped it.
-_Lines = tuple[bytes, list[bytes], dict[str, str]]
+
+class TraceIndex(NamedTuple):
+    """What the driver learns of one OTel trace of a scanned part (never its spans)."""
+
+    trace: str
+    count: int
+    hint: str  # the episode key the first of its spans naming one names ("" if none does)
+    hint_at: int  # that span's position in the input (-1 if none)
+
+
+class Scanned(NamedTuple):
+    """A scanned part's index: its traces, or why its file could not be read (for part 0 only)."""
+
+    traces: list[TraceIndex]
+    error: str = ""
+
+
+class TraceSpans(NamedTuple):
+    """The spans of one OTel trace of a scanned part, as they cross the shuffle."""
+
+    protobuf: bool  # spans: a serialized export of them, positions: their positions (array "q")
+    spans: bytes  # or (not protobuf) a pickled list of (position, decoded Span)
+    positions: bytes
+
+
+#: A row of a convert task's input: an episode key and spans of that episode.
+Row = tuple[str, TraceSpans]
+#: What a convert task sends back for one episode: (key, its lines as ``TraceDirWriter.write_raw``'s
+#: arguments, "") or (key, None, what stopped it).
+Result = tuple[str, tuple[bytes, list[bytes], dict[str, str]] | None, str]
 
 
 @dataclass(frozen=True)
@@ -85,6 +121,28 @@ class RayConvertResult:
 # --- 1. scan (workers) --------------------------------------------------------------------------------------
 
 
+def scan(number: int, path: str, part: int, parts: int) -> tuple[Scanned, list[TraceSpans]]:
+    """File ``number`` (``path``), or part ``part`` of ``parts`` of a protobuf file's spans -> its index and
+    its traces' spans (in the index's order)."""
+    with gc_paused():  # every object made here lives until the end (see convert/gcpause.py)
+        try:
+            data = _read(path)
+            source = read_export(data)
+        except PayloadError as exc:
+            return Scanned([], f"{path}: {exc}" if part == 0 else ""), []
+        base = number << _POSITION_BITS
+        if isinstance(source, list):  # any other format, decoded whole: in part 0
+            if part != 0:
+                return Scanned([]), []
+            by_trace: dict[str, list[tuple[int, Span]]] = {}
+            for position, span in enumerate(source):
+                by_trace.setdefault(span.trace_id, []).append((base + position, span))
+            decoded = [_decoded(trace, items) for trace, items in by_trace.items()]
+            return Scanned([index for index, _ in decoded]), [spans for _, spans in decoded]
+        named = _EPISODE_ATTRIBUTE in data  # attribute keys are plain UTF-8 in protobuf
+        return _protobuf_traces(source, base, part, parts, named)
+
+
 def _read(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
@@ -93,37 +151,10 @@ def _read(path: str) -> bytes:
         raise
 
 
-def _row(trace: str, *, count: int = 0, hint: str = "", hint_at: int = -1, protobuf: bool = False,
-         spans: bytes = b"", positions: bytes = b"", error: str = "", file: int = -1) -> dict[str, Any]:
-    """One output row of the scan (every row has every column: Ray Data makes a table of them)."""
-    return {"trace": trace, "count": count, "hint": hint, "hint_at": hint_at, "protobuf": protobuf,
-            "spans": spans, "positions": positions, "error": error, "file": file}
-
-
-def _scan(part: dict[str, Any]) -> list[dict[str, Any]]:
-    """One file, or part ``part`` of ``parts`` of a protobuf file's spans -> a row per OTel trace."""
-    number, path = int(part["file"]), str(part["path"])
-    try:
-        data = _read(path)
-        source = read_export(data)
-    except PayloadError as exc:
-        return [_row("", error=f"{path}: {exc}", file=number)] if part["part"] == 0 else []
-    base = number << _POSITION_BITS
-    if isinstance(source, list):  # any other format, decoded whole: in part 0
-        if part["part"] != 0:
-            return []
-        by_trace: dict[str, list[tuple[int, Span]]] = {}
-        for position, span in enumerate(source):
-            by_trace.setdefault(span.trace_id, []).append((base + position, span))
-        return [_decoded_row(trace, items) for trace, items in by_trace.items()]
-    named = _EPISODE_ATTRIBUTE in data  # attribute keys are plain UTF-8 in protobuf
-    return list(_protobuf_rows(source, base, int(part["part"]), int(part["parts"]), named))
-
-
-def _decoded_row(trace: str, items: list[tuple[int, Span]]) -> dict[str, Any]:
+def _decoded(trace: str, items: list[tuple[int, Span]]) -> tuple[TraceIndex, TraceSpans]:
     hint, hint_at = next(((key, at) for at, span in items if (key := episode_key_of(span))), ("", -1))
-    return _row(trace, count=len(items), hint=hint, hint_at=hint_at,
-                spans=pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+    spans = TraceSpans(False, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), b"")
+    return TraceIndex(trace, len(items), hint, hint_at), spans
 
 
 class _TraceExport:
@@ -152,9 +183,9 @@ class _TraceExport:
         self.positions.append(position)
 
 
-def _protobuf_rows(
+def _protobuf_traces(
     request: Message, base: int, part: int, parts: int, named: bool
-) -> Iterator[dict[str, Any]]:
+) -> tuple[Scanned, list[TraceSpans]]:
     """Every ``parts``-th span from the ``part``-th (in file order), cut by OTel trace."""
     traces: dict[bytes, _TraceExport] = {}
     position = 0
@@ -171,9 +202,9 @@ def _protobuf_rows(
                         if key is not None:
                             trace.hint, trace.hint_at = key, base + position
                 position += 1
-    for trace_id, trace in traces.items():
-        yield _row(trace_id.hex(), count=len(trace.positions), hint=trace.hint, hint_at=trace.hint_at,
-                   protobuf=True, spans=trace.export.SerializeToString(), positions=trace.positions.tobytes())
+    index = [TraceIndex(trace_id.hex(), len(t.positions), t.hint, t.hint_at) for trace_id, t in traces.items()]
+    spans = [TraceSpans(True, t.export.SerializeToString(), t.positions.tobytes()) for t in traces.values()]
+    return Scanned(index), spans
 
 
 def _episode_key(span: Message) -> str | None:
@@ -186,41 +217,92 @@ def _episode_key(span: Message) -> str | None:
 # --- 2. keys (driver) ---------------------------------------------------------------------------------------
 
 
-def _episode_keys(rows: list[dict[str, Any]]) -> dict[str, str]:
+def episode_keys(scanned: Sequence[Scanned]) -> dict[str, str]:
     """OTel trace id -> episode key, for the traces that name an episode: the one named first in the input."""
     first: dict[str, tuple[int, str]] = {}
-    for row in rows:
-        if row["hint"] and (row["trace"] not in first or row["hint_at"] < first[row["trace"]][0]):
-            first[row["trace"]] = (int(row["hint_at"]), str(row["hint"]))
+    for part in scanned:
+        for t in part.traces:
+            if t.hint and (t.trace not in first or t.hint_at < first[t.trace][0]):
+                first[t.trace] = (t.hint_at, t.hint)
     return {trace: key for trace, (_, key) in first.items()}
 
 
-def _with_episode(batch: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]:
-    """The rows that carry spans (not a bad file's), each with its episode key."""
-    spans = batch["error"] == ""
-    kept = {column: values[spans] for column, values in batch.items()}
-    kept["episode"] = np.array([keys.get(trace, trace) for trace in kept["trace"]], dtype=object)
-    return kept
+def deal(scanned: Sequence[Scanned], keys: dict[str, str], tasks: int) -> dict[str, int]:
+    """Episode key -> convert task (of at most ``tasks``): largest episode first, to the least loaded task."""
+    sizes: dict[str, int] = {}
+    for part in scanned:
+        for t in part.traces:
+            key = keys.get(t.trace, t.trace)
+            sizes[key] = sizes.get(key, 0) + t.count
+    loads = [(0, task) for task in range(min(tasks, len(sizes)))]
+    assigned: dict[str, int] = {}
+    for key in sorted(sizes, key=lambda k: (-sizes[k], k)):
+        load, task = heapq.heappop(loads)
+        assigned[key] = task
+        heapq.heappush(loads, (load + sizes[key], task))
+    return assigned
 
 
-# --- 3. convert (workers) -----------------------------------------------------------------------------------
+# --- 3. shuffle (workers, where the scanned spans are) ------------------------------------------------------
 
 
-def _convert_group(
-    batch: dict[str, Any], converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int
-) -> dict[str, list[bytes]]:
-    """All rows of one episode -> its result: ``(key, lines, "")``, or ``(key, None, what stopped it)``."""
+def split(spans: list[TraceSpans], episodes: list[str], targets: list[int], outputs: int) -> list[list[Row]]:
+    """A scanned part's traces -> one list of rows per output: trace ``i`` of episode ``episodes[i]`` goes to
+    output ``targets[i]``."""
+    pieces: list[list[Row]] = [[] for _ in range(outputs)]
+    for trace, episode, target in zip(spans, episodes, targets, strict=True):
+        pieces[target].append((episode, trace))
+    return pieces
+
+
+def _split_task(spans: list[TraceSpans], episodes: list[str], targets: list[int], outputs: int) -> Any:
+    pieces = split(spans, episodes, targets, outputs)
+    return pieces[0] if outputs == 1 else tuple(pieces)  # Ray: one return value is the value itself
+
+
+# --- 4. convert (workers) -----------------------------------------------------------------------------------
+
+
+def convert_rows(
+    pieces: Sequence[list[Row]], converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int
+) -> Iterator[list[Result]]:
+    """Every episode of ``pieces`` converted, in batches of about ``_BATCH_BYTES`` of lines."""
+    by_episode: dict[str, list[TraceSpans]] = {}
+    for piece in pieces:
+        for episode, trace in piece:
+            by_episode.setdefault(episode, []).append(trace)
+    batch: list[Result] = []
+    size = 0
+    for key, traces in by_episode.items():
+        with gc_paused():  # the decoded spans live until converted (see convert/gcpause.py)
+            result = _convert(key, _in_input_order(traces), converter, hook, max_trace_bytes)
+        batch.append(result)
+        if result[1] is not None:
+            size += len(result[1][0]) + sum(len(line) for line in result[1][1])
+        if size >= _BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _convert_task(
+    converter: Converter, hook: EpisodeHook | None, max_trace_bytes: int, *pieces: list[Row]
+) -> Iterator[list[Result]]:
+    yield from convert_rows(pieces, converter, hook, max_trace_bytes)
+
+
+def _in_input_order(traces: list[TraceSpans]) -> list[tuple[int, Span]]:
     positioned: list[tuple[int, Span]] = []
-    for protobuf, spans, positions in zip(batch["protobuf"], batch["spans"], batch["positions"], strict=True):
-        if protobuf:
+    for trace in traces:
+        if trace.protobuf:
             at = array("q")
-            at.frombytes(positions)
-            positioned.extend(zip(at, spans_from_export(spans), strict=True))
+            at.frombytes(trace.positions)
+            positioned.extend(zip(at, spans_from_export(trace.spans), strict=True))
         else:
-            positioned.extend(pickle.loads(spans))
+            positioned.extend(pickle.loads(trace.spans))
     positioned.sort(key=_first)
-    result = _convert(str(batch["episode"][0]), positioned, converter, hook, max_trace_bytes)
-    return {"results": [pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)]}
+    return positioned
 
 
 def _first(item: tuple[int, Span]) -> int:
@@ -233,7 +315,7 @@ def _convert(
     converter: Converter,
     hook: EpisodeHook | None,
     max_trace_bytes: int,
-) -> tuple[str, _Lines | None, str]:
+) -> Result:
     """One episode's spans, in input order -> (key, its lines, "") or (key, None, what stopped it)."""
     unique: dict[str, Span] = {}
     for _, span in positioned:
@@ -296,46 +378,53 @@ def _run(
     files: list[str], writer: TraceDirWriter, converter: Converter, hook: EpisodeHook | None
 ) -> RayConvertResult:
     import ray
-    import ray.data
-    from ray.data.context import ShuffleStrategy
 
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    # Few large groups of rows: the task-based sort shuffle starts far faster than the actor-based hash
-    # shuffle.
-    context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     tasks = max(1, _TASKS_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
     parts = max(1, -(-tasks // len(files)))  # protobuf files are cut so that every CPU has work
-    scan = [{"file": i, "path": path, "part": k, "parts": parts}
-            for i, path in enumerate(files) for k in range(parts)]
-    scanned = ray.data.from_items(scan, override_num_blocks=len(scan)).flat_map(_scan).materialize()
-    rows = scanned.select_columns(["trace", "count", "hint", "hint_at", "error", "file"]).take_all()
-    bad = [str(r["error"]) for r in sorted(rows, key=lambda r: int(r["file"])) if r["error"]]
-    keys = _episode_keys(rows)
-    episodes = {keys.get(r["trace"], r["trace"]) for r in rows if not r["error"]}
+    scan_task = ray.remote(num_returns=2)(scan)
+    refs = [scan_task.remote(i, path, k, parts) for i, path in enumerate(files) for k in range(parts)]
+    scanned: list[Scanned] = ray.get([index for index, _ in refs])
+    spans = [trace_spans for _, trace_spans in refs]
+    del refs
+    bad = [part.error for part in scanned if part.error]  # parts in file order
+    keys = episode_keys(scanned)
+    assigned = deal(scanned, keys, tasks)
+    # The shuffle: each scanned part cut, where it is, into one piece per convert task it feeds.
+    pieces: list[list[Any]] = [[] for _ in range(len(set(assigned.values())))]
+    split_task = ray.remote(_split_task)
+    for part, part_spans in zip(scanned, spans, strict=True):
+        if not part.traces:
+            continue
+        episodes = [keys.get(t.trace, t.trace) for t in part.traces]
+        fed = sorted({assigned[episode] for episode in episodes})
+        output = {task: i for i, task in enumerate(fed)}
+        targets = [output[assigned[episode]] for episode in episodes]
+        cut = split_task.options(num_returns=len(fed)).remote(part_spans, episodes, targets, len(fed))
+        for task, ref in zip(fed, [cut] if len(fed) == 1 else cut, strict=True):
+            pieces[task].append(ref)
+    del spans  # each part's spans are freed once split
+    convert_task = ray.remote(num_returns="streaming")(_convert_task)
+    pending = [convert_task.remote(converter, hook, writer.max_trace_bytes, *refs) for refs in pieces]
+    del pieces
     written = failed = 0
-    if episodes:
-        converted = (
-            scanned.map_batches(_with_episode, fn_kwargs={"keys": keys}, batch_format="numpy")
-            .groupby("episode", num_partitions=max(1, min(tasks, len(episodes))))
-            .map_groups(
-                functools.partial(
-                    _convert_group, converter=converter, hook=hook, max_trace_bytes=writer.max_trace_bytes
-                ),
-                batch_format="numpy",
-            )
-        )
-        for row in converted.iter_rows():
-            key, lines, error = pickle.loads(row["results"])
-            if lines is None:
-                failed += 1
-                log.error("orchestrace: could not convert episode %s: %s", key, error)
-            else:
-                writer.write_raw(*lines)
-                written += 1
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for generator in ready:
+            try:
+                batch_ref = next(generator)
+            except StopIteration:
+                continue
+            pending.append(generator)
+            for key, lines, error in ray.get(batch_ref):
+                if lines is None:
+                    failed += 1
+                    log.error("orchestrace: could not convert episode %s: %s", key, error)
+                else:
+                    writer.write_raw(*lines)
+                    written += 1
     return RayConvertResult(
         files=len(files),
-        spans=sum(int(r["count"]) for r in rows),
+        spans=sum(t.count for part in scanned for t in part.traces),
         written=written,
         failed=failed,
         bad_files=tuple(bad),
