@@ -15,11 +15,14 @@ maps them).
 
 A paper estimate for a larger cluster (``estimate``), from measured per-stage costs: the Ray engine's stages
 run here in one process on the same dumps (CPU seconds, so that other load on the machine does not count):
-the scan of every file and the conversion of every episode, which run in parallel on a cluster, and the
-driver's work (keying traces by episode, writing every line), which does not. With ``C`` cores:
-``T(C) = start + driver + (scan + convert) / C + overhead``, where ``overhead`` is what the measured 2-core
-run took beyond that model (scheduling, serialization, the shuffle), counted whole (it does not shrink:
-the pessimistic case) or divided by ``C / 2`` (it is per-core work: the optimistic one).
+the scan of every file, the split of the scanned spans per convert task and the conversion of every episode,
+which run in parallel on a cluster, and the driver's work (keying traces by episode and dealing episodes out,
+writing every line), which does not. With ``C`` cores:
+``T(C) = start + driver + (scan + split + convert) / C + overhead``, where ``overhead`` is what the measured
+2-core run against a running cluster took beyond that model (scheduling, serialization, moving spans and lines
+through the object store, the stages' imbalance), counted whole (it does not shrink: the pessimistic case) or
+divided by ``C / 2`` (it is per-core work: the optimistic one). ``start`` is 0: a running cluster's start-up
+is paid once, outside the command.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -176,65 +178,49 @@ def _stop_group(head: subprocess.Popen[str]) -> None:
     head.wait()
 
 
-_PLAN = re.compile(r"Execution plan of Dataset (\S+): (.*)")
-_FINISHED = re.compile(r"Dataset (\S+) execution finished in ([\d.]+) seconds")
-
-
-def ray_stages(log: str) -> list[dict[str, Any]]:
-    """Each Ray Data execution of the run (its operators and seconds), read from Ray's log lines."""
-    plans = {m.group(1): m.group(2) for m in _PLAN.finditer(log)}
-    return [
-        {
-            "plan": plans.get(m.group(1), "?").removeprefix("InputDataBuffer[Input] -> "),
-            "seconds": float(m.group(2)),
-        }
-        for m in _FINISHED.finditer(log)
-    ]
-
-
 def stage_costs(dumps: Path, out: Path) -> dict[str, float]:
     """CPU seconds of each stage of the Ray engine on ``dumps``, run in this process without Ray (the same
-    functions the workers and the driver run)."""
-    import pickle
-    from collections import defaultdict
-
+    functions the workers and the driver run; two convert tasks, one part per file)."""
     from orchestrace_collector.assemble import default_converter
     from orchestrace_collector.output import TraceDirWriter
-    from orchestrace_collector.ray_engine import _convert_group, _episode_keys, _scan
+    from orchestrace_collector.ray_engine import convert_rows, deal, episode_keys, scan, split
 
     files = sorted(str(p) for p in dumps.iterdir())
     start = time.process_time()
-    rows = [row for i, path in enumerate(files)
-            for row in _scan({"file": i, "path": path, "part": 0, "parts": 1})]
+    scanned = [scan(i, path, 0, 1) for i, path in enumerate(files)]
     scan_s = time.process_time() - start
     start = time.process_time()
-    keys = _episode_keys(rows)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[keys.get(row["trace"], row["trace"])].append(row)
+    indexes = [index for index, _ in scanned]
+    keys = episode_keys(indexes)
+    assigned = deal(indexes, keys, 2)
+    episodes = [[keys.get(t.trace, t.trace) for t in index.traces] for index in indexes]
     key_s = time.process_time() - start
     start = time.process_time()
-    columns = ("protobuf", "spans", "positions")
+    pieces = [split(spans, names, [assigned[name] for name in names], 2)
+              for (_, spans), names in zip(scanned, episodes, strict=True)]
+    split_s = time.process_time() - start
+    del scanned
     writer = TraceDirWriter(out)
-    results = [
-        _convert_group({"episode": [key], **{c: [r[c] for r in group] for c in columns}}, default_converter,
-                       None, writer.max_trace_bytes)["results"][0]
-        for key, group in groups.items()
-    ]
+    start = time.process_time()
+    batches = [batch for task in range(2)
+               for batch in convert_rows([p[task] for p in pieces], default_converter, None,
+                                         writer.max_trace_bytes)]
     convert_s = time.process_time() - start
     start = time.process_time()
-    for blob in results:
-        _, lines, _ = pickle.loads(blob)
-        writer.write_raw(*lines)
+    for batch in batches:
+        for _, lines, _ in batch:
+            assert lines is not None
+            writer.write_raw(*lines)
     writer.close()
     write_s = time.process_time() - start
-    return {"scan_cpu_s": scan_s, "keys_cpu_s": key_s, "convert_cpu_s": convert_s, "write_cpu_s": write_s}
+    return {"scan_cpu_s": scan_s, "keys_cpu_s": key_s, "split_cpu_s": split_s, "convert_cpu_s": convert_s,
+            "write_cpu_s": write_s}
 
 
 def estimate(costs: dict[str, float], ray_s: float, start_s: float, local_s: float, cores: int,
              target_cores: int = 32) -> dict[str, float]:
     """The speedup over the local engine on ``target_cores`` cores (see the module docstring)."""
-    parallel = costs["scan_cpu_s"] + costs["convert_cpu_s"]
+    parallel = costs["scan_cpu_s"] + costs["split_cpu_s"] + costs["convert_cpu_s"]
     driver = costs["keys_cpu_s"] + costs["write_cpu_s"]
     overhead = max(0.0, ray_s - (driver + parallel / cores))
     pessimistic = start_s + driver + parallel / target_cores + overhead
@@ -280,7 +266,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         dump_mb = sum(p.stat().st_size for p in (tmp / "dumps").iterdir()) / 2**20
 
         def convert(name: str, *args: str, also: psutil.Process | None = None) -> dict[str, Any]:
-            seconds, peak_mb, cpu_s, log = run_measured(
+            seconds, peak_mb, cpu_s, _ = run_measured(
                 [cli, "convert", dumps, "--out", str(tmp / name), *args], env=env, also=also
             )
             traces, turns = digest(tmp / name, "traces-"), digest(tmp / name, "turns-")
@@ -295,7 +281,6 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
                 "traces": traces[0],
                 "turns": turns[0],
                 "digest": (traces, turns),
-                "stages": ray_stages(log),
             }
 
         local_first = convert("local-first")
@@ -339,7 +324,6 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "traces": on_ray["traces"],
             "turns": on_ray["turns"],
         },
-        "ray_stages": on_ray["stages"],
         # (a) the command starts its own local cluster: its start-up is in the time.
         "speedup": local_s / on_ray["seconds"],
         "ray_running_cluster": {
@@ -352,7 +336,6 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "turns": on_cluster["turns"],
             "cluster_cpus": cpus,
             "cluster_start_s": cluster_start_s,
-            "stages": on_cluster["stages"],
         },
         # (b) against a cluster already running (`ray start`, then --address): start-up paid once, outside.
         "speedup_running_cluster": local_s / on_cluster["seconds"],

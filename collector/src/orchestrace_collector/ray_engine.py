@@ -82,7 +82,7 @@ class TraceIndex(NamedTuple):
     """What the driver learns of one OTel trace of a scanned part (never its spans)."""
 
     trace: str
-    count: int
+    span_count: int
     hint: str  # the episode key the first of its spans naming one names ("" if none does)
     hint_at: int  # that span's position in the input (-1 if none)
 
@@ -202,7 +202,7 @@ def _protobuf_traces(
                         if key is not None:
                             trace.hint, trace.hint_at = key, base + position
                 position += 1
-    index = [TraceIndex(trace_id.hex(), len(t.positions), t.hint, t.hint_at) for trace_id, t in traces.items()]
+    index = [TraceIndex(key.hex(), len(t.positions), t.hint, t.hint_at) for key, t in traces.items()]
     spans = [TraceSpans(True, t.export.SerializeToString(), t.positions.tobytes()) for t in traces.values()]
     return Scanned(index), spans
 
@@ -233,7 +233,7 @@ def deal(scanned: Sequence[Scanned], keys: dict[str, str], tasks: int) -> dict[s
     for part in scanned:
         for t in part.traces:
             key = keys.get(t.trace, t.trace)
-            sizes[key] = sizes.get(key, 0) + t.count
+            sizes[key] = sizes.get(key, 0) + t.span_count
     loads = [(0, task) for task in range(min(tasks, len(sizes)))]
     assigned: dict[str, int] = {}
     for key in sorted(sizes, key=lambda k: (-sizes[k], k)):
@@ -382,7 +382,9 @@ def _run(
     tasks = max(1, _TASKS_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
     parts = max(1, -(-tasks // len(files)))  # protobuf files are cut so that every CPU has work
     scan_task = ray.remote(num_returns=2)(scan)
-    refs = [scan_task.remote(i, path, k, parts) for i, path in enumerate(files) for k in range(parts)]
+    refs: list[Any] = [
+        scan_task.remote(i, path, k, parts) for i, path in enumerate(files) for k in range(parts)
+    ]
     scanned: list[Scanned] = ray.get([index for index, _ in refs])
     spans = [trace_spans for _, trace_spans in refs]
     del refs
@@ -399,14 +401,17 @@ def _run(
         fed = sorted({assigned[episode] for episode in episodes})
         output = {task: i for i, task in enumerate(fed)}
         targets = [output[assigned[episode]] for episode in episodes]
-        cut = split_task.options(num_returns=len(fed)).remote(part_spans, episodes, targets, len(fed))
+        cut: Any = split_task.options(num_returns=len(fed)).remote(part_spans, episodes, targets, len(fed))
         for task, ref in zip(fed, [cut] if len(fed) == 1 else cut, strict=True):
             pieces[task].append(ref)
     del spans  # each part's spans are freed once split
     convert_task = ray.remote(num_returns="streaming")(_convert_task)
-    pending = [convert_task.remote(converter, hook, writer.max_trace_bytes, *refs) for refs in pieces]
+    pending: list[Any] = [
+        convert_task.remote(converter, hook, writer.max_trace_bytes, *refs) for refs in pieces
+    ]
     del pieces
     written = failed = 0
+    ready: list[Any]  # streaming generators (ObjectRefGenerator)
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         for generator in ready:
@@ -424,7 +429,7 @@ def _run(
                     written += 1
     return RayConvertResult(
         files=len(files),
-        spans=sum(t.count for part in scanned for t in part.traces),
+        spans=sum(t.span_count for part in scanned for t in part.traces),
         written=written,
         failed=failed,
         bad_files=tuple(bad),
