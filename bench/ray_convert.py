@@ -13,16 +13,18 @@ over the sorted canonical JSON of each. Peak memory is the largest sum of the re
 process tree (for the running cluster, the cluster's processes too; shared pages count once per process that
 maps them).
 
-A paper estimate for a larger cluster (``estimate``), from measured per-stage costs: the Ray engine's stages
-run here in one process on the same dumps (CPU seconds, so that other load on the machine does not count):
-the scan of every file, the split of the scanned spans per convert task and the conversion of every episode,
-which run in parallel on a cluster, and the driver's work (keying traces by episode and dealing episodes out,
-writing every line), which does not. With ``C`` cores:
-``T(C) = start + driver + (scan + split + convert) / C + overhead``, where ``overhead`` is what the measured
-2-core run against a running cluster took beyond that model (scheduling, serialization, moving spans and lines
-through the object store, the stages' imbalance), counted whole (it does not shrink: the pessimistic case) or
-divided by ``C / 2`` (it is per-core work: the optimistic one). ``start`` is 0: a running cluster's start-up
-is paid once, outside the command.
+A paper estimate (``estimate``), from measured per-stage costs, in CPU seconds (the machine is shared: other
+load stretches wall times, not CPU times; a single-threaded command's CPU seconds are its wall time on a free
+core). The Ray engine's stages run here in one process on the same dumps: the scan of every file, the split
+of the scanned spans per convert task and the conversion of every episode (``parallel``: they run in parallel
+on a cluster), and the driver's work (keying traces by episode and dealing episodes out, writing every line:
+``driver``, serial). ``overhead`` is the rest of the CPU seconds the running-cluster run cost (its command and
+the cluster's processes): interpreter and worker start-up, serialization, the object store, scheduling.
+On ``C`` free cores of a running cluster (its start-up is paid once, outside the command):
+``T(C) = driver + (parallel + overhead) / C`` when the overhead spreads over the cores like the stages (the
+optimistic case), ``driver + parallel / C + overhead / 2`` when it stays what it was on the 2 measured cores
+(the pessimistic one); the speedup is the local engine's CPU seconds over ``T``. Neither counts the stages'
+imbalance or the wait between scan and convert.
 """
 
 from __future__ import annotations
@@ -217,24 +219,29 @@ def stage_costs(dumps: Path, out: Path) -> dict[str, float]:
             "write_cpu_s": write_s}
 
 
-def estimate(costs: dict[str, float], ray_s: float, start_s: float, local_s: float, cores: int,
+def estimate(costs: dict[str, float], ray_cpu_s: float, local_cpu_s: float, cores: int,
              target_cores: int = 32) -> dict[str, float]:
-    """The speedup over the local engine on ``target_cores`` cores (see the module docstring)."""
+    """Seconds and speedup over the local engine on ``cores`` and ``target_cores`` free cores of a running
+    cluster (see the module docstring), in CPU seconds."""
     parallel = costs["scan_cpu_s"] + costs["split_cpu_s"] + costs["convert_cpu_s"]
     driver = costs["keys_cpu_s"] + costs["write_cpu_s"]
-    overhead = max(0.0, ray_s - (driver + parallel / cores))
-    pessimistic = start_s + driver + parallel / target_cores + overhead
-    optimistic = start_s + driver + parallel / target_cores + overhead * cores / target_cores
+    overhead = max(0.0, ray_cpu_s - (driver + parallel))
+    measured = driver + (parallel + overhead) / cores
+    pessimistic = driver + parallel / target_cores + overhead / cores
+    optimistic = driver + (parallel + overhead) / target_cores
     return {
         "cores": target_cores,
         "parallel_cpu_s": parallel,
         "driver_cpu_s": driver,
-        "overhead_at_measured_s": overhead,
-        "cluster_start_s": start_s,
+        "overhead_cpu_s": overhead,
+        "local_cpu_s": local_cpu_s,
+        "measured_cores": cores,
+        "seconds_measured_cores": measured,
+        "speedup_measured_cores": local_cpu_s / measured,
         "seconds_pessimistic": pessimistic,
         "seconds_optimistic": optimistic,
-        "speedup_pessimistic": local_s / pessimistic,
-        "speedup_optimistic": local_s / optimistic,
+        "speedup_pessimistic": local_cpu_s / pessimistic,
+        "speedup_optimistic": local_cpu_s / optimistic,
     }
 
 
@@ -310,6 +317,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "seconds": local_s,
             "runs_s": [local_first["seconds"], local_last["seconds"]],
             "cores_used": [local_first["cores_used"], local_last["cores_used"]],
+            "cpu_s": [local_first["cpu_s"], local_last["cpu_s"]],
             "spans_per_s": spans / local_s,
             "peak_rss_mb": max(local_first["peak_rss_mb"], local_last["peak_rss_mb"]),
             "traces": local_first["traces"],
@@ -340,8 +348,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         # (b) against a cluster already running (`ray start`, then --address): start-up paid once, outside.
         "speedup_running_cluster": local_s / on_cluster["seconds"],
         "stage_costs": costs,
-        # A running cluster's start-up is paid once, outside the command: the estimate leaves it out too.
-        "estimate": estimate(costs, on_cluster["seconds"], 0.0, local_s, cpus),
+        "estimate": estimate(costs, on_cluster["cpu_s"],
+                             statistics.median([local_first["cpu_s"], local_last["cpu_s"]]), cpus),
         "same_output": same_output,
         "traces_sha256": traces_sha,
         "turns_sha256": turns_sha,
