@@ -321,7 +321,6 @@ def test_a_model_call_seen_through_callbacks_exports_its_history_once(rec: Recor
     for reply in ("two", "four"):
         call = inst.start_chat(telemetry, list(prompt), model="m", provider="p", context=workflow.context,
                                request={"temperature": 0.0}, history=history)
-        assert call is not None
         call.stop({"role": "assistant", "content": reply}, usage=inst.Usage(5, 1))
         prompt += [{"role": "assistant", "content": reply}, {"role": "user", "content": "more"}]
     workflow.stop()
@@ -338,7 +337,6 @@ def test_a_model_call_seen_through_callbacks_exports_its_history_once(rec: Recor
 
 def test_a_failed_callback_model_call(rec: Recorder) -> None:
     call = inst.start_chat(rec.telemetry(), [{"role": "user", "content": "hi"}], model="m")
-    assert call is not None
     call.fail(TimeoutError("slow"))
     span = rec.one("chat m")
     assert span.status.status_code == StatusCode.ERROR
@@ -371,6 +369,22 @@ def test_an_internal_failure_starts_nothing_and_is_logged_once(rec: Recorder, mo
             invocation.events.stop("nothing")
             invocation.stop("done", token)
     assert len([r for r in caplog.records if "start_agent" in r.getMessage()]) == 1
+    assert rec.spans == []
+
+
+def test_a_callback_model_call_orchestrace_failed_to_start_runs_untraced(
+        rec: Recorder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def explode(self: inst.Telemetry) -> Any:
+        raise RuntimeError("settings exploded")
+
+    telemetry = rec.telemetry()
+    monkeypatch.setattr(inst.Telemetry, "capture", property(explode))
+    with caplog.at_level(logging.ERROR, logger="orchestrace"):
+        for reply in ("a", "b"):  # never None: the integration ends it as any other call
+            call = inst.start_chat(telemetry, [{"role": "user", "content": "hi"}], model="m")
+            call.stop({"role": "assistant", "content": reply})
+        inst.start_chat(telemetry, [{"role": "user", "content": "hi"}], model="m").fail(TimeoutError("x"))
+    assert len([r for r in caplog.records if "start_chat" in r.getMessage()]) == 1
     assert rec.spans == []
 
 

@@ -126,6 +126,26 @@ class ChatCall:
         return span
 
 
+class _Untraced(ChatCall):
+    """What ``start_chat`` gives when orchestrace failed to start the call's record (logged once): the call
+    runs as usual, untraced; its ``stop`` and ``fail`` do nothing."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:  # no record to keep
+        pass
+
+    def stop(self, message: Any = None, *, usage: Usage | None = None) -> None:
+        return None
+
+    def fail(self, exc: BaseException) -> None:
+        return None
+
+
+#: Stateless, so one is shared.
+UNTRACED = _Untraced()
+
+
 def chat_call(telemetry: Telemetry, messages: Sequence[Any], context: Context, *, model: str | None,
               label: str | None, provider: str | None, operation: str, request: Mapping[str, Any] | None,
               history: _history.PromptHistory | None) -> ChatCall:

@@ -70,7 +70,7 @@ from opentelemetry.trace import INVALID_SPAN, Link, SpanContext
 
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
-from orchestrace.chat import ChatCall, chat_call
+from orchestrace.chat import UNTRACED, ChatCall, chat_call
 from orchestrace.config import CaptureConfig
 from orchestrace.content import content_ref
 from orchestrace.context import (
@@ -243,15 +243,16 @@ def start_step(telemetry: Telemetry, name: str, *, operation: str = sc.OPERATION
     return _open(telemetry, StepSpec(name, operation), context, NOTHING, attributes, links, values)
 
 
-@failsafe(default=None)
+@failsafe(default=UNTRACED)
 def start_chat(telemetry: Telemetry, messages: Sequence[Any], *, model: str | None = None,
                label: str | None = None, provider: str | None = None, operation: str = sc.OP_CHAT,
                request: Mapping[str, Any] | None = None, context: Context | None = None,
-               history: PromptHistory | None = None) -> ChatCall | None:
+               history: PromptHistory | None = None) -> ChatCall:
     """A model call seen through callbacks (see :mod:`orchestrace.chat`): ``{operation} {label or model}``,
     written whole when it ends (``ChatCall.stop(message, usage=...)`` / ``fail(exc)``). ``messages``: the
     prompt as chat messages (any common shape); ``request``: sampling parameters and tools, as for
-    :func:`start_model_call`; ``history``: export an agent loop's history once."""
+    :func:`start_model_call`; ``history``: export an agent loop's history once. On an internal failure (logged
+    once) the call runs untraced: its ``stop`` and ``fail`` do nothing."""
     parent = otel_context.get_current() if context is None else context
     return chat_call(telemetry, messages, parent, model=model, label=label, provider=provider,
                      operation=operation, request=request, history=history)

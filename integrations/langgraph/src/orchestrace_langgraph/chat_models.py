@@ -92,8 +92,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                           provider=str(provider) if provider else None, operation=operation, request=params,
                           context=parent_context(self._namespaces, metadata, current) or current,
                           history=self._history)
-        if call is not None:
-            self._calls[run_id] = call
+        self._calls[run_id] = call
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
