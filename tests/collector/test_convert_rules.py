@@ -1105,3 +1105,20 @@ def test_a_model_calls_tokens_count_on_the_same_one_of_its_parallel_calls_whiche
     tokens = {e.get("tool") or e["type"]: e.get("tokens") for e in w["events"] if e["type"] == "tool_call"}
     assert tokens == {"alpha": 15, "zeta": None}
     assert sum(e.get("tokens", 0) for e in w["events"]) == 15 + 7 == w["costs"]["tokens"]
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_the_causal_path_is_the_same_whatever_order_the_edges_come_in(backward: bool) -> None:
+    from orchestrace_collector.convert.credit import causal_path
+
+    types = ["orchestrator_decision", "spawn", "return", "aggregate", "message", "message"]
+    decisions = ["spawn", None, None, None, None, None]
+    # The answer is the aggregate (3): it depends on its named input (4) and what led to that (0), not on
+    # the child's return into it (2), nor on what only led to that return (1).
+    edges = [(0, 1, "spawn"), (0, 4, "causal"), (1, 2, "causal"), (2, 3, "return"), (4, 3, "aggregate")]
+    expected = {0, 3, 4}
+    if backward:  # an edge to an earlier event (not what build_edges makes, but a written trace may hold it)
+        edges.append((5, 4, "message"))
+        expected.add(5)
+    for order in (sorted(edges), sorted(edges, reverse=True), edges[::2] + edges[1::2]):
+        assert causal_path(order, types, decisions) == expected

@@ -33,6 +33,7 @@ credit (``annotate``) replaces all of it; recorded rewards are never touched.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from itertools import compress
 from typing import TypeVar
 
 from ..model import Trace, Turn
@@ -117,12 +118,32 @@ def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
     """Positions of the answer and of the events it depends on (``edges``: ``(src, dst, type)`` by
     position)."""
     edges = list(edges)
-    merges = {dst for _, dst, kind in edges if kind == "aggregate"}
+    # A child's return into an aggregate that names its inputs (``aggregate`` edges) is no dependency.
+    merges = {dst for _, dst, kind in edges if kind == "aggregate"} if "aggregate" in types else set()
+    final = final_position(types, decisions)
+    if not types:
+        return {final}
+    # Edges sorted by source, each to a later event (as ``build_edges`` gives them): one backward pass, where
+    # an event's successors are settled before its own edges are read.
+    on = [False] * len(types)
+    on[final] = True
+    last = len(types)
+    for src, dst, kind in reversed(edges):
+        if src > last or src >= dst:
+            return _causal_path_any_order(edges, types, merges, final)
+        last = src
+        if on[dst] and not (kind == "return" and dst in merges and types[dst] == "aggregate"):
+            on[src] = True
+    return set(compress(range(len(on)), on))
+
+
+def _causal_path_any_order(edges: list[tuple[int, int, str]], types: Sequence[str], merges: set[int],
+                           final: int) -> set[int]:
     parents: dict[int, list[int]] = {}
     for src, dst, kind in edges:
         if not (kind == "return" and dst in merges and types[dst] == "aggregate"):
             parents.setdefault(dst, []).append(src)
-    return ancestors(parents, final_position(types, decisions))
+    return ancestors(parents, final)
 
 
 def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:

@@ -11,6 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 from .actors import Actors, Instance
+from .batches import Batches
 from .events import Ev, EventSet
 
 #: At most this many consuming events per untrusted tool result (the caller's return always counts too).
@@ -38,86 +39,15 @@ class _Timelines:
         return timeline[i] if i < len(timeline) else None
 
 
-class _Batches:
-    """Parallel tool calls of one timeline, and what comes before and after each batch.
-
-    Calls made after the same model call of their caller form a batch (a caller without model calls: calls
-    that overlap in time), with their results. Within a batch the order of calls and results is a race
-    between threads, so no edge follows it: every call depends on the event before the batch (a fork), and
-    every result leads to the event after it (a join). Two runs of one program give the same edges however
-    the race went.
-    """
-
-    __slots__ = ("after", "before", "joins", "members", "opening")
-
-    def __init__(self, actors: Actors) -> None:
-        #: tool_call index -> what its batch follows: the caller's event before it, or every result (and
-        #: unanswered call) of the batch right before it
-        self.before: dict[int, list[Ev]] = {}
-        self.after: dict[int, Ev] = {}  # batch member index -> the caller's event after its batch
-        self.members: set[int] = set()  # indices of events in a batch of more than one call
-        #: batches of more than one call followed by an event: (the results and unanswered calls, that event)
-        self.joins: list[tuple[list[Ev], Ev]] = []
-        #: id(instance) -> the calls of the batch its timeline opens with (all of them start it, in any order)
-        self.opening: dict[int, list[Ev]] = {}
-        for inst in actors.instances:
-            self._split(inst)
-
-    def _split(self, inst: Instance) -> None:
-        timeline = inst.timeline
-        turns = inst.turn_starts
-        ends_at: dict[int, list[Ev]] = {}  # last member's index -> the ends of a batch of several calls
-        i = 0
-        while i < len(timeline):
-            if timeline[i].type != "tool_call":
-                i += 1
-                continue
-            first = timeline[i]
-            turn = bisect_right(turns, first.t_ns)
-            calls = {id(first)}
-            open_calls = 1
-            j = i + 1
-            while j < len(timeline):
-                ev = timeline[j]
-                if ev.type == "tool_result" and ev.decision_ev is not None and id(ev.decision_ev) in calls:
-                    open_calls -= 1
-                elif ev.type == "tool_call" and (
-                    bisect_right(turns, ev.t_ns) == turn if turns else open_calls > 0
-                ):
-                    calls.add(id(ev))
-                    open_calls += 1
-                else:
-                    break
-                j += 1
-            if i == 0:
-                self.opening[id(inst)] = [ev for ev in timeline[:j] if ev.type == "tool_call"]
-            else:
-                prev = timeline[i - 1]
-                follows = ends_at.get(prev.index, [prev])
-                for ev in timeline[i:j]:
-                    if ev.type == "tool_call":
-                        self.before[ev.index] = follows
-            if j < len(timeline):
-                for ev in timeline[i:j]:
-                    self.after[ev.index] = timeline[j]
-            if len(calls) > 1:
-                batch = timeline[i:j]
-                self.members.update(ev.index for ev in batch)
-                answered = {id(ev.decision_ev) for ev in batch if ev.type == "tool_result"}
-                ends = [ev for ev in batch if ev.type == "tool_result" or id(ev) not in answered]
-                ends_at[batch[-1].index] = ends
-                if j < len(timeline):
-                    self.joins.append((ends, timeline[j]))
-            i = j
-
-
-def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
+def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[EdgeRec]:
     """Every edge once, sorted by source then destination. The typed rules below never produce the same edge
-    twice; a temporal edge is left out where a typed edge already links the same two events."""
+    twice; a temporal edge is left out where a typed edge already links the same two events.
+
+    Within a batch (``batches.py``) no edge follows the race between threads: every call depends on the
+    event before the batch (a fork), and every result leads to the event after it (a join)."""
     edges: list[EdgeRec] = []
     add = edges.append
     timelines = _Timelines()
-    batches = _Batches(actors)
 
     for ev in events_set.events:
         kind = ev.type
@@ -126,8 +56,8 @@ def build_edges(events_set: EventSet, actors: Actors) -> list[EdgeRec]:
                 add((ev.decision_ev.index, ev.index, "spawn"))
             for decision in ev.also_decided or ():
                 add((decision.index, ev.index, "spawn"))
-            if ev.child is not None and ev.child.timeline:
-                for first in batches.opening.get(id(ev.child), ev.child.timeline[:1]):
+            if ev.child is not None and ev.child.timeline:  # every call of the batch it opens with
+                for first in batches.calls.get(ev.child.timeline[0].index, ev.child.timeline[:1]):
                     add((ev.index, first.index, "causal"))
         elif kind == "tool_call":
             for dep in batches.before.get(ev.index, ()):

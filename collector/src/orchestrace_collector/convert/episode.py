@@ -10,6 +10,7 @@ import orchestrace_semconv as sc
 
 from ..spans import Span
 from .actors import Actors, assign_instances
+from .batches import Batches
 from .classify import Kind
 from .content import ContentStore
 from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
@@ -20,7 +21,7 @@ from .gcpause import gc_paused
 from .metrics import structural_metrics
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
-from .turns import TurnRec, build_turns
+from .turns import TurnRec, build_turns, link_turns
 from .written import Episode, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
@@ -79,7 +80,9 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         ev.pos = len(timeline)
         timeline.append(ev)
     turn_recs = build_turns(events_set.model_nodes, store)
-    edges = build_edges(events_set, actors)
+    batches = Batches(actors)
+    link_turns(turn_recs, batches)
+    edges = build_edges(events_set, actors, batches)
     reward_set = collect_rewards(events_set, actors, turn_recs)
     on_path = causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
     rewards, turn_credit = _credit(events, on_path, turn_recs, reward_set, credit)

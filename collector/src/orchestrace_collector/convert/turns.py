@@ -13,7 +13,6 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
-import itertools
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ import orchestrace_semconv as sc
 from ..spans import Attributes
 from . import call_details
 from .actors import Instance
+from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
 from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
@@ -78,8 +78,8 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
 
 
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
+    """The turns in start order; sets their instances' ``turn_starts`` (``link_turns`` links the events)."""
     turns: list[TurnRec] = []
-    by_owner: dict[int, list[TurnRec]] = {}
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
         owner = node.instance
         assert owner is not None
@@ -102,12 +102,19 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
             turn.error, turn.error_type = span_error(node.span)
         turn.details = call_details.details(attrs)
         turns.append(turn)
-        by_owner.setdefault(id(owner), []).append(turn)
+        owner.turn_starts.append(node.start_ns)
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
         _rebuild_prompts(turns)
-    for group in by_owner.values():
-        _link(group)
     return turns
+
+
+def link_turns(turns: list[TurnRec], batches: Batches) -> None:
+    """Each turn's events, and its tokens added to the first of them (see the module docstring)."""
+    by_owner: dict[int, list[TurnRec]] = {}
+    for turn in turns:
+        by_owner.setdefault(id(turn.owner), []).append(turn)
+    for group in by_owner.values():
+        _link(group, batches)
 
 
 def _prefix(turn: TurnRec) -> tuple[str, int] | None:
@@ -155,17 +162,16 @@ def _rebuild_prompts(turns: list[TurnRec]) -> None:
             turn.prompt_incomplete = not whole or (isinstance(count, int) and len(turn.prompt) != count)
 
 
-def _first_event(events: list[Ev]) -> Ev:
+def _first_event(events: list[Ev], batches: Batches) -> Ev:
     """The event a call's tokens count on: its first, but of the tool calls it asked for at once (which thread
     started first is a race) the first by tool and input, so that two runs of one program agree."""
-    run = itertools.takewhile(lambda ev: ev.type in ("tool_call", "tool_result"), events)
-    leading = [ev for ev in run if ev.type == "tool_call"]
-    if len(leading) < 2 or events[0].type != "tool_call":
+    calls = batches.calls.get(events[0].index)
+    if calls is None or len(calls) < 2:
         return events[0]
-    return min(leading, key=lambda ev: (ev.tool or "", ev.content_ref or ""))
+    return min(calls, key=lambda ev: (ev.tool or "", ev.content_ref or ""))
 
 
-def _link(turns: list[TurnRec]) -> None:
+def _link(turns: list[TurnRec], batches: Batches) -> None:
     timeline = turns[0].owner.timeline
     times = [ev.key[0] for ev in timeline]  # in order: the timeline is sorted
     i = 0
@@ -177,8 +183,10 @@ def _link(turns: list[TurnRec]) -> None:
         if turn.tokens:
             # A call that led to no event of its own (its agent's last one, say) counts on the agent's event
             # just before it, else its return: the events' tokens add up to the trace's.
-            holder = _first_event(turn.events) if turn.events else (timeline[i - 1] if i else turn.owner.ret)
+            if turn.events:
+                holder: Ev | None = _first_event(turn.events, batches)
+            else:
+                holder = timeline[i - 1] if i else turn.owner.ret
             if holder is not None:
                 holder.tokens = (holder.tokens or 0) + turn.tokens
-        turn.owner.turn_starts.append(start)
         turn.owner.turn_events.append(turn.events)
