@@ -145,13 +145,12 @@ class Task(NamedTuple):
 def read_task(task: Any) -> Task | None:
     """The task a node execution runs, or ``None`` when ``task`` is not one LangGraph's runner passes."""
     config = task.config
-    steps = getattr(task.proc, "steps", None)
-    return Task(
-        name=str(task.name), id=str(task.id), config=config, metadata=config.get("metadata") or {},
-        input=task.input, triggers=tuple(str(t) for t in task.triggers),
-        pushed=bool(task.path) and task.path[0] == PUSH, runs_graph=bool(task.subgraphs),
-        first_step=steps[0] if isinstance(steps, list | tuple) and steps else task.proc,
-    )
+    proc = task.proc
+    steps = getattr(proc, "steps", None)
+    path = task.path
+    return Task(str(task.name), str(task.id), config, config.get("metadata") or {}, task.input,
+                tuple(map(str, task.triggers)), bool(path) and path[0] == PUSH, bool(task.subgraphs),
+                steps[0] if isinstance(steps, list | tuple) and steps else proc)
 
 
 @_safe([])
@@ -173,11 +172,12 @@ def node_functions(first_step: Any) -> tuple[Any, Any]:
 # --- graphs -------------------------------------------------------------------------------------------------
 #: Compiled graph -> (its builder, the fixed edges read from it): a compiled graph's edges do not change
 #: (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads them.
-_EDGES: weakref.WeakKeyDictionary[Any, tuple[Any, Mapping[str, tuple[str, ...]]]] = weakref.WeakKeyDictionary()
+_Edges = Mapping[str, tuple[str, ...]]
+_EDGES: weakref.WeakKeyDictionary[Any, tuple[Any, _Edges]] = weakref.WeakKeyDictionary()
 
 
 @_safe({})
-def fixed_edges(graph: Any) -> Mapping[str, tuple[str, ...]]:
+def fixed_edges(graph: Any) -> _Edges:
     """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
     builder = getattr(graph, "builder", None)
     try:
@@ -248,6 +248,12 @@ def interrupts_of(exc: BaseException) -> Collection[Any]:
 
 
 # --- the loop (static breakpoints) --------------------------------------------------------------------------
+@_safe(True)
+def may_interrupt_after(loop: Any) -> bool:
+    """Whether the loop has ``interrupt_after`` nodes (else ``after_tick`` never pauses)."""
+    return bool(loop.interrupt_after)
+
+
 @_safe({})
 def loop_tasks(loop: Any) -> Mapping[str, Any]:
     return dict(loop.tasks)

@@ -128,9 +128,9 @@ class NodeTracer:
             sc.LANGGRAPH_TASK_ID: read.id,
             sc.LANGGRAPH_CHECKPOINT_NS: namespace,
         }
-        triggers: list[str] = []
+        triggers: tuple[str, ...] = ()
         if not read.pushed:  # a pushed task's only trigger is the Send (its spawn event says so already)
-            triggers = list(read.triggers)
+            triggers = read.triggers
             attrs[sc.LANGGRAPH_TRIGGERS] = triggers[:_MAX_TRIGGERS]
         step = read.metadata.get("langgraph_step")
         if isinstance(step, int):
