@@ -10,6 +10,8 @@ from typing import Annotated, Any, TypedDict
 
 import orchestrace as ot
 import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
@@ -132,3 +134,28 @@ def test_the_episode_id_never_reaches_a_run_without_tracing() -> None:
     saved = graph.checkpointer.get_tuple({"configurable": {"thread_id": "t"}})
     assert "orchestrace_episode_id" not in saved.metadata
 
+
+
+def test_the_episode_id_is_in_checkpoints_only(spans: Spans) -> None:
+    """Kept in the checkpoint's metadata when the run writes checkpoints (its own saver, or one lent through
+    the config as LangGraph's server does); left out of the config of a run that writes none (LangChain
+    would merge it into every task's metadata for nothing)."""
+    seen: list[dict[str, Any]] = []
+
+    def look(state: State, config: RunnableConfig) -> dict[str, Any]:
+        seen.append(dict(config.get("metadata") or {}))
+        return {"steps": ["look"]}
+
+    builder = StateGraph(State)
+    builder.add_node("look", look)
+    builder.add_edge(START, "look")
+    graph = builder.compile(name="look")
+    graph.invoke({"steps": []})
+    saver = InMemorySaver()
+    lent = {"configurable": {"thread_id": "lent", CONFIG_KEY_CHECKPOINTER: saver}}
+    graph.invoke({"steps": []}, lent)
+    no_checkpoint, lent_checkpoint = episodes_of(spans.named("invoke_workflow look"))
+    assert "orchestrace_episode_id" not in seen[0]
+    assert seen[1]["orchestrace_episode_id"] == lent_checkpoint != no_checkpoint
+    saved = saver.get_tuple({"configurable": {"thread_id": "lent"}})
+    assert saved is not None and saved.metadata["orchestrace_episode_id"] == lent_checkpoint

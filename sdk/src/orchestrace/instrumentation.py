@@ -75,6 +75,7 @@ from orchestrace.config import CaptureConfig
 from orchestrace.content import content_ref
 from orchestrace.context import (
     AGENT_KEY,
+    SPAN_KEY,
     AgentFrame,
     TaskFrame,
     current_agent,
@@ -102,6 +103,7 @@ from orchestrace.usage import Usage, extract_usage
 
 __all__ = [
     "NOTHING",
+    "SPAN_KEY",
     "AgentFrame",
     "CaptureConfig",
     "ChatCall",

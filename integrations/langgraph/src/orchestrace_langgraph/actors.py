@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext
-from orchestrace.instrumentation import Events, Invocation, resume_link
+from orchestrace.instrumentation import SPAN_KEY, Events, Invocation, resume_link
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
 _NODE_KEY = otel_context.create_key("orchestrace_langgraph.node")
@@ -161,10 +161,10 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
     span, so that our spans keep their tree (nodes under runs, model calls and tools under nodes) whatever
     else is installed. The common case (the current span is ours, or there is none) costs two dict lookups."""
     ctx = otel_context.get_current() if context is None else context
-    current = trace.get_current_span(ctx)
+    current = ctx.get(SPAN_KEY)  # what trace.get_current_span reads, without its two calls
     own = ctx.get(_OWN_KEY)
-    own_span = own.span if isinstance(own, Own) else None
-    if current is INVALID_SPAN or current is own_span:
+    own_span = own.span if type(own) is Own else None
+    if current is None or current is INVALID_SPAN or current is own_span:
         return None
     scope = getattr(current, "instrumentation_scope", None)
     if scope is None or getattr(scope, "name", None) not in _CALLBACK_TRACER_SCOPES:
@@ -178,18 +178,19 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
 
 
 def current_run(context: otel_context.Context | None = None) -> Run | None:
-    run = otel_context.get_value(_RUN_KEY, context)
-    return run if isinstance(run, Run) else None
+    run = (otel_context.get_current() if context is None else context).get(_RUN_KEY)
+    return run if type(run) is Run else None
 
 
 def current_node(context: otel_context.Context | None = None) -> Node | None:
-    node = otel_context.get_value(_NODE_KEY, context)
-    return node if isinstance(node, Node) else None
+    node = (otel_context.get_current() if context is None else context).get(_NODE_KEY)
+    return node if type(node) is Node else None
 
 
 def current_actor() -> Actor | None:
     """The innermost node execution, else the graph run, around the calling code."""
-    return current_node() or current_run()
+    ctx = otel_context.get_current()
+    return current_node(ctx) or current_run(ctx)
 
 
 class NamespaceIndex:

@@ -38,6 +38,8 @@ class BreakpointTracer:
 
     def after_tick(self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
+        if not compat.may_interrupt_after(instance):  # most graphs: no copy of the step's tasks
+            return wrapped(*args, **kwargs)
         ran = compat.loop_tasks(instance)  # before an interrupt_after, the loop replaces its tasks
         try:
             return wrapped(*args, **kwargs)

@@ -15,8 +15,10 @@ Public LangGraph API (``Pregel``, ``langgraph.types``, ``langgraph.errors``, ``l
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import warnings
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -24,10 +26,17 @@ from typing import Any, NamedTuple
 from langgraph.types import Command, Send
 
 try:  # constants LangGraph keeps in a private module; the values they have had since langgraph 1.0 otherwise
-    from langgraph._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID, PUSH, TASKS
+    from langgraph._internal._constants import (
+        CONF,
+        CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_CHECKPOINTER,
+        CONFIG_KEY_TASK_ID,
+        PUSH,
+        TASKS,
+    )
 except ImportError:  # pragma: no cover - only when LangGraph moved them
     CONF, CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID = "configurable", "checkpoint_ns", "__pregel_task_id"
-    PUSH, TASKS = "__pregel_push", "__pregel_tasks"
+    CONFIG_KEY_CHECKPOINTER, PUSH, TASKS = "__pregel_checkpointer", "__pregel_push", "__pregel_tasks"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,14 @@ def checkpoint_ns(conf: Mapping[str, Any]) -> str:
     return str(conf.get(CONFIG_KEY_CHECKPOINT_NS, ""))
 
 
+@_safe(True)
+def saves_checkpoints(graph: Any, conf: Mapping[str, Any]) -> bool:
+    """Whether a run of ``graph`` with this ``configurable`` writes checkpoints (its own saver, or one the
+    config lends it, as LangGraph resolves them); ``True`` when that cannot be told."""
+    own = graph.checkpointer
+    return own is not False and (CONFIG_KEY_CHECKPOINTER in conf or own is not None)
+
+
 def checkpoint_config(thread_id: object) -> dict[str, Any]:
     """The config that reads a thread's latest top-level checkpoint."""
     return {CONF: {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -128,13 +145,12 @@ class Task(NamedTuple):
 def read_task(task: Any) -> Task | None:
     """The task a node execution runs, or ``None`` when ``task`` is not one LangGraph's runner passes."""
     config = task.config
-    steps = getattr(task.proc, "steps", None)
-    return Task(
-        name=str(task.name), id=str(task.id), config=config, metadata=config.get("metadata") or {},
-        input=task.input, triggers=tuple(str(t) for t in task.triggers),
-        pushed=bool(task.path) and task.path[0] == PUSH, runs_graph=bool(task.subgraphs),
-        first_step=steps[0] if isinstance(steps, list | tuple) and steps else task.proc,
-    )
+    proc = task.proc
+    steps = getattr(proc, "steps", None)
+    path = task.path
+    return Task(str(task.name), str(task.id), config, config.get("metadata") or {}, task.input,
+                tuple(map(str, task.triggers)), bool(path) and path[0] == PUSH, bool(task.subgraphs),
+                steps[0] if isinstance(steps, list | tuple) and steps else proc)
 
 
 @_safe([])
@@ -154,10 +170,29 @@ def node_functions(first_step: Any) -> tuple[Any, Any]:
 
 
 # --- graphs -------------------------------------------------------------------------------------------------
+#: Compiled graph -> (its builder, the fixed edges read from it): a compiled graph's edges do not change
+#: (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads them.
+_Edges = Mapping[str, tuple[str, ...]]
+_EDGES: weakref.WeakKeyDictionary[Any, tuple[Any, _Edges]] = weakref.WeakKeyDictionary()
+
+
 @_safe({})
-def fixed_edges(graph: Any) -> dict[str, tuple[str, ...]]:
+def fixed_edges(graph: Any) -> _Edges:
     """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
     builder = getattr(graph, "builder", None)
+    try:
+        cached = _EDGES.get(graph)
+    except TypeError:  # not weakly referable, or unhashable: read every time
+        cached = None
+    if cached is not None and cached[0] is builder:
+        return cached[1]
+    edges = _read_fixed_edges(builder)
+    with contextlib.suppress(TypeError):
+        _EDGES[graph] = (builder, edges)
+    return edges
+
+
+def _read_fixed_edges(builder: Any) -> dict[str, tuple[str, ...]]:
     edges = getattr(builder, "edges", None)
     if not isinstance(edges, set):
         return {}
@@ -213,6 +248,12 @@ def interrupts_of(exc: BaseException) -> Collection[Any]:
 
 
 # --- the loop (static breakpoints) --------------------------------------------------------------------------
+@_safe(True)
+def may_interrupt_after(loop: Any) -> bool:
+    """Whether the loop has ``interrupt_after`` nodes (else ``after_tick`` never pauses)."""
+    return bool(loop.interrupt_after)
+
+
 @_safe({})
 def loop_tasks(loop: Any) -> Mapping[str, Any]:
     return dict(loop.tasks)

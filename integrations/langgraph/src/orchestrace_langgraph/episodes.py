@@ -15,7 +15,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.runnables.config import ensure_config
 from langgraph.types import Command
 from opentelemetry import trace
 from orchestrace.instrumentation import current_task, failsafe
@@ -41,12 +40,11 @@ class Episodes:
         self._lock = threading.Lock()
 
     @failsafe(None)
-    def prepare(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+    def prepare(self, graph: Any, config: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                 ) -> tuple[tuple[Any, ...], dict[str, Any], str | None] | None:
-        """The call's arguments with the episode id in the config's metadata, and that id; ``None`` for a
-        subgraph run (its parent's episode) or a run inside someone else's trace (the trace is the
-        episode)."""
-        config: dict[str, Any] = dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
+        """The call's arguments with the episode id in the metadata of ``config`` (the call's, ensured: a copy
+        of ours) when the run writes checkpoints, and that id; ``None`` for a subgraph run (its parent's
+        episode) or a run inside someone else's trace (the trace is the episode)."""
         conf = compat.configurable(config)
         if compat.is_subgraph_run(conf):
             return None
@@ -67,6 +65,9 @@ class Episodes:
                 self._by_thread.move_to_end(str(thread_id))
                 while len(self._by_thread) > self._size:
                     self._by_thread.popitem(last=False)
+        if not compat.saves_checkpoints(graph, conf):
+            # Only a checkpoint keeps it; in the config, LangChain would merge it into every task's metadata.
+            return args, kwargs, episode
         config["metadata"] = {**(config.get("metadata") or {}), METADATA_KEY: episode}
         if len(args) > 1:
             args = (args[0], config, *args[2:])

@@ -64,7 +64,6 @@ class _Started:
     node: Node | None  # None for LangGraph's internal input task, which gets no span
     run: Run | None
     ctx: otel_context.Context
-    thread_id: str | None
     tool_node: bool = False  # a ToolNode: its results are tool results, not inputs to aggregate
 
 
@@ -119,11 +118,9 @@ class NodeTracer:
             return None
         ctx = otel_context.get_current()  # read once: the run, the parent span and the node's context
         run = current_run(ctx)
-        conf = compat.configurable(read.config)
-        thread_id = conf.get("thread_id")
-        thread_id = str(thread_id) if thread_id is not None else None
         if read.name == START:
-            return _Started(task, read, None, run, ctx, thread_id)
+            return _Started(task, read, None, run, ctx)
+        conf = compat.configurable(read.config)
         namespace = compat.checkpoint_ns(conf)
         # The run's thread id is on its workflow span; the collector names the actor from langgraph.node.
         attrs: dict[str, AttributeValue] = {
@@ -131,9 +128,9 @@ class NodeTracer:
             sc.LANGGRAPH_TASK_ID: read.id,
             sc.LANGGRAPH_CHECKPOINT_NS: namespace,
         }
-        triggers: list[str] = []
+        triggers: tuple[str, ...] = ()
         if not read.pushed:  # a pushed task's only trigger is the Send (its spawn event says so already)
-            triggers = list(read.triggers)
+            triggers = read.triggers
             attrs[sc.LANGGRAPH_TRIGGERS] = triggers[:_MAX_TRIGGERS]
         step = read.metadata.get("langgraph_step")
         if isinstance(step, int):
@@ -164,7 +161,7 @@ class NodeTracer:
                                     attributes=attrs, links=links, values=node_values(node))
         node.own.invocation = invocation
         self._namespaces.add(node)
-        return _Started(task, read, node, run, invocation.context, thread_id, tool_node)
+        return _Started(task, read, node, run, invocation.context, tool_node)
 
     @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
@@ -184,7 +181,9 @@ class NodeTracer:
                 if started.run is not None:
                     started.run.top().interrupted = True
                 if actor is not None:
-                    routing.record_interrupt(actor, exc, self._interrupts, started.thread_id)
+                    thread_id = compat.configurable(read.config).get("thread_id")
+                    routing.record_interrupt(actor, exc, self._interrupts,
+                                             str(thread_id) if thread_id is not None else None)
             if node is None or node.invocation is None or exc is not None:
                 return
             ref = content_ref(result)

@@ -64,15 +64,19 @@ def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
     if not sends:
         return
     targets = sorted({s.node for s in sends})
-    actor.events.decide(sc.DECISION_SPAWN, target=targets[0] if len(targets) == 1 else None,
-                        options=targets[:_MAX_OPTIONS])
+    events = actor.events
+    events.decide(sc.DECISION_SPAWN, target=targets[0] if len(targets) == 1 else None,
+                  options=targets[:_MAX_OPTIONS])
     for send in sends:
-        actor.events.spawn(send.node, content=send.arg)
+        events.spawn(send.node, content=send.arg)
 
 
 def record_wiring(run: Run, source: str, step: object) -> None:
     """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes."""
-    for target in run.edges.get(source, ()):
+    targets = run.edges.get(source)
+    if not targets:
+        return
+    for target in targets:
         if target != END and run.first_wiring(step, target):
             run.events.decide(sc.DECISION_DELEGATE, target=target, reason=REASON_EDGE)
 

@@ -34,23 +34,29 @@ class WorkflowTracer:
 
     def stream(self, wrapped: Callable[..., Iterator[Any]], instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Iterator[Any]:
-        prepared = self._episodes.prepare(instance, args, kwargs)
+        config = _run_config(args, kwargs)
+        if config is None:
+            return wrapped(*args, **kwargs)
+        prepared = self._episodes.prepare(instance, config, args, kwargs)
         episode = None
         if prepared is not None:
             args, kwargs, episode = prepared
-        return self._stream(wrapped(*args, **kwargs), instance, args, kwargs, episode)
+        return self._stream(wrapped(*args, **kwargs), instance, config, args, kwargs, episode)
 
     def astream(self, wrapped: Callable[..., AsyncIterator[Any]], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        prepared = self._episodes.prepare(instance, args, kwargs)
+        config = _run_config(args, kwargs)
+        if config is None:
+            return wrapped(*args, **kwargs)
+        prepared = self._episodes.prepare(instance, config, args, kwargs)
         episode = None
         if prepared is not None:
             args, kwargs, episode = prepared
-        return self._astream(wrapped(*args, **kwargs), instance, args, kwargs, episode)
+        return self._astream(wrapped(*args, **kwargs), instance, config, args, kwargs, episode)
 
-    def _stream(self, inner: Iterator[Any], graph: Any, args: tuple[Any, ...],
+    def _stream(self, inner: Iterator[Any], graph: Any, config: dict[str, Any], args: tuple[Any, ...],
                 kwargs: dict[str, Any], episode: str | None) -> Iterator[Any]:
-        run = self._start(graph, args, kwargs, episode)
+        run = self._start(graph, config, args, kwargs, episode)
         invocation = run.invocation if run is not None else None
         if run is None or invocation is None:
             yield from inner
@@ -80,9 +86,10 @@ class WorkflowTracer:
             finally:
                 end(invocation, error, token)
 
-    async def _astream(self, inner: AsyncIterator[Any], graph: Any, args: tuple[Any, ...],
-                       kwargs: dict[str, Any], episode: str | None) -> AsyncIterator[Any]:
-        run = self._start(graph, args, kwargs, episode)
+    async def _astream(self, inner: AsyncIterator[Any], graph: Any, config: dict[str, Any],
+                       args: tuple[Any, ...], kwargs: dict[str, Any], episode: str | None,
+                       ) -> AsyncIterator[Any]:
+        run = self._start(graph, config, args, kwargs, episode)
         invocation = run.invocation if run is not None else None
         if run is None or invocation is None:
             async for item in inner:
@@ -114,9 +121,8 @@ class WorkflowTracer:
                 end(invocation, error, token)
 
     @failsafe(None)
-    def _start(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any], episode: str | None,
-               ) -> Run | None:
-        config: dict[str, Any] = dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
+    def _start(self, graph: Any, config: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+               episode: str | None) -> Run | None:
         graph_input = args[0] if args else kwargs.get("input")
         conf = compat.configurable(config)
         nested = compat.is_subgraph_run(conf)
@@ -142,6 +148,12 @@ class WorkflowTracer:
             value = graph_input.resume if isinstance(graph_input, Command) else None
             routing.record_resume(run, value, again)
         return run
+
+
+@failsafe(None)
+def _run_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's config as LangGraph will see it (a copy), read once for the episode and the span."""
+    return dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
 
 
 @failsafe(None)
