@@ -12,10 +12,16 @@ from typing import Any
 
 from orchestrace_collector.output import latest_traces, latest_turns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: Every example app (``examples/<name>/app.py``).
 EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop", "agents_triage",
             "agents_as_tools"]
+#: The runs several tests read (the ``example_run`` fixture): each example as it is, and two rollouts of the
+#: supervisor's task with content captured (``supervisor-content-a``, ``-b``).
+SHARED_RUNS: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in EXAMPLES},
+    **{f"supervisor-content-{side}": ("supervisor", "--capture-content") for side in ("a", "b")},
+}
 
 
 @dataclass
@@ -34,15 +40,10 @@ class ExampleRun:
         return [event for trace in self.traces for event in trace["events"]]
 
 
-def run_example(name: str, out: Path, *options: str) -> ExampleRun:
-    """``python -m examples.<name>.app``: spans to ``out/spans.jsonl``, traces to ``out/traces``."""
-    (run,) = run_examples([(name, out, *options)])
-    return run
-
-
 def run_examples(runs: Sequence[tuple[str, Path, *tuple[str, ...]]]) -> list[ExampleRun]:
-    """Several :func:`run_example` at once, each in its own process (they spend most of their time starting
-    up: importing LangGraph and friends)."""
+    """``python -m examples.<name>.app <options>`` for each ``(name, out, *options)``, all at once, each in
+    its own process (they spend most of their time starting up: importing LangGraph and friends): spans to
+    ``out/spans.jsonl``, traces to ``out/traces``."""
     started = []
     for name, out, *options in runs:
         out.mkdir(parents=True, exist_ok=True)
