@@ -36,7 +36,7 @@ def trace_dir_validator() -> Callable[[Path], dict[str, dict[str, Any]]]:
 @pytest.fixture(scope="session")
 def example_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ExampleRun]:
     """``example_run(key)``: a run of ``example_runs.SHARED_RUNS`` (several tests read the same run; none may
-    change what it wrote). All of them run once per session, at once, when the first is asked for. Tests
+    change what it wrote). All of them run once per session, together, when the first is asked for. Tests
     using this are marked ``xdist_group("example_runs")`` so that one pytest-xdist worker runs them all."""
     runs: dict[str, ExampleRun] = {}
 
