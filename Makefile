@@ -30,9 +30,10 @@ lint: sync
 	$(RUN) mypy
 	$(RUN) lint-imports
 
-# The fast suite (pyproject deselects the tests marked slow).
+# The fast suite (pyproject deselects the tests marked slow), on two pytest-xdist workers: most tests wait on
+# subprocesses and sockets. A file's tests stay on one worker (tests/conftest.py); tests share one by xdist_group.
 pytest: sync
-	$(RUN) pytest -q
+	$(RUN) pytest -q -n 2 --dist loadgroup
 
 # The slow tests: the benchmark smoke run, the Ray engine, long fault tests. CI runs them after `make test`.
 test-slow: sync

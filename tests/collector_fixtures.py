@@ -116,15 +116,24 @@ def run_into_collector(collector: RunningCollector, exporter: str, program: str,
 
 def start_collector(out: Path, *args: str, tls_ca: Path | None = None) -> RunningCollector:
     out.mkdir(parents=True, exist_ok=True)
-    collector = RunningCollector(
-        out=out,
-        port=free_port(),
-        grpc_port=free_port(),
-        log=out.parent / f"{out.name}-collector.log",
-        args=args,
-        tls_ca=tls_ca,
-    )
-    return collector.start()
+    attempts = 3
+    while True:
+        collector = RunningCollector(
+            out=out,
+            port=free_port(),
+            grpc_port=free_port(),
+            log=out.parent / f"{out.name}-collector.log",
+            args=args,
+            tls_ca=tls_ca,
+        )
+        try:
+            return collector.start()
+        except RuntimeError as error:
+            # A port free_port() found can be taken before the collector binds it (by a test on another
+            # pytest-xdist worker, or any outgoing connection's ephemeral port): new ports, not a failure.
+            attempts -= 1
+            if attempts == 0 or "cannot bind" not in str(error):
+                raise
 
 
 def validate_trace_dir(path: Path) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from collector_fixtures import RunningCollector, start_collector, validate_trace_dir
+from example_runs import SHARED_RUNS, ExampleRun, run_examples
 
 # The examples are a package at the repository root (``python -m examples.<name>.app``), not an installed one.
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,3 +31,29 @@ def collector(tmp_path: Path) -> Iterator[RunningCollector]:
 def trace_dir_validator() -> Callable[[Path], dict[str, dict[str, Any]]]:
     """``validate_trace_dir(path)``: asserts every written trace validates; returns the last revisions."""
     return validate_trace_dir
+
+
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ExampleRun]:
+    """``example_run(key)``: a run of ``example_runs.SHARED_RUNS`` (several tests read the same run; none may
+    change what it wrote). All of them run once per session, together, when the first is asked for. Tests
+    using this are marked ``xdist_group("example_runs")`` so that one pytest-xdist worker runs them all."""
+    runs: dict[str, ExampleRun] = {}
+
+    def get(key: str) -> ExampleRun:
+        if not runs:
+            started: list[tuple[str, Path, *tuple[str, ...]]] = [
+                (app[0], tmp_path_factory.mktemp(run), *app[1:]) for run, app in SHARED_RUNS.items()]
+            runs.update(zip(SHARED_RUNS, run_examples(started), strict=True))
+        return runs[key]
+
+    return get
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``make pytest`` runs the suite on two pytest-xdist workers (``--dist loadgroup``): the tests of one
+    file stay on one worker (their module fixtures run once), unless marked into another group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from example_runs import ExampleRun
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,9 +57,12 @@ print(json.dumps(printed))
 """
 
 
-def test_dump_training_traces_recipes_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.xdist_group("example_runs")
+def test_dump_training_traces_recipes_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example_run: Callable[[str], ExampleRun]
+) -> None:
     """The section's export commands, then each consumer's recipe, as printed, on a run of the supervisor
-    example (a tokenizer built here stands for ``my-tokenizer/``)."""
+    example with content captured (a tokenizer built here stands for ``my-tokenizer/``)."""
     from export_fixtures import build_tokenizer
     from orchestrace_collector.cli import app
     from typer.testing import CliRunner
@@ -64,23 +70,9 @@ def test_dump_training_traces_recipes_run(tmp_path: Path, monkeypatch: pytest.Mo
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Dump training traces") :]
     section = section[: section.index("\n## ", 1)]
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "examples.supervisor.app",
-            "--exporter",
-            "none",
-            "--capture-content",
-            "--trace-dir",
-            str(tmp_path / "traces"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert run.returncode == 0, run.stderr
+    trace_dir = example_run("supervisor-content-a").trace_dir
+    assert trace_dir
+    shutil.copytree(trace_dir, tmp_path / "traces")  # the commands' `traces/`; the shared run stays as it was
     build_tokenizer(tmp_path / "my-tokenizer")
     commands = [
         line.split("#", 1)[0].split()

@@ -58,7 +58,8 @@ def test_convert_a_directory_and_a_bad_file(dumps: dict[str, Path], tmp_path: Pa
     out = tmp_path / "out"
     result = runner.invoke(app, ["convert", str(dumps["protobuf"].parent), "--out", str(out)])
     assert result.exit_code == 1
-    assert "broken.json" in result.output and "Traceback" not in result.output
+    # rich wraps the path at 80 columns, anywhere in it (pytest-xdist's temporary paths are longer)
+    assert "broken.json" in result.output.replace("\n", "") and "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
     assert len(validate_trace_dir(out)) == 6, "the good files are still converted"
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pyarrow.json
 import pytest
-from example_runs import EXAMPLES, ExampleRun, run_example
+from example_runs import EXAMPLES, ExampleRun
 from orchestrace_collector.output import content_refs, read_content
 from orchestrace_collector.validate import content_problems, validate_trace
 
 Runner = Callable[[str], ExampleRun]
+pytestmark = pytest.mark.xdist_group("example_runs")
 STATUS_ERROR = 2  # OTLP Status.code
 
 
@@ -141,12 +141,13 @@ def test_human_in_the_loop_is_one_episode_with_interrupt_and_resume(example_run:
     assert len({e["otel_trace_id"] for e in trace["events"] if "otel_trace_id" in e}) == 2
 
 
-def test_captured_content_becomes_chat_samples(tmp_path: Path) -> None:
-    run = run_example("supervisor", tmp_path, "--capture-content")
+def test_captured_content_becomes_chat_samples(example_run: Runner) -> None:
+    run = example_run("supervisor-content-a")
     assert all(turn["prompt"] and turn["completion"] for turn in run.turns)
     assert any("97 moons" in m["content"] for turn in run.turns for m in turn["completion"])
     # Every content file hashes to its name, and every turn's refs read back from the store.
-    store = tmp_path / "traces"
+    store = run.trace_dir
+    assert store
     files = [p for p in (store / "content").rglob("*") if p.is_file()]
     assert files and list(content_problems(store)) == []
     refs = content_refs(store)
@@ -154,6 +155,6 @@ def test_captured_content_becomes_chat_samples(tmp_path: Path) -> None:
                for turn in run.turns for key in ("input_ref", "output_ref"))
     assert all(turn["finish_reason"] for turn in run.turns)
     # The reader Hugging Face's load_dataset("json") uses: one typed table, prompt and completion columns.
-    (turns_file,) = (tmp_path / "traces").glob("turns-*.jsonl")
+    (turns_file,) = store.glob("turns-*.jsonl")
     table = pyarrow.json.read_json(turns_file)
     assert table.num_rows == len(run.turns) and {"prompt", "completion", "reward"} <= set(table.column_names)

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
-from example_runs import ExampleRun, run_examples
+from example_runs import ExampleRun
 from export_fixtures import build_tokenizer
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import DECISIONS, TOKENS, TRL, TURNS, features, template_messages
@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 EXAMPLES = ["supervisor", "swarm", "map_reduce", "hierarchical", "human_in_the_loop"]
 runner = CliRunner()
+pytestmark = pytest.mark.xdist_group("example_runs")
 
 
 def export(*args: str) -> None:
@@ -33,13 +34,15 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def supervisor(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExampleRun, Path]:
-    """Two rollouts of the supervisor example's task, content captured, then the spans of the first converted
-    twice more into the same directory and annotated (a revision)."""
-    base = tmp_path_factory.mktemp("supervisor")
-    first, second = run_examples([("supervisor", base / side, "--capture-content") for side in ("a", "b")])
-    out = base / "out"
-    for source in (base / "a" / "traces", base / "b" / "traces"):
+def supervisor(
+    tmp_path_factory: pytest.TempPathFactory, example_run: Callable[[str], ExampleRun]
+) -> tuple[ExampleRun, Path]:
+    """Two rollouts of the supervisor example's task, content captured, their traces copied into one
+    directory, then the spans of the first converted twice more into it and annotated (a revision)."""
+    first, second = example_run("supervisor-content-a"), example_run("supervisor-content-b")
+    assert first.trace_dir and second.trace_dir
+    out = tmp_path_factory.mktemp("supervisor") / "out"
+    for source in (first.trace_dir, second.trace_dir):
         for file in source.rglob("*"):
             if file.is_file():
                 target = out / file.relative_to(source)
@@ -50,7 +53,7 @@ def supervisor(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExampleRun, Pa
                 else:
                     target.write_bytes(file.read_bytes())
     for _ in range(2):
-        done = runner.invoke(app, ["convert", str(base / "a" / "spans.jsonl"), "--out", str(out)])
+        done = runner.invoke(app, ["convert", str(first.trace_dir.parent / "spans.jsonl"), "--out", str(out)])
         assert done.exit_code == 0, done.output
     (trace_id,) = [t["trace_id"] for t in first.traces]
     annotation = f"annotate {out} --trace-id {trace_id} --reward 1 --family verifier --name unit_tests"

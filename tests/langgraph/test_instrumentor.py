@@ -118,8 +118,11 @@ print("result", g.compile(name="zero_code_app").invoke({"n": 1}))
 def test_opentelemetry_instrument_zero_code(tmp_path: Path) -> None:
     app = tmp_path / "app.py"
     app.write_text(textwrap.dedent(APP))
+    # Ours alone: the other instrumentors installed here (OpenInference's, OpenLLMetry's, the OpenAI Agents
+    # one) loaded beside it are test_coexistence's zero-code test (and importing them all takes seconds).
     env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
-           "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "zero-code"}
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "zero-code",
+           "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "langchain,openai_agents"}
     bin_dir = Path(sys.executable).parent
     proc = subprocess.run([str(bin_dir / "opentelemetry-instrument"), sys.executable, str(app)],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
