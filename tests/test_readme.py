@@ -95,10 +95,10 @@ def test_dump_training_traces_recipes_run(
     assert researcher and all(r["agent"] == "researcher" and r["reward"] >= 0.1 for r in researcher)
     recipes = re.findall(r"```python\n(.*?)```", section, re.S)
     assert all(len(recipe.strip().splitlines()) <= 12 for recipe in recipes)
-    done = subprocess.run([sys.executable, "-c", RECIPES_RUNNER], input=json.dumps(recipes), cwd=tmp_path,
+    ran = subprocess.run([sys.executable, "-c", RECIPES_RUNNER], input=json.dumps(recipes), cwd=tmp_path,
                           capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr
-    trl, tokens, triplets, decisions = json.loads(done.stdout.splitlines()[-1])
+    assert ran.returncode == 0, ran.stderr
+    trl, tokens, triplets, decisions = json.loads(ran.stdout.splitlines()[-1])
     assert trl.startswith("10 rows in 1 groups; completion: <call>transfer_to_researcher {}</call>")
     assert re.match(r"\(\d+, \d+\) generated tokens: [1-9]", tokens)
     assert triplets.startswith("10 triplets")
