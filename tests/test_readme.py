@@ -96,7 +96,7 @@ def test_dump_training_traces_recipes_run(
     recipes = re.findall(r"```python\n(.*?)```", section, re.S)
     assert all(len(recipe.strip().splitlines()) <= 12 for recipe in recipes)
     ran = subprocess.run([sys.executable, "-c", RECIPES_RUNNER], input=json.dumps(recipes), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=240)
+                         capture_output=True, text=True, timeout=240)
     assert ran.returncode == 0, ran.stderr
     trl, tokens, triplets, decisions = json.loads(ran.stdout.splitlines()[-1])
     assert trl.startswith("10 rows in 1 groups; completion: <call>transfer_to_researcher {}</call>")
