@@ -118,8 +118,10 @@ def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
     """Positions of the answer and of the events it depends on (``edges``: ``(src, dst, type)`` by
     position)."""
     edges = list(edges)
-    # A child's return into an aggregate that names its inputs (``aggregate`` edges) is no dependency.
-    merges = {dst for _, dst, kind in edges if kind == "aggregate"} if "aggregate" in types else set()
+    if "aggregate" in types:
+        # A child's return into an aggregate that names its inputs (``aggregate`` edges) is no dependency.
+        merges = {dst for _, dst, kind in edges if kind == "aggregate"}
+        edges = [e for e in edges if not (e[2] == "return" and e[1] in merges and types[e[1]] == "aggregate")]
     final = final_position(types, decisions)
     if not types:
         return {final}
@@ -128,21 +130,19 @@ def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
     on = [False] * len(types)
     on[final] = True
     last = len(types)
-    for src, dst, kind in reversed(edges):
+    for src, dst, _ in reversed(edges):
         if src > last or src >= dst:
-            return _causal_path_any_order(edges, types, merges, final)
+            return _causal_path_any_order(edges, final)
         last = src
-        if on[dst] and not (kind == "return" and dst in merges and types[dst] == "aggregate"):
+        if on[dst]:
             on[src] = True
     return set(compress(range(len(on)), on))
 
 
-def _causal_path_any_order(edges: list[tuple[int, int, str]], types: Sequence[str], merges: set[int],
-                           final: int) -> set[int]:
+def _causal_path_any_order(edges: list[tuple[int, int, str]], final: int) -> set[int]:
     parents: dict[int, list[int]] = {}
-    for src, dst, kind in edges:
-        if not (kind == "return" and dst in merges and types[dst] == "aggregate"):
-            parents.setdefault(dst, []).append(src)
+    for src, dst, _ in edges:
+        parents.setdefault(dst, []).append(src)
     return ancestors(parents, final)
 
 
