@@ -18,7 +18,15 @@ $(UV):
 	$(UV) sync --frozen --all-packages
 	@touch $@
 
-sync: .venv/.synced
+# The hot conversion modules compiled with mypyc, outside the source tree (collector/build_mypyc.py): rerun when
+# a source may have changed; the script rebuilds only when its manifest no longer matches them.
+MYPYC_STAMP := collector/build/mypyc/.stamp
+$(MYPYC_STAMP): .venv/.synced collector/build_mypyc.py $(wildcard collector/src/orchestrace_collector/*.py \
+		collector/src/orchestrace_collector/convert/*.py semconv/src/orchestrace_semconv/*.py)
+	$(RUN) python collector/build_mypyc.py
+	@touch $@
+
+sync: .venv/.synced $(MYPYC_STAMP)
 
 demo: sync
 	$(RUN) python examples/demo.py
@@ -43,4 +51,4 @@ bench: sync
 	$(RUN) python -m bench
 
 clean:
-	rm -rf .venv .tools out
+	rm -rf .venv .tools out collector/build

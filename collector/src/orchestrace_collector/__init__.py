@@ -1,6 +1,7 @@
 """orchestrace-collector: OTLP in, replayable multi-agent orchestration traces and per-turn samples out.
 
-Python entry point: :func:`convert_spans`. Command line: ``orchestrace`` (``cli.py``). In-process output:
+Python entry point: :func:`convert_spans`. :func:`compiled` says whether the mypyc-compiled conversion modules
+are in use (``_compiled.py``). Command line: ``orchestrace`` (``cli.py``). In-process output:
 :class:`~orchestrace_collector.inprocess.TraceDirExporter`.
 """
 
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+# First: installs the finder of the compiled conversion modules before any of them can be imported.
+from orchestrace_collector._compiled import compiled
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.spans import Span
 
-__all__ = ["Span", "Trace", "Turn", "convert_spans"]
+__all__ = ["Span", "Trace", "Turn", "compiled", "convert_spans"]
 
 
 class _TraceList:
