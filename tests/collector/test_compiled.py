@@ -1,0 +1,108 @@
+"""The mypyc-compiled conversion modules (built by ``make sync``, loaded by
+``orchestrace_collector._compiled``) write what pure Python writes, byte for byte; a build made from other
+sources is not used."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convert_support import GOLDEN
+from orchestrace_collector import _compiled
+
+from bench.spangen import write_dumps
+
+# Converts dumps as ``orchestrace convert`` does (decode, assemble, convert, write); says if it ran compiled.
+_CONVERT = """
+import sys
+from pathlib import Path
+
+import orchestrace_collector
+from orchestrace_collector.offline import convert_local
+from orchestrace_collector.output import TraceDirWriter
+
+writer = TraceDirWriter(Path(sys.argv[1]))
+result = convert_local([Path(p) for p in sys.argv[2:]], writer)
+writer.close()
+assert result.written and not result.failed and not result.bad_files, result
+print(orchestrace_collector.compiled())
+"""
+_MISSING = "collector/build/mypyc is missing or stale: `make sync` builds it (the suite runs compiled)"
+
+
+def _convert(out: Path, inputs: list[Path], *, pure: bool) -> tuple[bool, str]:
+    env = {k: v for k, v in os.environ.items() if k != _compiled.PURE_PYTHON_ENV}
+    if pure:
+        env[_compiled.PURE_PYTHON_ENV] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _CONVERT, str(out), *map(str, inputs)],
+        capture_output=True, text=True, timeout=240, check=False, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True", done.stderr
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def test_compiled_and_pure_python_write_the_same_bytes(tmp_path: Path) -> None:
+    manifest = _compiled.read_manifest()
+    assert manifest is not None and _compiled.is_current(manifest), _MISSING
+    # A committed dump of a real framework's run; the benchmark's mix (tools, turns, delegations, messages).
+    inputs = [GOLDEN / "autogen_spans.jsonl", *write_dumps(tmp_path / "mix", 40, 60, n_files=2)]
+    compiled, stderr = _convert(tmp_path / "compiled", inputs, pure=False)
+    assert compiled, f"{_MISSING}\n{stderr}"
+    pure, _ = _convert(tmp_path / "pure", inputs, pure=True)
+    assert not pure
+    written = _files(tmp_path / "compiled")
+    assert {name.split("-")[0] for name in written} >= {"traces", "turns"}
+    assert written == _files(tmp_path / "pure")
+
+
+def _stale_copy(tmp_path: Path) -> dict[str, Any]:
+    manifest = _compiled.read_manifest()
+    assert manifest is not None, _MISSING
+    path = next(iter(manifest["sources"]))
+    stale = {**manifest, "sources": {**manifest["sources"], path: "0" * 64}}
+    (tmp_path / _compiled.MANIFEST).write_text(json.dumps(stale))
+    return stale
+
+
+def test_a_stale_build_is_not_used_and_says_so_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    stale = _stale_copy(tmp_path)
+    finder = _compiled.CompiledFinder(_compiled.BUILD_DIR, stale)
+    with caplog.at_level(logging.WARNING, logger=_compiled.__name__):
+        assert finder.find_spec("orchestrace_collector.convert.events") is None
+        assert finder.find_spec("orchestrace_collector.convert.edges") is None  # all or none
+        assert not finder.current()
+    (record,) = caplog.records
+    assert "built from other sources" in record.getMessage() and "make sync" in record.getMessage()
+    current = _compiled.CompiledFinder(_compiled.BUILD_DIR, _compiled.read_manifest() or {})
+    spec = current.find_spec("orchestrace_collector.convert.events")
+    assert spec is not None and spec.origin is not None and spec.origin.endswith(_compiled.SUFFIX)
+    assert current.find_spec("orchestrace_collector.decode") is None  # not compiled
+
+
+def test_a_build_for_another_python_is_stale(tmp_path: Path) -> None:
+    manifest = _compiled.read_manifest()
+    assert manifest is not None, _MISSING
+    assert not _compiled.is_current({**manifest, "suffix": ".cpython-310-x86_64-linux-gnu.so"})
+    assert not _compiled.is_current({**manifest, "sources": {"collector/no_such_file.py": "0" * 64}})
+
+
+def test_no_build_or_pure_python_forced_installs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = list(sys.meta_path)
+    assert _compiled.install(tmp_path) is None  # no manifest: silently pure Python
+    _stale_copy(tmp_path)
+    monkeypatch.setenv(_compiled.PURE_PYTHON_ENV, "1")
+    assert _compiled.install(tmp_path) is None
+    assert sys.meta_path == before and not caplog.records
