@@ -34,14 +34,16 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
+from orchestrace_collector._compiled import PURE_PYTHON_ENV
 
+from bench.instructions import available, count, counted
 from bench.profiling import profile, summarize
 from bench.spangen import encoded_requests, requests, trace_spans, write_dumps
 from bench.timing import median, peak_rss_mb, rss_mb
@@ -50,6 +52,7 @@ from bench.timing import median, peak_rss_mb, rss_mb
 INGEST_TARGET = 50_000
 CONVERT_TARGET = 100_000
 QUIET_PERIOD_S = 0.5
+_ROOT = Path(__file__).parent.parent
 _FRAME = struct.Struct("<I")
 
 
@@ -372,41 +375,119 @@ def measure_open_traces(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def measure_conversion(sizes: Sizes, tmp: Path, out: Path) -> dict[str, Any]:
+#: The stages of offline conversion each mode is measured on.
+STAGES = ("decode", "convert_episode", "local_engine")
+#: Traces (of ``spans_per_trace`` spans) whose conversion is counted under callgrind, in each mode.
+COUNTED_TRACES = 50
+
+
+def _stages(traces: int, spans_per_trace: int, tmp: Path) -> dict[str, Callable[[], object]]:
+    """Each stage of offline conversion as a call, on the same spans: decode (OTLP protobuf to spans),
+    ``convert_episode`` of every trace, and the local engine (assemble, convert, write)."""
     from orchestrace_collector.assemble import Assembler
     from orchestrace_collector.convert import convert_episode
     from orchestrace_collector.decode import decode_bytes
     from orchestrace_collector.output import TraceDirWriter
 
-    payloads = encoded_requests(range(sizes.convert_traces), sizes.spans_per_trace)
-    total = sizes.convert_traces * sizes.spans_per_trace
-    decode_s = []
-    for _ in range(3):
-        start = time.perf_counter()
-        spans = [s for p in payloads for s in decode_bytes(p)]
-        decode_s.append(time.perf_counter() - start)
+    payloads = encoded_requests(range(traces), spans_per_trace)
+    spans = [s for p in payloads for s in decode_bytes(p)]
     by_trace: dict[str, list[Any]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
-    convert_s = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for group in by_trace.values():
-            convert_episode(group)
-        convert_s.append(time.perf_counter() - start)
+    runs = iter(range(1_000_000))
 
-    def local_engine(run: int) -> None:
-        writer = TraceDirWriter(tmp / f"local-{run}")
+    def local_engine() -> None:
+        writer = TraceDirWriter(tmp / f"local-{next(runs)}")
         assembler = Assembler(writer)
         assembler.add(spans)
         assembler.flush()
         writer.close()
 
-    engine_s = []
-    for run in range(3):
-        start = time.perf_counter()
-        local_engine(run)
-        engine_s.append(time.perf_counter() - start)
+    return {
+        "decode": lambda: [decode_bytes(p) for p in payloads],
+        "convert_episode": lambda: [convert_episode(group) for group in by_trace.values()],
+        "local_engine": local_engine,
+    }
+
+
+def conversion_worker(traces: int, spans_per_trace: int, tmp: Path, out: Path, callgrind: bool) -> None:
+    """In a fresh process, compiled or pure Python (``ORCHESTRACE_PURE_PYTHON``): each stage's seconds, the
+    median of 3 runs; under callgrind, each stage counted once after a warm-up run."""
+    import orchestrace_collector
+
+    stages = _stages(traces, spans_per_trace, tmp)
+    seconds: dict[str, float] = {}
+    for name, stage in stages.items():
+        if callgrind:
+            stage()
+            with counted(name):
+                stage()
+            continue
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            stage()
+            times.append(time.perf_counter() - start)
+        seconds[name] = median(times)
+    out.write_text(json.dumps({"compiled": orchestrace_collector.compiled(), "seconds": seconds}))
+
+
+def _worker_args(traces: int, spans_per_trace: int, tmp: Path) -> list[str]:
+    """A conversion worker's arguments: it works in ``tmp`` and writes its result to ``tmp``.json."""
+    size = f"{traces},{spans_per_trace}"
+    return ["bench.collector_throughput", "--conversion", size, "--tmp", str(tmp), "--out", f"{tmp}.json"]
+
+
+def _mode_env(mode: str) -> dict[str, str]:
+    return {**os.environ, PURE_PYTHON_ENV: "1" if mode == "pure_python" else "0"}
+
+
+def _figures(seconds: dict[str, float], total: int) -> dict[str, float]:
+    return {
+        "decode_spans_per_s": total / seconds["decode"],
+        "convert_episode_spans_per_s": total / seconds["convert_episode"],
+        "local_engine_spans_per_s": total / seconds["local_engine"],
+        "local_engine_with_decode_spans_per_s": total / (seconds["local_engine"] + seconds["decode"]),
+    }
+
+
+def compare_modes(sizes: Sizes, tmp: Path) -> dict[str, Any]:
+    """Every stage compiled (mypyc, the default) and pure Python, each in its own process, in this run; and
+    their instructions per span under callgrind when valgrind is installed."""
+    total = sizes.convert_traces * sizes.spans_per_trace
+    modes: dict[str, Any] = {}
+    for mode in ("compiled", "pure_python"):
+        args = _worker_args(sizes.convert_traces, sizes.spans_per_trace, tmp / mode)
+        subprocess.run([sys.executable, "-m", *args], check=True, cwd=_ROOT, env=_mode_env(mode))
+        worker = json.loads((tmp / f"{mode}.json").read_text())
+        modes[mode] = {"ran_compiled": worker["compiled"], **_figures(worker["seconds"], total)}
+    compiled, pure = modes["compiled"], modes["pure_python"]
+    modes["speedup"] = {key: compiled[key] / pure[key] for key in pure if key.endswith("_per_s")}
+    modes["instructions"] = _count_modes(sizes, tmp)
+    return modes
+
+
+def _count_modes(sizes: Sizes, tmp: Path) -> dict[str, Any]:
+    if not available():
+        return {"skipped": "valgrind is not installed"}
+    traces = min(COUNTED_TRACES, sizes.convert_traces)
+    spans = traces * sizes.spans_per_trace
+    per_span = {}
+    for mode in ("compiled", "pure_python"):
+        args = _worker_args(traces, sizes.spans_per_trace, tmp / f"counted-{mode}")
+        totals = count([*args, "--callgrind"], env=_mode_env(mode))
+        stages = per_span[mode] = {name: totals[name] / spans for name in STAGES}
+        stages["local_engine_with_decode"] = stages["local_engine"] + stages["decode"]
+    compiled, pure = per_span["compiled"], per_span["pure_python"]
+    ratio = {name: pure[name] / compiled[name] for name in compiled}
+    return {"spans": spans, "per_span": per_span, "pure_over_compiled": ratio}
+
+
+def measure_conversion(sizes: Sizes, tmp: Path, out: Path) -> dict[str, Any]:
+    """The stages in both modes (:func:`compare_modes`), then ``orchestrace convert`` end to end and the
+    profiles, in the default mode."""
+    modes = compare_modes(sizes, tmp)
+    stages = _stages(sizes.convert_traces, sizes.spans_per_trace, tmp / "profiled")
     dumps = write_dumps(tmp / "dumps", sizes.convert_traces, sizes.spans_per_trace, n_files=4)
     start = time.perf_counter()
     subprocess.run(
@@ -415,17 +496,17 @@ def measure_conversion(sizes: Sizes, tmp: Path, out: Path) -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
     )
     cli_s = time.perf_counter() - start
+    total = sizes.convert_traces * sizes.spans_per_trace
     return {
         "spans": total,
         "traces": sizes.convert_traces,
-        "decode_spans_per_s": total / median(decode_s),
-        "convert_episode_spans_per_s": total / median(convert_s),
-        "local_engine_spans_per_s": total / median(engine_s),
-        "local_engine_with_decode_spans_per_s": total / (median(engine_s) + median(decode_s)),
+        # The default mode's figures (compiled when ``make sync`` built the modules); ``modes`` has both.
+        **{k: v for k, v in modes["compiled"].items() if k.endswith("_per_s")},
+        "modes": modes,
         "cli_convert_spans_per_s": total / cli_s,
         "cli_convert_s": cli_s,
-        "profile_local_engine": profile("convert_local_engine", lambda: local_engine(99), out),
-        "profile_decode": profile("decode", lambda: [decode_bytes(p) for p in payloads], out),
+        "profile_local_engine": profile("convert_local_engine", stages["local_engine"], out),
+        "profile_decode": profile("decode", stages["decode"], out),
     }
 
 
@@ -476,12 +557,19 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--send", required=True)
-    parser.add_argument("--payloads", type=Path, required=True)
+    parser.add_argument("--send")
+    parser.add_argument("--payloads", type=Path)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--conversion", help="TRACES,SPANS_PER_TRACE: time (or count) the conversion stages")
+    parser.add_argument("--tmp", type=Path)
+    parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    _sender_main(args.send, args.payloads, args.threads, args.out)
+    if args.conversion:
+        traces, spans_per_trace = map(int, args.conversion.split(","))
+        conversion_worker(traces, spans_per_trace, args.tmp, args.out, args.callgrind)
+    else:
+        _sender_main(args.send, args.payloads, args.threads, args.out)
 
 
 if __name__ == "__main__":
