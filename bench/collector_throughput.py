@@ -13,8 +13,10 @@ Memory is the collector's resident set: with 1,000 traces open at once (their ro
 open trace of 100,000 spans (and the peak once it completes and is converted), and after each round of steady
 traffic, to show that memory follows the open traces rather than the total traffic.
 
-Offline conversion is measured in this process, stage by stage (decode, ``convert_episode``, the local
-engine's assemble + convert + write), and end to end as ``orchestrace convert`` on dump files.
+Offline conversion is measured stage by stage (decode, ``convert_episode``, the local engine's assemble +
+convert + write) in two fresh processes, one running the mypyc-compiled modules (the default, built by ``make
+sync``) and one pure Python (``ORCHESTRACE_PURE_PYTHON=1``), timed and counted under callgrind; then end to
+end as ``orchestrace convert`` on dump files.
 
 Run as the sender: ``python -m bench.collector_throughput --send URL --payloads FILE --threads N --out FILE``.
 """

@@ -170,6 +170,46 @@ def _instructions(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _conversion(c: dict[str, Any]) -> list[str]:
+    """Offline conversion by stage, compiled with mypyc and pure Python (each in its own process, one run)."""
+    modes = c["modes"]
+    compiled, pure, speedup = modes["compiled"], modes["pure_python"], modes["speedup"]
+    counted = modes["instructions"]
+    per_span = counted.get("per_span", {})
+    stages = [
+        ("decode (OTLP protobuf → spans)", "decode"),
+        ("`convert_episode` (spans → trace, turns)", "convert_episode"),
+        ("local engine: assemble + convert + write", "local_engine"),
+        ("local engine including decode", "local_engine_with_decode"),
+    ]
+    rows = []
+    for title, stage in stages:
+        key = f"{stage}_spans_per_s"
+        instructions = (
+            f"{per_span['compiled'][stage] / 1000:.0f} k / {per_span['pure_python'][stage] / 1000:.0f} k "
+            f"({counted['pure_over_compiled'][stage]:.2f}×)"
+            if per_span
+            else "n/a"
+        )
+        rows.append([title, _f(compiled[key], 0), _f(pure[key], 0), f"{speedup[key]:.2f}×", instructions])
+    cli = f"`orchestrace convert` end to end ({c['spans']:,} spans, start-up included)"
+    rows.append([cli, _f(c["cli_convert_spans_per_s"], 0), "", "", ""])
+    ran = "compiled" if compiled["ran_compiled"] else "**not compiled: no current build**"
+    return [
+        *_table(
+            [
+                "offline conversion (one process)",
+                f"spans/s, mypyc ({ran})",
+                "spans/s, pure Python",
+                "speedup",
+                "instructions per span, compiled / pure"
+                + (f" ({counted['spans']:,} spans)" if per_span else f": {counted.get('skipped')}"),
+            ],
+            rows,
+        ),
+    ]
+
+
 def _collector(r: dict[str, Any]) -> list[str]:
     i, m, c, t = r["ingest"], r["memory"], r["conversion"], r["targets"]
     return [
@@ -217,19 +257,7 @@ def _collector(r: dict[str, Any]) -> list[str]:
                 ],
             ],
         ),
-        *_table(
-            ["offline conversion (one process)", "spans/s"],
-            [
-                ["decode (OTLP protobuf → spans)", _f(c["decode_spans_per_s"], 0)],
-                ["`convert_episode` (spans → trace, turns)", _f(c["convert_episode_spans_per_s"], 0)],
-                ["local engine: assemble + convert + write", _f(c["local_engine_spans_per_s"], 0)],
-                ["local engine including decode", _f(c["local_engine_with_decode_spans_per_s"], 0)],
-                [
-                    f"`orchestrace convert` end to end ({c['spans']:,} spans, start-up included)",
-                    _f(c["cli_convert_spans_per_s"], 0),
-                ],
-            ],
-        ),
+        *_conversion(c),
         f"Targets per core: ingest ≥ {t['ingest_spans_per_core_s']:,} spans/s: acknowledged "
         f"{_f(t['ack_met'])}, whole pipeline per CPU-second {_f(t['ingest_met'])}; conversion ≥ "
         f"{t['convert_spans_per_core_s']:,} spans/s (local engine with decode): {_f(t['convert_met'])}.",

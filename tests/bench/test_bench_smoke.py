@@ -105,6 +105,12 @@ def test_collector_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
         "cli_convert_spans_per_s",
     ):
         assert c["conversion"][key] > 0, key
+    # Both modes in one run: compiled (`make sync` builds the modules) and pure Python.
+    modes = c["conversion"]["modes"]
+    assert modes["compiled"]["ran_compiled"] is True and modes["pure_python"]["ran_compiled"] is False
+    assert all(ratio > 0 for ratio in modes["speedup"].values()) and len(modes["speedup"]) == 4
+    if "skipped" not in modes["instructions"]:
+        assert modes["instructions"]["pure_over_compiled"]["convert_episode"] > 1
     assert set(c["targets"]) >= {"ingest_met", "convert_met"}
 
 
