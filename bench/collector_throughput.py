@@ -381,6 +381,8 @@ def measure_open_traces(sizes: Sizes, tmp: Path) -> dict[str, Any]:
 STAGES = ("decode", "convert_episode", "local_engine")
 #: Traces (of ``spans_per_trace`` spans) whose conversion is counted under callgrind, in each mode.
 COUNTED_TRACES = 50
+#: Rounds of one worker process per mode.
+MODE_ROUNDS = 3
 
 
 def _stages(traces: int, spans_per_trace: int, tmp: Path) -> dict[str, Callable[[], object]]:
@@ -454,17 +456,27 @@ def _figures(seconds: dict[str, float], total: int) -> dict[str, float]:
 
 
 def compare_modes(sizes: Sizes, tmp: Path) -> dict[str, Any]:
-    """Every stage compiled (mypyc, the default) and pure Python, each in its own process, in this run; and
-    their instructions per span under callgrind when valgrind is installed."""
+    """Every stage compiled (mypyc, the default) and pure Python, each in its own process, in rounds of one
+    process per mode (order alternating: the shared machine's speed drifts); and their instructions per span
+    under callgrind when valgrind is installed. Figures: medians over rounds; speedup: the median of each
+    round's ratio."""
     total = sizes.convert_traces * sizes.spans_per_trace
-    modes: dict[str, Any] = {}
-    for mode in ("compiled", "pure_python"):
-        args = _worker_args(sizes.convert_traces, sizes.spans_per_trace, tmp / mode)
-        subprocess.run([sys.executable, "-m", *args], check=True, cwd=_ROOT, env=_mode_env(mode))
-        worker = json.loads((tmp / f"{mode}.json").read_text())
-        modes[mode] = {"ran_compiled": worker["compiled"], **_figures(worker["seconds"], total)}
-    compiled, pure = modes["compiled"], modes["pure_python"]
-    modes["speedup"] = {key: compiled[key] / pure[key] for key in pure if key.endswith("_per_s")}
+    rounds: dict[str, list[dict[str, Any]]] = {"compiled": [], "pure_python": []}
+    for r in range(MODE_ROUNDS):
+        for mode in sorted(rounds, reverse=r % 2 == 1):
+            args = _worker_args(sizes.convert_traces, sizes.spans_per_trace, tmp / f"{mode}-{r}")
+            subprocess.run([sys.executable, "-m", *args], check=True, cwd=_ROOT, env=_mode_env(mode))
+            worker = json.loads((tmp / f"{mode}-{r}.json").read_text())
+            rounds[mode].append({"ran_compiled": worker["compiled"], **_figures(worker["seconds"], total)})
+    keys = list(_figures({stage: 1.0 for stage in STAGES}, 1))
+    modes: dict[str, Any] = {
+        mode: {"ran_compiled": all(r["ran_compiled"] for r in runs)}
+        | {key: median([r[key] for r in runs]) for key in keys}
+        for mode, runs in rounds.items()
+    }
+    paired = list(zip(rounds["compiled"], rounds["pure_python"], strict=True))
+    modes["speedup"] = {key: median([c[key] / p[key] for c, p in paired]) for key in keys}
+    modes["rounds"] = MODE_ROUNDS
     modes["instructions"] = _count_modes(sizes, tmp)
     return modes
 
