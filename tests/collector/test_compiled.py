@@ -106,3 +106,21 @@ def test_no_build_or_pure_python_forced_installs_nothing(
     monkeypatch.setenv(_compiled.PURE_PYTHON_ENV, "1")
     assert _compiled.install(tmp_path) is None
     assert sys.meta_path == before and not caplog.records
+
+
+def test_the_manifest_covers_what_the_compiled_code_reads() -> None:
+    manifest = _compiled.read_manifest()
+    assert manifest is not None, _MISSING
+    sources = set(manifest["sources"])
+    # The compiled modules, the modules whose constants and types they use, and the compiled set.
+    assert {
+        "collector/src/orchestrace_collector/convert/events.py",
+        "collector/src/orchestrace_collector/spans.py",
+        "collector/src/orchestrace_collector/model.py",
+        "semconv/src/orchestrace_semconv/__init__.py",
+        "collector/build_mypyc.py",
+    } <= sources
+    # Not what a function imports when it runs (``convert_spans``'s Assembler): editing it keeps the build.
+    assert "collector/src/orchestrace_collector/assemble.py" not in sources
+    assert "orchestrace_collector.convert.events" in manifest["modules"]
+    assert "orchestrace_collector.decode" not in manifest["modules"]
