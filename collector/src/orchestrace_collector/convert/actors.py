@@ -203,8 +203,9 @@ def _router(parent: Instance, target: str, t_ns: int) -> Instance | None:
 
 
 def instance_label(name: str, activation: int, count: int) -> str:
-    """The label of activation ``activation`` of ``name`` among ``count`` instances of it."""
-    return name if count == 1 else f"{name}#{activation}"
+    """The label of activation ``activation`` of ``name`` among ``count`` instances of it. A name that holds
+    ``#`` is always numbered: an agent named ``w#2`` would otherwise share its label with the second ``w``."""
+    return name if count == 1 and "#" not in name else f"{name}#{activation}"
 
 
 def event_labels(events: Sequence[Mapping[str, object]]) -> list[str]:
