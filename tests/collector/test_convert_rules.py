@@ -595,6 +595,27 @@ def test_a_late_reward_keeps_activations_apart_in_agent_credit() -> None:
     assert credit == pytest.approx({"credit:agent:writer#1": 0.5, "credit:agent:writer#2": 0.5})
 
 
+def test_an_agent_named_like_another_agents_label_keeps_its_own_label() -> None:
+    """``writer#2`` (one instance) beside two ``writer``s: three labels, three credit keys, each ``to`` one."""
+    from orchestrace_collector.annotations import make_annotation
+    from orchestrace_collector.convert.actors import event_labels
+
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    for name, start in (("writer", 1), ("writer#2", 3), ("writer", 5)):
+        writer = s.agent(name, start, start + 1.5, lead)
+        s.chat(start + 0.5, start + 1, writer)
+    episode = convert_episode(s.spans)
+    w = checked(episode)
+    spawned = [e["to"] for e in by_type(w, "spawn")]
+    assert spawned == ["writer#1", "writer#2#1", "writer#2"]
+    assert len(set(event_labels(w["events"]))) == 4  # lead and the three writers
+    trace = episode.trace.model_copy(deep=True)
+    make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
+    credit = {k: v for k, v in trace.rewards.items() if k.startswith("credit:agent:")}
+    assert credit == pytest.approx({f"credit:agent:{label}": 1 / 3 for label in spawned})
+
+
 def test_metrics_and_costs() -> None:
     s = Spans()
     lead = s.agent(

@@ -13,7 +13,8 @@ subgraph). Node spans directly under a workflow actor (a plain graph's nodes) st
 
 Identity: ``name`` is the stable name (the policy a trainer groups by), ``activation`` = k, the 1-based start
 order of the instance among the episode's instances of that name. ``label`` names one instance: the name when
-the episode has one instance of it, else ``name#k`` (what ``to`` / ``from`` and reward and credit keys use).
+the episode has one instance of it and holds no ``#``, else ``name#k`` (what ``to`` / ``from`` and reward and
+credit keys use).
 ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id).
 
 A tool node (``orchestrace.operation=tool_node``: LangGraph's ``ToolNode``) is not an actor: its tool calls
@@ -203,8 +204,9 @@ def _router(parent: Instance, target: str, t_ns: int) -> Instance | None:
 
 
 def instance_label(name: str, activation: int, count: int) -> str:
-    """The label of activation ``activation`` of ``name`` among ``count`` instances of it."""
-    return name if count == 1 else f"{name}#{activation}"
+    """The label of activation ``activation`` of ``name`` among ``count`` instances of it. A name that holds
+    ``#`` is always numbered: an agent named ``w#2`` would otherwise share its label with the second ``w``."""
+    return name if count == 1 and "#" not in name else f"{name}#{activation}"
 
 
 def event_labels(events: Sequence[Mapping[str, object]]) -> list[str]:
