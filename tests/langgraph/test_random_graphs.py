@@ -1,0 +1,127 @@
+"""Random graph shapes and hostile node names (``random_graphs``): the written trace agrees with what the run
+really did, as each node logged it (its name and the span it ran in), under the documented mapping."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from episodes import convert
+from orchestrace_collector import convert_spans
+from orchestrace_collector.convert.actors import event_labels
+from orchestrace_collector.inprocess import span_from_readable
+from random_graphs import RandomApp, random_app
+from span_checks import Spans
+
+SEEDS = range(40)
+#: Fields that differ from run to run of one program (times, ids), left out when comparing two runs.
+VOLATILE = frozenset({"id", "t", "t_start", "t_end", "span_id", "otel_trace_id", "agent_id", "content_ref"})
+
+
+async def run(app: RandomApp, spans: Spans) -> dict[str, Any]:
+    """Run ``app`` once and return its written trace, checking that the run is one valid episode."""
+    spans.clear()
+    del app.log.executions[:]
+    if app.use_async:
+        await app.graph.ainvoke({"parts": []})
+    else:
+        app.graph.invoke({"parts": []})
+    assert len(convert_spans(span_from_readable(s) for s in spans.all)) == 1  # one episode per invoke
+    written, _ = convert(spans.all)  # validates: schema and referential checks
+    assert written["metrics"]["incomplete"] == 0
+    return written
+
+
+def runs_per_name(app: RandomApp) -> Counter[str]:
+    """How many times each top-level node ran (a subgraph agent: how many times its first inner node ran)."""
+    runs: Counter[str] = Counter()
+    for x in app.log.executions:
+        if x.inner_of is None:
+            runs[x.name] += 1
+        elif app.first_inner[x.inner_of] == x.name:
+            runs[x.inner_of] += 1
+    return runs
+
+
+def check_against_log(app: RandomApp, written: dict[str, Any]) -> None:
+    events = written["events"]
+    labels = event_labels(events)
+    first_index: dict[tuple[str, int], int] = {}
+    label_of: dict[tuple[str, int], str] = {}
+    for i, (event, label) in enumerate(zip(events, labels, strict=True)):
+        if "activation" in event:
+            key = (event["agent"], event["activation"])
+            first_index.setdefault(key, i)
+            assert label_of.setdefault(key, label) == label, (key, label)
+    instance_of = {label: key for key, label in label_of.items()}
+    assert len(instance_of) == len(label_of), label_of  # labels are unique per (agent, activation)
+
+    # Every top-level node execution is one instance of its name; the graph's run is one more (a node may
+    # share the graph's name: the mapping numbers them together, the run first).
+    expected = runs_per_name(app) + Counter({app.name: 1})
+    activations: dict[str, list[int]] = {}
+    for name, activation in label_of:
+        activations.setdefault(name, []).append(activation)
+    numbered = {n: list(range(1, k + 1)) for n, k in expected.items()}
+    assert {n: sorted(a) for n, a in activations.items()} == numbered
+
+    returns = [e for e in events if e["type"] == "return"]
+    assert sorted(Counter((e["agent"], e["activation"]) for e in returns).items()) == \
+        sorted((key, 1) for key in label_of)  # every activation returns once
+    for name in activations:  # numbered in start order
+        starts = [e["t_start"] for e in sorted((e for e in returns if e["agent"] == name),
+                                                key=lambda e: e["activation"])]
+        assert starts == sorted(starts), name
+    by_span = {e["span_id"]: e for e in returns}
+    for x in app.log.executions:
+        if x.inner_of is None:  # the return of the very span the node ran in names it
+            assert by_span[x.span_id]["agent"] == x.name, x
+
+    assert [(e["agent"], e["activation"]) for e in returns if "to" not in e] == [(app.name, 1)]  # the answer
+    root_label = label_of[(app.name, 1)]
+    for e in returns:
+        assert e["from"] == label_of[(e["agent"], e["activation"])]
+        if (e["agent"], e["activation"]) != (app.name, 1):
+            assert e["to"] == root_label  # top-level nodes and agents return to the run
+
+    # Each instance but the run is spawned once, before its first event; so every Send packet is one spawn.
+    spawned: Counter[str] = Counter()
+    for i, e in enumerate(events):
+        if e["type"] in ("spawn", "despawn"):
+            assert e["to"] in instance_of, e
+        if e["type"] == "spawn":
+            spawned[e["to"]] += 1
+            assert i < first_index[instance_of[e["to"]]], e
+    assert spawned == Counter({label: 1 for key, label in label_of.items() if key != (app.name, 1)})
+    for target, packets in app.sends.items():
+        assert runs_per_name(app)[target] == packets
+
+    for e in events:  # a decision may name an agent when it chose several of its instances (a fan-out)
+        if e["type"] == "orchestrator_decision" and "to" in e:
+            assert e["to"] in instance_of or e["to"] in activations, e
+        if "from" in e:
+            assert e["from"] in instance_of, e
+    stops = [e for e in events if e.get("decision") == "stop"]
+    assert len(stops) == 1, stops  # every run reaches END once
+    # Every shape ends with one top-level node routing to END (a subgraph agent: its inner nodes ran last).
+    last = app.log.executions[-1]
+    last_name = last.inner_of or last.name
+    assert stops[0]["from"] == label_of[(last_name, max(activations[last_name]))], stops
+
+
+def normalised(written: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:
+    """Events and edges without times and ids, as multisets: parallel branches may interleave either way."""
+    events = {e["id"]: repr(sorted((k, v) for k, v in e.items() if k not in VOLATILE))
+              for e in written["events"]}
+    edges = Counter(f"{e['type']} {events[e['src']]} -> {events[e['dst']]}" for e in written["edges"])
+    return Counter(events.values()), edges
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_random_graph_trace_matches_what_ran(spans: Spans, seed: int) -> None:
+    app = random_app(seed)
+    first = await run(app, spans)
+    check_against_log(app, first)
+    again = await run(random_app(seed), spans)
+    assert normalised(again) == normalised(first), app.shape  # the mapping is deterministic
