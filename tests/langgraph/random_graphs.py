@@ -31,16 +31,20 @@ NAMES = (
     "__x__", "END", "worker", "L" * 300,
 )
 GRAPH_NAMES = ("graph", "g:v1", "tools", "x", "x#1", "team/a#b", "ünï:graph", "agent")
-SEGMENTS = ("plain", "command", "conditional", "send", "send_command", "parallel", "join_edge", "loop",
-            "subgraph", "agent")
+SEGMENTS = ("plain", "command", "conditional", "send", "send_command", "parallel", "join_edge",
+            "parallel_command", "loop", "subgraph", "agent")
 
 
 def merge_counts(left: dict[str, int], right: dict[str, int]) -> dict[str, int]:
     return {**left, **right}
 
 
+def keep_last(left: int, right: int) -> int:
+    return right
+
+
 class State(TypedDict, total=False):
-    packet: int
+    packet: Annotated[int, keep_last]  # parallel subgraphs hand their whole state back
     parts: Annotated[list[str], operator.add]
     counts: Annotated[dict[str, int], merge_counts]
 
@@ -81,6 +85,8 @@ class RandomApp:
     first_inner: dict[str, str]
     use_async: bool
     shape: list[str]
+    #: Whether tasks run at once (Send fan-outs, parallel branches): the order of their events is a race.
+    parallel: bool
 
 
 class Builder:
@@ -95,6 +101,7 @@ class Builder:
         self.sends: dict[str, int] = {}
         self.first_inner: dict[str, str] = {}
         self.shape: list[str] = []
+        self.parallel = False
 
     def fresh(self, pool: list[str] | None = None, used: set[str] | None = None) -> str:
         pool = self.pool if pool is None else pool
@@ -114,6 +121,39 @@ class Builder:
 
     def add(self, name: str, then: Callable[[State], Any] | None = None, **kwargs: Any) -> None:
         self.graph.add_node(name, self.logger(name, then=then), **kwargs)
+
+    def worker(self, name: str) -> None:
+        """Add a node that does work: a plain node, or an agent (marked by metadata, or a subgraph)."""
+        flavour = self.rng.choice(("plain", "plain", "agent", "subgraph"))
+        if flavour == "plain":
+            self.add(name)
+        elif flavour == "agent":
+            self.agents.add(name)
+            self.add(name, metadata={AGENT_METADATA_KEY: True})
+        else:
+            self.subgraph(name)
+
+    def subgraph(self, name: str) -> None:
+        """A compiled subgraph as node ``name`` (an agent): a chain of inner nodes, maybe with a ``Send``
+        fan-out of its own. Inner names may repeat outer ones (and the subgraph's name the graph's): they are
+        the agent's inner working, never actors."""
+        self.agents.add(name)
+        inner = StateGraph(State)
+        used: set[str] = set()
+        names = [self.fresh(self.pool, used) for _ in range(self.rng.randint(1, 3))]
+        self.first_inner[name] = names[0]
+        for inner_name in names:
+            inner.add_node(inner_name, self.logger(inner_name, inner_of=name))
+        inner.add_edge(START, names[0])
+        for a, b in itertools.pairwise(names):
+            inner.add_edge(a, b)
+        if self.rng.random() < 0.3:
+            self.parallel = True
+            target, packets = self.fresh(self.pool, used), self.rng.randint(1, 3)
+            inner.add_node(target, self.logger(target, inner_of=name))
+            inner.add_conditional_edges(names[-1], lambda state: [Send(target, {"packet": i})
+                                                                 for i in range(packets)], [target])
+        self.graph.add_node(name, inner.compile(name=self.rng.choice(self.pool)))
 
     def segment(self, kind: str, nxt: str) -> str:
         """Add one segment handing over to ``nxt`` (a node or END); return its entry node."""
@@ -135,8 +175,9 @@ class Builder:
         elif kind in ("send", "send_command"):
             target, reducer = self.fresh(), self.fresh()
             packets = self.rng.randint(1, 5)
+            self.parallel = True
             self.sends[target] = packets
-            self.add(target)
+            self.worker(target)
             self.add(reducer)
             self.graph.add_edge(target, reducer)
             self.graph.add_edge(reducer, nxt)
@@ -149,12 +190,18 @@ class Builder:
                 self.graph.add_conditional_edges(node, fan_out, [target])
             else:
                 self.add(node, lambda state: Command(goto=fan_out(state)), destinations=(target,))
-        elif kind in ("parallel", "join_edge"):
+        elif kind in ("parallel", "join_edge", "parallel_command"):
             left, right, join = self.fresh(), self.fresh(), self.fresh()
-            for name in (node, left, right, join):
-                self.add(name)
-            self.graph.add_edge(node, left)
-            self.graph.add_edge(node, right)
+            self.parallel = True
+            self.worker(left)
+            self.worker(right)
+            self.add(join)
+            if kind == "parallel_command":
+                self.add(node, lambda state: Command(goto=[left, right]), destinations=(left, right))
+            else:
+                self.add(node)
+                self.graph.add_edge(node, left)
+                self.graph.add_edge(node, right)
             if kind == "join_edge":
                 self.graph.add_edge([left, right], join)  # a waiting edge: the join runs once both ran
             else:
@@ -171,23 +218,11 @@ class Builder:
                 return body if state["counts"][node] <= bound else nxt
 
             self.add(node, count)
-            self.add(body)
+            self.worker(body)
             self.graph.add_edge(body, node)
             self.graph.add_conditional_edges(node, again, [body, nxt])
         elif kind == "subgraph":
-            self.agents.add(node)
-            inner = StateGraph(State)
-            inner_used: set[str] = set()
-            # Inner names may repeat outer ones (and the subgraph's name the graph's): they are the agent's
-            # inner working, never actors.
-            names = [self.fresh(self.pool, inner_used) for _ in range(self.rng.randint(1, 3))]
-            self.first_inner[node] = names[0]
-            for name in names:
-                inner.add_node(name, self.logger(name, inner_of=node))
-            inner.add_edge(START, names[0])
-            for a, b in itertools.pairwise(names):
-                inner.add_edge(a, b)
-            self.graph.add_node(node, inner.compile(name=self.rng.choice(self.pool)))
+            self.subgraph(node)
             self.graph.add_edge(node, nxt)
         elif kind == "agent":
             self.agents.add(node)
@@ -212,4 +247,5 @@ def random_app(seed: int) -> RandomApp:
         first = entry
         builder.graph.add_conditional_edges(START, lambda state: first, [first])  # the run decides
     return RandomApp(builder.graph.compile(name=name), name, log, frozenset(builder.agents), builder.sends,
-                     builder.first_inner, use_async=rng.random() < 0.5, shape=builder.shape[::-1])
+                     builder.first_inner, use_async=rng.random() < 0.5, shape=builder.shape[::-1],
+                     parallel=builder.parallel)

@@ -110,11 +110,18 @@ def check_against_log(app: RandomApp, written: dict[str, Any]) -> None:
     assert stops[0]["from"] == label_of[(last_name, max(activations[last_name]))], stops
 
 
-def normalised(written: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:
-    """Events and edges without times and ids, as multisets: parallel branches may interleave either way."""
+#: Edges that follow the order of a timeline's events (consecutive events; a return -> the parent's next
+#: event): where tasks run at once, that order is a race between them, so two runs may differ there.
+ORDERED_EDGES = frozenset({"temporal", "return"})
+
+
+def normalised(written: dict[str, Any], parallel: bool) -> tuple[Counter[str], Counter[str]]:
+    """Events and edges without times and ids, as multisets (events of parallel tasks interleave either
+    way); without the edges that depend on that order when tasks ran at once."""
     events = {e["id"]: repr(sorted((k, v) for k, v in e.items() if k not in VOLATILE))
               for e in written["events"]}
-    edges = Counter(f"{e['type']} {events[e['src']]} -> {events[e['dst']]}" for e in written["edges"])
+    edges = Counter(f"{e['type']} {events[e['src']]} -> {events[e['dst']]}" for e in written["edges"]
+                    if not (parallel and e["type"] in ORDERED_EDGES))
     return Counter(events.values()), edges
 
 
@@ -124,4 +131,5 @@ async def test_random_graph_trace_matches_what_ran(spans: Spans, seed: int) -> N
     first = await run(app, spans)
     check_against_log(app, first)
     again = await run(random_app(seed), spans)
-    assert normalised(again) == normalised(first), app.shape  # the mapping is deterministic
+    # The mapping is deterministic: the same program gives the same trace.
+    assert normalised(again, app.parallel) == normalised(first, app.parallel), app.shape
