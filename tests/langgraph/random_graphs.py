@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
+from episodes import MODES
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send
 from opentelemetry import trace
@@ -32,7 +33,7 @@ NAMES = (
 )
 GRAPH_NAMES = ("graph", "g:v1", "tools", "x", "x#1", "team/a#b", "ünï:graph", "agent")
 SEGMENTS = ("plain", "command", "conditional", "send", "send_command", "parallel", "join_edge",
-            "parallel_command", "loop", "subgraph", "agent")
+            "parallel_command", "loop", "subgraph", "handoff", "agent")
 
 
 def merge_counts(left: dict[str, int], right: dict[str, int]) -> dict[str, int]:
@@ -81,9 +82,12 @@ class RandomApp:
     agents: frozenset[str]
     #: Send target -> packets sent per run of the fan-out (each is one spawn).
     sends: dict[str, int]
+    #: Subgraph agent -> the node it hands off to with ``Command.PARENT``.
+    handoffs: dict[str, str]
     #: Subgraph agent -> its first inner node (which runs once per run of the agent).
     first_inner: dict[str, str]
-    use_async: bool
+    #: How it is run (``episodes.MODES``: invoke, ainvoke, stream, astream, batch, abatch, astream_events).
+    mode: str
     shape: list[str]
     #: Whether tasks run at once (Send fan-outs, parallel branches): the order of their events is a race.
     parallel: bool
@@ -100,6 +104,7 @@ class Builder:
         self.agents: set[str] = set()
         self.sends: dict[str, int] = {}
         self.first_inner: dict[str, str] = {}
+        self.handoffs: dict[str, str] = {}
         self.shape: list[str] = []
         self.parallel = False
 
@@ -133,27 +138,33 @@ class Builder:
         else:
             self.subgraph(name)
 
-    def subgraph(self, name: str) -> None:
+    def subgraph(self, name: str, handoff_to: str | None = None) -> None:
         """A compiled subgraph as node ``name`` (an agent): a chain of inner nodes, maybe with a ``Send``
-        fan-out of its own. Inner names may repeat outer ones (and the subgraph's name the graph's): they are
-        the agent's inner working, never actors."""
+        fan-out of its own, or whose last node hands off to ``handoff_to`` (``Command.PARENT``). Inner names
+        may repeat outer ones (and the subgraph's name the graph's): they are the agent's inner working, never
+        actors."""
         self.agents.add(name)
         inner = StateGraph(State)
         used: set[str] = set()
         names = [self.fresh(self.pool, used) for _ in range(self.rng.randint(1, 3))]
         self.first_inner[name] = names[0]
-        for inner_name in names:
+        for inner_name in names[:-1] if handoff_to else names:
             inner.add_node(inner_name, self.logger(inner_name, inner_of=name))
+        if handoff_to:
+            self.handoffs[name] = handoff_to
+            inner.add_node(names[-1], self.logger(names[-1], name, lambda state: Command(
+                graph=Command.PARENT, goto=handoff_to, update={"parts": ["handoff"]})))
         inner.add_edge(START, names[0])
         for a, b in itertools.pairwise(names):
             inner.add_edge(a, b)
-        if self.rng.random() < 0.3:
+        if not handoff_to and self.rng.random() < 0.3:
             self.parallel = True
             target, packets = self.fresh(self.pool, used), self.rng.randint(1, 3)
             inner.add_node(target, self.logger(target, inner_of=name))
             inner.add_conditional_edges(names[-1], lambda state: [Send(target, {"packet": i})
                                                                  for i in range(packets)], [target])
-        self.graph.add_node(name, inner.compile(name=self.rng.choice(self.pool)))
+        self.graph.add_node(name, inner.compile(name=self.rng.choice(self.pool)),
+                            destinations=(handoff_to,) if handoff_to else None)
 
     def segment(self, kind: str, nxt: str) -> str:
         """Add one segment handing over to ``nxt`` (a node or END); return its entry node."""
@@ -167,11 +178,26 @@ class Builder:
         elif kind == "conditional":
             options = [self.fresh(), self.fresh()]
             for option in options:
-                self.add(option)
+                self.worker(option)
                 self.graph.add_edge(option, nxt)
-            choice = self.rng.choice(options)
             self.add(node)
-            self.graph.add_conditional_edges(node, lambda state: choice, options)
+            how = self.rng.choice(("one", "path_map", "both"))
+            if how == "one":
+                choice = self.rng.choice(options)
+                self.graph.add_conditional_edges(node, lambda state: choice, options)
+            elif how == "path_map":  # the router returns a key, not a node name
+                key = self.rng.choice(("left", "right"))
+                self.graph.add_conditional_edges(node, lambda state: key, dict(zip(("left", "right"), options,
+                                                                                   strict=True)))
+            else:  # both: parallel branches, joined by nxt
+                self.parallel = True
+                self.graph.add_conditional_edges(node, lambda state: options, options)
+        elif kind == "handoff":
+            if nxt == END:
+                self.subgraph(node)
+                self.graph.add_edge(node, nxt)
+            else:
+                self.subgraph(node, handoff_to=nxt)
         elif kind in ("send", "send_command"):
             target, reducer = self.fresh(), self.fresh()
             packets = self.rng.randint(1, 5)
@@ -247,5 +273,5 @@ def random_app(seed: int) -> RandomApp:
         first = entry
         builder.graph.add_conditional_edges(START, lambda state: first, [first])  # the run decides
     return RandomApp(builder.graph.compile(name=name), name, log, frozenset(builder.agents), builder.sends,
-                     builder.first_inner, use_async=rng.random() < 0.5, shape=builder.shape[::-1],
+                     builder.handoffs, builder.first_inner, mode=rng.choice(MODES), shape=builder.shape[::-1],
                      parallel=builder.parallel)

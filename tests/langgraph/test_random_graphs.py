@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from episodes import convert
+from episodes import convert, run_graph
 from orchestrace_collector import convert_spans
 from orchestrace_collector.convert.actors import event_labels
 from orchestrace_collector.inprocess import span_from_readable
@@ -23,10 +23,7 @@ async def run(app: RandomApp, spans: Spans) -> dict[str, Any]:
     """Run ``app`` once and return its written trace, checking that the run is one valid episode."""
     spans.clear()
     del app.log.executions[:]
-    if app.use_async:
-        await app.graph.ainvoke({"parts": []})
-    else:
-        app.graph.invoke({"parts": []})
+    await run_graph(app.graph, {"parts": []}, None, app.mode)
     assert len(convert_spans(span_from_readable(s) for s in spans.all)) == 1  # one episode per invoke
     written, _ = convert(spans.all)  # validates: schema and referential checks
     assert written["metrics"]["incomplete"] == 0
@@ -102,6 +99,9 @@ def check_against_log(app: RandomApp, written: dict[str, Any]) -> None:
             assert e["to"] in instance_of or e["to"] in activations, e
         if "from" in e:
             assert e["from"] in instance_of, e
+    for agent, target in app.handoffs.items():  # a Command.PARENT handoff is the agent's own decision
+        handoffs = [(e["agent"], instance_of[e["to"]][0]) for e in events if e.get("handoff")]
+        assert handoffs.count((agent, target)) == 1, handoffs
     stops = [e for e in events if e.get("decision") == "stop"]
     assert len(stops) == 1, stops  # every run reaches END once
     # Every shape ends with one top-level node routing to END (a subgraph agent: its inner nodes ran last).
@@ -132,4 +132,4 @@ async def test_random_graph_trace_matches_what_ran(spans: Spans, seed: int) -> N
     check_against_log(app, first)
     again = await run(random_app(seed), spans)
     # The mapping is deterministic: the same program gives the same trace.
-    assert normalised(again, app.parallel) == normalised(first, app.parallel), app.shape
+    assert normalised(again, app.parallel) == normalised(first, app.parallel), (app.shape, app.mode)
