@@ -84,6 +84,8 @@ class RandomApp:
     sends: dict[str, int]
     #: Subgraph agent -> the node it hands off to with ``Command.PARENT``.
     handoffs: dict[str, str]
+    #: Subgraph agent inside a subgraph agent -> the agent it runs in.
+    enclosing: dict[str, str]
     #: Subgraph agent -> its first inner node (which runs once per run of the agent).
     first_inner: dict[str, str]
     #: How it is run (``episodes.MODES``: invoke, ainvoke, stream, astream, batch, abatch, astream_events).
@@ -91,6 +93,9 @@ class RandomApp:
     shape: list[str]
     #: Whether tasks run at once (Send fan-outs, parallel branches): the order of their events is a race.
     parallel: bool
+    #: Whether the run's last step runs two nodes at once: which one ends the run (the one its stop names,
+    #: the integration's "last node": the one whose completion ended the run) is a race.
+    racing_end: bool
 
 
 class Builder:
@@ -105,8 +110,10 @@ class Builder:
         self.sends: dict[str, int] = {}
         self.first_inner: dict[str, str] = {}
         self.handoffs: dict[str, str] = {}
+        self.enclosing: dict[str, str] = {}
         self.shape: list[str] = []
         self.parallel = False
+        self.racing_end = False
 
     def fresh(self, pool: list[str] | None = None, used: set[str] | None = None) -> str:
         pool = self.pool if pool is None else pool
@@ -138,11 +145,11 @@ class Builder:
         else:
             self.subgraph(name)
 
-    def subgraph(self, name: str, handoff_to: str | None = None) -> None:
-        """A compiled subgraph as node ``name`` (an agent): a chain of inner nodes, maybe with a ``Send``
-        fan-out of its own, or whose last node hands off to ``handoff_to`` (``Command.PARENT``). Inner names
-        may repeat outer ones (and the subgraph's name the graph's): they are the agent's inner working, never
-        actors."""
+    def subgraph(self, name: str, handoff_to: str | None = None, parent: StateGraph | None = None) -> None:
+        """A compiled subgraph as node ``name`` of ``parent`` (an agent): a chain of inner nodes, maybe with a
+        ``Send`` fan-out of its own or a subgraph agent of its own (``parent``: inside one already), or whose
+        last node hands off to ``handoff_to`` (``Command.PARENT``). Inner names may repeat outer ones (and the
+        subgraph's name the graph's): they are the agent's inner working, never actors."""
         self.agents.add(name)
         inner = StateGraph(State)
         used: set[str] = set()
@@ -163,8 +170,14 @@ class Builder:
             inner.add_node(target, self.logger(target, inner_of=name))
             inner.add_conditional_edges(names[-1], lambda state: [Send(target, {"packet": i})
                                                                  for i in range(packets)], [target])
-        self.graph.add_node(name, inner.compile(name=self.rng.choice(self.pool)),
-                            destinations=(handoff_to,) if handoff_to else None)
+        if not handoff_to and parent is None and self.rng.random() < 0.3:
+            nested = self.fresh([n for n in self.pool if n not in used])  # an agent in it stays an agent
+            self.enclosing[nested] = name
+            self.subgraph(nested, parent=inner)
+            inner.add_edge(names[-1], nested)
+        (self.graph if parent is None else parent).add_node(
+            name, inner.compile(name=self.rng.choice(self.pool)),
+            destinations=(handoff_to,) if handoff_to else None)
 
     def segment(self, kind: str, nxt: str) -> str:
         """Add one segment handing over to ``nxt`` (a node or END); return its entry node."""
@@ -191,6 +204,7 @@ class Builder:
                                                                                    strict=True)))
             else:  # both: parallel branches, joined by nxt
                 self.parallel = True
+                self.racing_end |= nxt == END
                 self.graph.add_conditional_edges(node, lambda state: options, options)
         elif kind == "handoff":
             if nxt == END:
@@ -273,5 +287,6 @@ def random_app(seed: int) -> RandomApp:
         first = entry
         builder.graph.add_conditional_edges(START, lambda state: first, [first])  # the run decides
     return RandomApp(builder.graph.compile(name=name), name, log, frozenset(builder.agents), builder.sends,
-                     builder.handoffs, builder.first_inner, mode=rng.choice(MODES), shape=builder.shape[::-1],
-                     parallel=builder.parallel)
+                     builder.handoffs, builder.enclosing, builder.first_inner, mode=rng.choice(MODES),
+                     shape=builder.shape[::-1], parallel=builder.parallel,
+                     racing_end=builder.racing_end)
