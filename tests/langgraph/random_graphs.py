@@ -6,7 +6,7 @@ plain edge, a ``Command(goto)``, a conditional edge choosing one of two nodes, a
 conditional edge or from a ``Command``) joined by a reducer, two parallel branches joined by one node, a
 loop bounded by a counter in the state, a compiled subgraph used as a node (an agent) and a node marked
 agent by metadata. Node names come from a hostile pool (unicode, spaces, ``#``, ``/``, ``tools``, the
-graph's own name, a long name).
+graph's own name, a long name). Some nodes call a (fake) model: a turn.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from episodes import MODES
+from fakes import ScriptedChatModel
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send
 from opentelemetry import trace
@@ -52,12 +54,13 @@ class State(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Execution:
-    """One execution of a node: its name, the span it ran in (hex), and the agent it ran inside (its inner
-    working) when it is a subgraph's node."""
+    """One execution of a node: its name, the span it ran in (hex), the agent it ran inside (its inner
+    working) when it is a subgraph's node, and whether it called a model (one turn)."""
 
     name: str
     span_id: str
     inner_of: str | None = None
+    called_model: bool = False
 
 
 @dataclass
@@ -65,10 +68,10 @@ class Log:
     executions: list[Execution] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, name: str, inner_of: str | None) -> None:
+    def record(self, name: str, inner_of: str | None, called_model: bool) -> None:
         span_id = format(trace.get_current_span().get_span_context().span_id, "016x")
         with self.lock:  # parallel branches run in threads
-            self.executions.append(Execution(name, span_id, inner_of))
+            self.executions.append(Execution(name, span_id, inner_of, called_model))
 
 
 @dataclass
@@ -125,8 +128,12 @@ class Builder:
 
     def logger(self, name: str, inner_of: str | None = None,
                then: Callable[[State], Any] | None = None) -> Callable[[State], Any]:
+        model = ScriptedChatModel(replies=[AIMessage("ok")]) if self.rng.random() < 0.3 else None
+
         def node(state: State) -> Any:
-            self.log.record(name, inner_of)
+            self.log.record(name, inner_of, model is not None)
+            if model is not None:
+                model.invoke([HumanMessage(name)])
             return then(state) if then is not None else {"parts": [name]}
 
         return node

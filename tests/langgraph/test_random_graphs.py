@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from episodes import convert, run_graph
 from orchestrace_collector import convert_spans
+from orchestrace_collector.convert import Episode
 from orchestrace_collector.convert.actors import event_labels
 from orchestrace_collector.inprocess import span_from_readable
 from random_graphs import RandomApp, random_app
@@ -19,15 +20,15 @@ SEEDS = range(40)
 VOLATILE = frozenset({"id", "t", "t_start", "t_end", "span_id", "otel_trace_id", "agent_id", "content_ref"})
 
 
-async def run(app: RandomApp, spans: Spans) -> dict[str, Any]:
+async def run(app: RandomApp, spans: Spans) -> tuple[dict[str, Any], Episode]:
     """Run ``app`` once and return its written trace, checking that the run is one valid episode."""
     spans.clear()
     del app.log.executions[:]
     await run_graph(app.graph, {"parts": []}, None, app.mode)
     assert len(convert_spans(span_from_readable(s) for s in spans.all)) == 1  # one episode per invoke
-    written, _ = convert(spans.all)  # validates: schema and referential checks
+    written, episode = convert(spans.all)  # validates: schema and referential checks
     assert written["metrics"]["incomplete"] == 0
-    return written
+    return written, episode
 
 
 def runs_per_name(app: RandomApp) -> Counter[str]:
@@ -41,7 +42,7 @@ def runs_per_name(app: RandomApp) -> Counter[str]:
     return runs
 
 
-def check_against_log(app: RandomApp, written: dict[str, Any]) -> None:
+def check_against_log(app: RandomApp, written: dict[str, Any], episode: Episode) -> None:
     events = written["events"]
     labels = event_labels(events)
     first_index: dict[tuple[str, int], int] = {}
@@ -74,6 +75,16 @@ def check_against_log(app: RandomApp, written: dict[str, Any]) -> None:
     for x in app.log.executions:
         if x.inner_of is None:  # the return of the very span the node ran in names it
             assert by_span[x.span_id]["agent"] == x.name, x
+
+    # A model call is a turn of the node it ran in (of the agent, in an agent's inner node).
+    called = [x for x in app.log.executions if x.called_model]
+    assert Counter(t.agent for t in episode.turns) == Counter(x.inner_of or x.name for x in called)
+    top_level = Counter((by_span[x.span_id]["agent"], by_span[x.span_id]["activation"])
+                        for x in called if x.inner_of is None)
+    turns = Counter((t.agent, t.activation) for t in episode.turns)
+    assert all(turns[key] == n for key, n in top_level.items()), (turns, top_level)
+    tokens = sum((turn.input_tokens or 0) + (turn.output_tokens or 0) for turn in episode.turns)
+    assert written["costs"]["tokens"] == tokens == sum(e.get("tokens", 0) for e in events)
 
     assert [(e["agent"], e["activation"]) for e in returns if "to" not in e] == [(app.name, 1)]  # the answer
     root_label = label_of[(app.name, 1)]
@@ -144,9 +155,9 @@ def normalised(written: dict[str, Any], parallel: bool,
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_random_graph_trace_matches_what_ran(spans: Spans, seed: int) -> None:
     app = random_app(seed)
-    first = await run(app, spans)
-    check_against_log(app, first)
-    again = await run(random_app(seed), spans)
+    first, episode = await run(app, spans)
+    check_against_log(app, first, episode)
+    again, _ = await run(random_app(seed), spans)
     # The mapping is deterministic: the same program gives the same trace.
     races = app.parallel, app.racing_end
     assert normalised(again, *races) == normalised(first, *races), (app.shape, app.mode)
