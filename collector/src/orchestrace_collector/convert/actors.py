@@ -3,9 +3,8 @@
 An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges: a
 wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
 ``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps; never a graph run and one of its
-node executions, which may share its name), and top-level actors of the
-same name in different OTel traces of one episode are one instance (a LangGraph run and its resume after an
-interrupt).
+node executions, which may share its name), and top-level actors of the same name in different OTel traces of
+one episode are one instance (a LangGraph run and its resume after an interrupt).
 
 An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
 nearest enclosing actor is an agent (directly or through such inner spans) belongs to that agent, like any
