@@ -107,10 +107,13 @@ class Actors:
         """The label of the node that decided a stop ``recorder`` recorded at ``t_ns``: the last child of that
         name it started (a graph run naming its last node, which may share the run's name), else the
         instance of that name as :meth:`resolve` finds it (a node naming itself)."""
-        for child in reversed(recorder.children[-RESOLVE_LOOKBACK:]):
-            if child.name == name and child.start_ns <= t_ns:
-                return child.label
-        return self.label_of(name, t_ns, started=True)
+        last: Instance | None = None  # children are in depth-first span order: take the latest start
+        for child in recorder.children[-RESOLVE_LOOKBACK:]:
+            if child.name != name or child.start_ns > t_ns:
+                continue
+            if last is None or child.start_ns > last.start_ns:
+                last = child
+        return last.label if last is not None else self.label_of(name, t_ns, started=True)
 
 
 def assign_instances(forest: Forest, fallback_name: str) -> Actors:
