@@ -242,6 +242,26 @@ def test_stop_recorded_for_the_node_that_decided_names_it() -> None:
     assert (stop["agent"], stop["from"], stop["reason"]) == ("pipeline", "review", "no_next_node")
 
 
+@pytest.mark.parametrize("as_agent", [False, True])
+def test_a_graphs_only_node_named_like_the_graph_is_its_own_instance(as_agent: bool) -> None:
+    """Graph ``x`` whose one node ``x`` ran (a plain node, or an agent node running a subgraph): the node is a
+    step of the run, not a wrapper of it; it is spawned, returns, and is the one the run's stop names."""
+    s = Spans()
+    graph = s.workflow("x", 0, 10)
+    if as_agent:
+        node = s.agent("x", 1, 8, graph, **{sc.LANGGRAPH_NODE: "x"})
+        s.node("inner", 2, 7, s.workflow("sub", 1.5, 7.5, node))
+    else:
+        s.node("x", 1, 8, graph)
+    graph.events.append(event(sc.EVENT_STOP, 9, **{sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "x"}))
+    w = checked(convert_episode(s.spans))
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("x", "x#2")]
+    assert [(e["from"], e.get("to")) for e in by_type(w, "return")] == [("x#2", "x#1"), ("x#1", None)]
+    (stop,) = [e for e in by_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
+    assert (stop["agent"], stop["activation"], stop["from"]) == ("x", 1, "x#2")
+    assert {e["agent"] for e in w["events"]} == {"x"}  # the agent's subgraph stays its inner working
+
+
 def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() -> None:
     s = Spans()
     lead = s.agent("lead", 0, 10)
@@ -596,7 +616,8 @@ def test_a_late_reward_keeps_activations_apart_in_agent_credit() -> None:
 
 
 def test_an_agent_named_like_another_agents_label_keeps_its_own_label() -> None:
-    """``writer#2`` (one instance) beside two ``writer``s: three labels, three credit keys, each ``to`` one."""
+    """``writer#2`` (one instance) beside two ``writer``s: three labels, three credit keys, each ``to``
+    one."""
     from orchestrace_collector.annotations import make_annotation
     from orchestrace_collector.convert.actors import event_labels
 

@@ -8,6 +8,7 @@ import warnings
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from episodes import convert
 from fakes import ScriptedChatModel, tool_call
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -182,6 +183,21 @@ def test_subgraph_as_node_is_an_agent_with_its_workflow_nested(spans: Spans) -> 
     assert spans.parent(inner) is team
     assert inner.attributes[sc.LANGGRAPH_CHECKPOINT_NS] == team.attributes[sc.LANGGRAPH_CHECKPOINT_NS]
     assert spans.parent(spans.one("step")) is inner
+
+
+@pytest.mark.parametrize("agent", [False, True])
+def test_a_graphs_only_node_named_like_the_graph_is_a_node_of_its_run(spans: Spans, agent: bool) -> None:
+    """Graph ``team`` whose one node is ``team`` (a plain node, or a subgraph agent): the run spawns the node,
+    the subgraph's inner node stays the agent's inner working, and the run's stop names the node."""
+    g = StateGraph(RouteState)
+    g.add_node("team", inner_graph() if agent else (lambda state: {"steps": ["team"]}))
+    g.add_edge(START, "team")
+    g.compile(name="team").invoke({"steps": []})
+    written, _ = convert(spans.all)
+    assert [(e["agent"], e["to"]) for e in written["events"] if e["type"] == "spawn"] == [("team", "team#2")]
+    assert {e["agent"] for e in written["events"]} == {"team"}
+    (stop,) = [e for e in written["events"] if e.get("decision") == "stop"]
+    assert (stop["activation"], stop["from"]) == (1, "team#2")
 
 
 def test_subgraph_called_from_a_function_node_nests_under_it(spans: Spans) -> None:

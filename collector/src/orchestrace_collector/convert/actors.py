@@ -2,9 +2,9 @@
 
 An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges: a
 wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
-``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps), and top-level actors of the
-same name in different OTel traces of one episode are one instance (a LangGraph run and its resume after an
-interrupt).
+``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps; never a graph run and one of its
+node executions, which may share its name), and top-level actors of the same name in different OTel traces of
+one episode are one instance (a LangGraph run and its resume after an interrupt).
 
 An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
 nearest enclosing actor is an agent (directly or through such inner spans) belongs to that agent, like any
@@ -103,6 +103,18 @@ class Actors:
         inst = self.resolve(name, t_ns, started=started)
         return inst.label if inst is not None else name
 
+    def decider_label(self, recorder: Instance, name: str, t_ns: int) -> str:
+        """The label of the node that decided a stop ``recorder`` recorded at ``t_ns``: the last child of that
+        name it started (a graph run naming its last node, which may share the run's name), else the
+        instance of that name as :meth:`resolve` finds it (a node naming itself)."""
+        last: Instance | None = None  # children are in depth-first span order: take the latest start
+        for child in recorder.children[-RESOLVE_LOOKBACK:]:
+            if child.name != name or child.start_ns > t_ns:
+                continue
+            if last is None or child.start_ns > last.start_ns:
+                last = child
+        return last.label if last is not None else self.label_of(name, t_ns, started=True)
+
 
 def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     instances: list[Instance] = []
@@ -136,6 +148,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             and parent.kind is Kind.ACTOR
             and len(parent.children) == 1
             and enclosing.name == name
+            and not _step_of_run(parent, node)
         ):
             inst = enclosing  # a wrapper span around the same actor
             if node.sub_kind == WORKFLOW and node.span.attributes.get(TL_SPAN_KIND) == "workflow":
@@ -182,6 +195,14 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             inst.label = instance_label(name, k, len(group))
             by_label[inst.label] = inst
     return Actors(instances, by_name, by_label, frozenset(tool_nodes))
+
+
+def _step_of_run(parent: Node, node: Node) -> bool:
+    """Whether ``node`` is a node execution of the graph run ``parent``: a step of that run, never a second
+    description of it, even when the node is named like the graph (a graph ``x`` whose one node ``x`` ran)."""
+    return parent.sub_kind == WORKFLOW and (
+        node.sub_kind == NODE or sc.LANGGRAPH_NODE in node.span.attributes
+    )
 
 
 #: Span events that name where control goes next.

@@ -328,7 +328,7 @@ def _span_event(
         ev.decision = sc.DECISION_STOP
         decider = attrs.get(sc.ORCH_FROM)
         if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
-            ev.frm = b.actors.label_of(str(decider), event.time_ns, started=True)
+            ev.frm = b.actors.decider_label(owner, str(decider), event.time_ns)
         _reason(ev, attrs)
     elif name == sc.EVENT_HUMAN_INTERVENTION:
         actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
