@@ -3,8 +3,9 @@
 mypyc works on a copy of the sources, so nothing compiled ever sits beside a source it could shadow. The
 manifest records the sha256 of every source the build read: the compiled modules, the project modules they
 import (mypyc inlines their ``Final`` constants and checks their declared types at run time) and this script
-(the compiled set). ``orchestrace_collector/_compiled.py`` uses the build only while all of them match. A run
-with nothing changed only checks the manifest.
+(the compiled set) and ``uv.lock`` (the mypyc that compiled them). ``orchestrace_collector/_compiled.py``
+uses the build only while all of them match. A run with nothing changed only checks the manifest. A failed
+compile (a machine without a C compiler) removes the build and warns: conversion runs in pure Python.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from orchestrace_collector._compiled import (
     read_manifest,
 )
 
+#: Pins the mypyc that compiles: another version is another build.
+LOCK = REPO / "uv.lock"
 SRC_ROOTS = (REPO / "collector" / "src", REPO / "semconv" / "src")
 CONVERT = REPO / "collector" / "src" / "orchestrace_collector" / "convert"
 #: The conversion package but its ``__init__``, ``construct`` (pydantic's internals: nothing to gain) and
@@ -102,12 +105,20 @@ def build() -> None:
         shutil.copyfile(path, src / relative(path))
     copies = [str(relative(path)) for path in COMPILED]
     start = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "mypyc", "--config-file", str(REPO / "pyproject.toml"), *copies],
         cwd=src,
-        check=True,
-        stdout=subprocess.DEVNULL,
+        check=False,
+        capture_output=True,
+        text=True,
     )
+    if done.returncode != 0:
+        # A stale build would only warn in every process; without one, conversion is silently pure Python.
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(BUILD_DIR, ignore_errors=True)
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        print(f"mypyc: compiling failed, conversion runs in pure Python (same output, slower):\n{tail}")
+        return
     seconds = time.perf_counter() - start
     # Each module is a small extension that loads the group's one library (``<hash>__mypyc``) by name.
     modules = {module_name(path): str(Path("src", relative(path).with_suffix(SUFFIX))) for path in COMPILED}
@@ -118,7 +129,7 @@ def build() -> None:
         "modules": modules,
         # The copies' digests: the build is of what was copied, even if a source changed meanwhile.
         "sources": {str(path.relative_to(REPO)): digest(src / relative(path)) for path in sources}
-        | {str(Path(__file__).resolve().relative_to(REPO)): digest(Path(__file__))},
+        | {str(path.relative_to(REPO)): digest(path) for path in (Path(__file__).resolve(), LOCK)},
     }
     shutil.rmtree(src / "build")  # the C sources and objects
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")

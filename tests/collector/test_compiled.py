@@ -4,12 +4,16 @@ sources is not used."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -36,6 +40,15 @@ print(orchestrace_collector.compiled())
 _MISSING = "collector/build/mypyc is missing or stale: `make sync` builds it (the suite runs compiled)"
 
 
+def _has_c_compiler() -> bool:
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or ""
+    return bool(cc.split()) and shutil.which(cc.split()[0]) is not None
+
+
+# Without a C compiler `make sync` leaves no build (see the failed-compile test): nothing compiled to compare.
+needs_build = pytest.mark.skipif(not _has_c_compiler(), reason="no C compiler, so no mypyc build")
+
+
 def _convert(out: Path, inputs: list[Path], *, pure: bool) -> tuple[bool, str]:
     env = {k: v for k, v in os.environ.items() if k != _compiled.PURE_PYTHON_ENV}
     if pure:
@@ -52,6 +65,7 @@ def _files(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
 
+@needs_build
 def test_compiled_and_pure_python_write_the_same_bytes(tmp_path: Path) -> None:
     manifest = _compiled.read_manifest()
     assert manifest is not None and _compiled.is_current(manifest), _MISSING
@@ -75,6 +89,7 @@ def _stale_copy(tmp_path: Path) -> dict[str, Any]:
     return stale
 
 
+@needs_build
 def test_a_stale_build_is_not_used_and_says_so_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     stale = _stale_copy(tmp_path)
     finder = _compiled.CompiledFinder(_compiled.BUILD_DIR, stale)
@@ -90,6 +105,7 @@ def test_a_stale_build_is_not_used_and_says_so_once(tmp_path: Path, caplog: pyte
     assert current.find_spec("orchestrace_collector.decode") is None  # not compiled
 
 
+@needs_build
 def test_a_build_for_another_python_is_stale(tmp_path: Path) -> None:
     manifest = _compiled.read_manifest()
     assert manifest is not None, _MISSING
@@ -97,6 +113,7 @@ def test_a_build_for_another_python_is_stale(tmp_path: Path) -> None:
     assert not _compiled.is_current({**manifest, "sources": {"collector/no_such_file.py": "0" * 64}})
 
 
+@needs_build
 def test_no_build_or_pure_python_forced_installs_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -108,6 +125,7 @@ def test_no_build_or_pure_python_forced_installs_nothing(
     assert sys.meta_path == before and not caplog.records
 
 
+@needs_build
 def test_the_manifest_covers_what_the_compiled_code_reads() -> None:
     manifest = _compiled.read_manifest()
     assert manifest is not None, _MISSING
@@ -119,8 +137,38 @@ def test_the_manifest_covers_what_the_compiled_code_reads() -> None:
         "collector/src/orchestrace_collector/model.py",
         "semconv/src/orchestrace_semconv/__init__.py",
         "collector/build_mypyc.py",
+        "uv.lock",  # the mypyc version
     } <= sources
     # Not what a function imports when it runs (``convert_spans``'s Assembler): editing it keeps the build.
     assert "collector/src/orchestrace_collector/assemble.py" not in sources
     assert "orchestrace_collector.convert.events" in manifest["modules"]
     assert "orchestrace_collector.decode" not in manifest["modules"]
+
+
+def _build_script() -> ModuleType:
+    path = _compiled.REPO / "collector" / "build_mypyc.py"
+    spec = importlib.util.spec_from_file_location("build_mypyc", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_failed_compile_leaves_pure_python_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_mypyc = _build_script()
+    build = tmp_path / "mypyc"
+    build.mkdir()
+    old = {"suffix": _compiled.SUFFIX, "modules": {}, "sources": {}}
+    (build / _compiled.MANIFEST).write_text(json.dumps(old))
+    monkeypatch.setattr(build_mypyc, "BUILD_DIR", build)
+    # What mypyc's setuptools step ends with on a machine without gcc.
+    failed = subprocess.CompletedProcess([], 1, "", "error: command 'gcc' failed: No such file or directory")
+    monkeypatch.setattr(build_mypyc.subprocess, "run", lambda *args, **kwargs: failed)
+    build_mypyc.build()  # returns: `make sync` and `make demo` go on
+    out = capsys.readouterr().out
+    assert "compiling failed" in out and "pure Python" in out and "command 'gcc' failed" in out
+    # The old build goes too: it would be stale, and warn in every process.
+    assert not build.exists() and not (tmp_path / "mypyc.tmp").exists()
+    assert _compiled.install(build) is None
