@@ -28,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
@@ -107,12 +108,9 @@ class Actors:
         """The label of the node that decided a stop ``recorder`` recorded at ``t_ns``: the last child of that
         name it started (a graph run naming its last node, which may share the run's name), else the
         instance of that name as :meth:`resolve` finds it (a node naming itself)."""
-        last: Instance | None = None  # children are in depth-first span order: take the latest start
-        for child in recorder.children[-RESOLVE_LOOKBACK:]:
-            if child.name != name or child.start_ns > t_ns:
-                continue
-            if last is None or child.start_ns > last.start_ns:
-                last = child
+        # Children are in depth-first span order, not start order.
+        named = [c for c in recorder.children[-RESOLVE_LOOKBACK:] if c.name == name and c.start_ns <= t_ns]
+        last = max(named, key=attrgetter("start_ns"), default=None)
         return last.label if last is not None else self.label_of(name, t_ns, started=True)
 
 
