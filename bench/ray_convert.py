@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -63,27 +64,88 @@ QUICK = Sizes(traces=20, spans_per_trace=50, files=2)
 FULL = Sizes(traces=10_000, spans_per_trace=100, files=20)
 
 
+#: The kinds of process a run's CPU seconds are summed by (``ProcessCpu``).
+KINDS = ("driver", "raylet", "gcs_server", "worker_startup", "worker_tasks", "worker_idle", "other")
+
+
+class ProcessCpu:
+    """CPU seconds by kind of process, from samples of the processes' CPU times and titles. A Ray worker
+    shows ``ray::<task>`` as its title while it runs a task and ``ray::IDLE`` between tasks, so that its CPU
+    splits into its start-up (before its first task: the interpreter, ``import ray``, registering), task time
+    (the task's function, its arguments' and results' (de)serialization, and the import of the task's module
+    on its first call) and idle time. A sample's CPU goes to the title seen at that sample (a task first seen
+    takes the CPU since the previous sample)."""
+
+    def __init__(self, driver: int) -> None:
+        self.driver = driver
+        self.seconds = dict.fromkeys(KINDS, 0.0)
+        self._last: dict[int, tuple[float, str]] = {}  # pid -> (CPU seconds, kind) at its last sample
+        self._tasks: dict[int, list[str]] = {}  # worker pid -> the tasks it ran, in order, once each
+
+    def start(self, pid: int, cpu_s: float) -> None:
+        """``pid`` was already running: count only its CPU from now on."""
+        self._last[pid] = (cpu_s, "")
+
+    def sample(self, pid: int, cpu_s: float, title: str) -> None:
+        kind = self._kind(pid, title)
+        before, _ = self._last.get(pid, (0.0, ""))  # a new process: all its CPU so far
+        self.seconds[kind] += cpu_s - before
+        self._last[pid] = (cpu_s, kind)
+
+    def _kind(self, pid: int, title: str) -> str:
+        if pid == self.driver:
+            return "driver"
+        program = title.split(" ", 1)[0]
+        if program.endswith("/raylet"):  # before workers: its command line names the worker command
+            return "raylet"
+        if program.endswith("/gcs_server"):
+            return "gcs_server"
+        if program in ("ray::DashboardAgent", "ray::RuntimeEnvAgent") or not (
+            program.startswith("ray::") or "default_worker.py" in title
+        ):
+            return "other"
+        tasks = self._tasks.setdefault(pid, [])
+        if program.startswith("ray::") and program != "ray::IDLE":
+            if program not in tasks:
+                tasks.append(program)
+            return "worker_tasks"
+        return "worker_idle" if tasks else "worker_startup"
+
+    def workers(self) -> dict[str, Any]:
+        """How many worker processes ran, and which tasks each ran (the same process reused across stages)."""
+        return {"count": len(self._tasks), "tasks": sorted(" ".join(t) for t in self._tasks.values())}
+
+
 def run_measured(
     cmd: list[str], env: dict[str, str] | None = None, also: psutil.Process | None = None
-) -> tuple[float, float, float, str]:
+) -> tuple[float, float, ProcessCpu, str]:
     """Run ``cmd``; return its wall seconds, the peak summed RSS (MiB) and the CPU seconds of its process tree
-    (and of ``also``'s tree, during the run), and its stderr. CPU seconds are sampled every 0.2 s: a process's
-    last 0.2 s before it ends can be missed."""
+    (and of ``also``'s tree, during the run) by kind of process, and its stderr. CPU seconds are sampled every
+    0.1 s (the command's own from its rusage at its end): a process's last 0.1 s before it ends can be
+    missed."""
     peak = [0.0]
-    cpu: dict[int, float] = {}  # pid -> CPU seconds while the command ran (user + system)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cpu = ProcessCpu(proc.pid)
+    for p in _tree(also) if also else []:
+        try:
+            cpu.start(p.pid, _cpu_s(p))
+        except psutil.Error:
+            continue
     done = threading.Event()
-    baseline = {p.pid: _cpu_s(p) for p in _tree(also)} if also else {}
+    children = [False]  # whether the command ever had processes of its own (its own Ray cluster)
 
     def sample() -> None:
-        roots = [psutil.Process(proc.pid), *([also] if also else [])]
-        while not done.wait(0.2):
+        command = psutil.Process(proc.pid)
+        while not done.wait(0.1):
             total = 0
-            for p in [p for root in roots for p in _tree(root)]:
+            mine = _tree(command)
+            children[0] = children[0] or len(mine) > 1
+            for p in [*mine, *(_tree(also) if also else [])]:
                 try:
                     total += p.memory_info().rss
-                    cpu[p.pid] = _cpu_s(p) - baseline.get(p.pid, 0.0)
+                    cpu.sample(p.pid, _cpu_s(p), " ".join(p.cmdline()))
                 except psutil.Error:
                     continue  # it ended between listing and reading
             peak[0] = max(peak[0], total / 2**20)
@@ -96,7 +158,12 @@ def run_measured(
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {stderr.decode()[-2000:]}")
-    return seconds, peak[0], sum(cpu.values()), stderr.decode(errors="replace")
+    if not children[0]:
+        # The command's whole CPU, its last moments included (a command with processes of its own: they are
+        # in its rusage too, and sampled already).
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.sample(proc.pid, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, "")
+    return seconds, peak[0], cpu, stderr.decode(errors="replace")
 
 
 def _tree(root: psutil.Process) -> list[psutil.Process]:
@@ -245,6 +312,22 @@ def estimate(costs: dict[str, float], ray_cpu_s: float, local_cpu_s: float, core
     }
 
 
+def overhead_by_process(costs: dict[str, float], by_process: dict[str, float]) -> dict[str, float]:
+    """The running-cluster run's overhead (``estimate``) by kind of process: the driver's CPU beyond its
+    stages (keys, writing), the workers' task CPU beyond the parallel stages (serialization, the object store,
+    the task module's import, and the stages' own variation between runs), and the rest as measured."""
+    parallel = costs["scan_cpu_s"] + costs["split_cpu_s"] + costs["convert_cpu_s"]
+    return {
+        "driver": by_process["driver"] - (costs["keys_cpu_s"] + costs["write_cpu_s"]),
+        "worker_startup": by_process["worker_startup"],
+        "worker_tasks": by_process["worker_tasks"] - parallel,
+        "worker_idle": by_process["worker_idle"],
+        "raylet": by_process["raylet"],
+        "gcs_server": by_process["gcs_server"],
+        "other": by_process["other"],
+    }
+
+
 def digest(out: Path, prefix: str) -> tuple[int, str]:
     """Line count and SHA-256 of the sorted canonical JSON lines of ``{prefix}*.jsonl`` in ``out``."""
     lines = sorted(
@@ -273,9 +356,10 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         dump_mb = sum(p.stat().st_size for p in (tmp / "dumps").iterdir()) / 2**20
 
         def convert(name: str, *args: str, also: psutil.Process | None = None) -> dict[str, Any]:
-            seconds, peak_mb, cpu_s, _ = run_measured(
+            seconds, peak_mb, cpu, _ = run_measured(
                 [cli, "convert", dumps, "--out", str(tmp / name), *args], env=env, also=also
             )
+            cpu_s = sum(cpu.seconds.values())
             traces, turns = digest(tmp / name, "traces-"), digest(tmp / name, "turns-")
             return {
                 "seconds": seconds,
@@ -285,6 +369,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
                 "cores_used": cpu_s / seconds,
                 "spans_per_s": sizes.traces * sizes.spans_per_trace / seconds,
                 "peak_rss_mb": peak_mb,
+                "cpu_by_process": cpu.seconds,
+                "workers": cpu.workers(),
                 "traces": traces[0],
                 "turns": turns[0],
                 "digest": (traces, turns),
@@ -342,6 +428,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "cores_used": on_cluster["cores_used"],
             "traces": on_cluster["traces"],
             "turns": on_cluster["turns"],
+            "cpu_by_process": on_cluster["cpu_by_process"],
+            "workers": on_cluster["workers"],
             "cluster_cpus": cpus,
             "cluster_start_s": cluster_start_s,
         },
@@ -350,6 +438,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "stage_costs": costs,
         "estimate": estimate(costs, on_cluster["cpu_s"],
                              statistics.median([local_first["cpu_s"], local_last["cpu_s"]]), cpus),
+        "overhead_by_process": overhead_by_process(costs, on_cluster["cpu_by_process"]),
         "same_output": same_output,
         "traces_sha256": traces_sha,
         "turns_sha256": turns_sha,

@@ -375,6 +375,29 @@ def _ray_estimate(r: dict[str, Any]) -> list[str]:
         f"{e['seconds_optimistic']:.1f} to {e['seconds_pessimistic']:.1f} s, a speedup of "
         f"{e['speedup_optimistic']:.1f}× to {e['speedup_pessimistic']:.1f}× over the local engine.",
         "",
+        *_ray_overhead(r),
+    ]
+
+
+def _ray_overhead(r: dict[str, Any]) -> list[str]:
+    if "overhead_by_process" not in r:
+        return []
+    o, workers = r["overhead_by_process"], r["ray_running_cluster"]["workers"]
+    names = {
+        "driver": "driver, beyond keys and writing (interpreter, imports, `ray.init`, fetching results)",
+        "worker_startup": "workers' start-up, before their first task (interpreter, `import ray`)",
+        "worker_tasks": "workers' tasks beyond the stages (module import, (de)serialization, object store)",
+        "worker_idle": "workers between and after tasks",
+        "raylet": "raylet",
+        "gcs_server": "gcs_server",
+        "other": "other cluster processes (log monitor, agents, `ray start`)",
+    }
+    return [
+        f"The overhead by process (CPU seconds; {workers['count']} worker processes; the tasks seen in their "
+        "titles, per worker: "
+        f"{'; '.join(sorted(set(workers['tasks'])))}):",
+        "",
+        *_table(["process", "CPU s"], [[names[k], f"{v:.1f}"] for k, v in o.items()]),
     ]
 
 

@@ -130,6 +130,9 @@ def test_ray_engine_matches_local(quick_results: tuple[Path, dict[str, Any]]) ->
     assert all(r["stage_costs"][k] > 0 for k in ("scan_cpu_s", "convert_cpu_s"))
     estimate = r["estimate"]
     assert 0 < estimate["speedup_pessimistic"] <= estimate["speedup_optimistic"]
+    # The overhead's breakdown by process adds up to it; the workers were seen.
+    assert sum(r["overhead_by_process"].values()) == pytest.approx(estimate["overhead_cpu_s"], abs=0.05)
+    assert r["ray_running_cluster"]["workers"]["count"] >= 1
 
 
 def test_markdown_report(quick_results: tuple[Path, dict[str, Any]]) -> None:
