@@ -13,9 +13,11 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet uv
 
+# Bytecode compiled at install: where PYTHONDONTWRITEBYTECODE is set (as on the bench machine) every interpreter
+# would otherwise recompile what it imports, each time (`import ray` 1.5 -> 0.7 CPU s; a Ray run starts three).
 .venv/.synced: $(UV) uv.lock pyproject.toml semconv/pyproject.toml sdk/pyproject.toml \
 		integrations/langgraph/pyproject.toml integrations/openai-agents/pyproject.toml collector/pyproject.toml
-	$(UV) sync --frozen --all-packages
+	$(UV) sync --frozen --all-packages --compile-bytecode
 	@touch $@
 
 # The hot conversion modules compiled with mypyc, outside the source tree (collector/build_mypyc.py): rerun when
