@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -398,7 +399,7 @@ def _stages(traces: int, spans_per_trace: int, tmp: Path) -> dict[str, Callable[
     by_trace: dict[str, list[Any]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
-    runs = iter(range(1_000_000))
+    runs = itertools.count()  # each run writes a directory of its own
 
     def local_engine() -> None:
         writer = TraceDirWriter(tmp / f"local-{next(runs)}")
