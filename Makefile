@@ -26,7 +26,7 @@ MYPYC_STAMP := collector/build/mypyc/.stamp
 $(MYPYC_STAMP): .venv/.synced collector/build_mypyc.py $(wildcard collector/src/orchestrace_collector/*.py \
 		collector/src/orchestrace_collector/convert/*.py semconv/src/orchestrace_semconv/*.py)
 	$(RUN) python collector/build_mypyc.py
-	@touch $@
+	@mkdir -p $(dir $@) && touch $@  # also after a failed compile (removed build): that one runs pure Python
 
 sync: .venv/.synced $(MYPYC_STAMP)
 

@@ -172,3 +172,15 @@ def test_a_failed_compile_leaves_pure_python_and_says_why(
     # The old build goes too: it would be stale, and warn in every process.
     assert not build.exists() and not (tmp_path / "mypyc.tmp").exists()
     assert _compiled.install(build) is None
+
+
+def test_make_goes_on_when_the_compile_left_no_build(tmp_path: Path) -> None:
+    """The Makefile's step after the build script: a failed compile removed the build directory, and
+    `make sync` (so `make demo`) must still succeed. The script is stood in for by `true`."""
+    stamp = tmp_path / "mypyc" / ".stamp"
+    done = subprocess.run(
+        ["make", "--no-print-directory", str(stamp), f"MYPYC_STAMP={stamp}", "RUN=true"],
+        cwd=_compiled.REPO, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert stamp.exists()

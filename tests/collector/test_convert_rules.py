@@ -1119,6 +1119,61 @@ def test_parallel_calls_of_one_model_call_give_the_same_edges_however_their_thre
     } <= serial
 
 
+def _fan_out_trace(first: str, second: str, late_start: float, second_step: int = 2) -> dict[str, Any]:
+    """A lead's model call, then two fan-outs: x and y (x starts first), then ``first`` and ``second`` (the
+    latter starting at ``late_start``: while the former runs, or after it returned), then a model call."""
+    s = Spans()
+    lead = s.agent("lead", 0, 20)
+    s.chat(0.2, 0.5, lead, tokens=(10, 5))
+    message = event(sc.EVENT_MESSAGE, 3, **{sc.ORCH_TO: "lead", sc.ORCH_CONTENT_REF: "sha256:m"})
+    s.agent("x", 1, 4, lead, events=[message])
+    s.agent("y", 1.5, 4.5, lead)
+    s.agent(first, 5, 6, lead, **{sc.LANGGRAPH_STEP: 2})
+    s.agent(second, late_start, late_start + 1, lead, **{sc.LANGGRAPH_STEP: second_step})
+    s.chat(10, 11, lead, tokens=(3, 4))
+    return checked(convert_episode(s.spans))
+
+
+def _named_edges(w: dict[str, Any]) -> set[tuple[str, str, str]]:
+    name = {e["id"]: f"{e['type']}:{e['agent']}>{e.get('to')}" for e in w["events"]}
+    return {(name[e["src"]], name[e["dst"]], e["type"]) for e in w["edges"]}
+
+
+@pytest.mark.parametrize("late_start", [5.5, 6.5])  # overlapping, or the same LangGraph step run one by one
+def test_agents_started_at_once_give_the_same_trace_whichever_started_first(late_start: float) -> None:
+    c_first = _fan_out_trace("c", "d", late_start)
+    d_first = _fan_out_trace("d", "c", late_start)
+    order = [(e["type"], e.get("to")) for e in c_first["events"]]
+    assert order != [(e["type"], e.get("to")) for e in d_first["events"]]  # the events are in time order ...
+    edges = _named_edges(c_first)
+    assert edges == _named_edges(d_first)  # ... but no edge follows the race inside a fan-out
+    assert not {edge for edge in edges if {edge[0], edge[1]} <= {"spawn:lead>c", "spawn:lead>d",
+                                                                   "orchestrator_decision:lead>c",
+                                                                   "orchestrator_decision:lead>d"}
+                and edge[2] == "temporal"}
+    # each child of the first fan-out returns (and a message arrives) into each start of the second, ...
+    for start in ("c", "d"):
+        for child in ("x", "y"):
+            assert (f"return:{child}>lead", f"orchestrator_decision:lead>{start}", "return") in edges
+        assert ("message:x>lead", f"orchestrator_decision:lead>{start}", "message") in edges
+    # ... whose starts each follow the first fan-out's starts and lead to the lead's return (a join)
+    for start in ("c", "d"):
+        assert ("spawn:lead>x", f"orchestrator_decision:lead>{start}", "temporal") in edges
+        assert (f"spawn:lead>{start}", "return:lead>None", "temporal") in edges
+    assert ("spawn:lead>x", "orchestrator_decision:lead>y", "temporal") not in edges
+    # the first model call's tokens count on the first start by target, not on the first to start
+    for w in (c_first, d_first):
+        holders = {(e["type"], e.get("to")): e["tokens"] for e in w["events"] if e.get("tokens")}
+        assert holders == {("orchestrator_decision", "x"): 15, ("return", None): 7}
+
+
+def test_agents_started_one_after_another_are_no_fan_out() -> None:
+    edges = _named_edges(_fan_out_trace("c", "d", 7, second_step=3))  # d starts after c returned
+    assert ("spawn:lead>c", "orchestrator_decision:lead>d", "temporal") in edges
+    assert ("return:c>lead", "orchestrator_decision:lead>d", "return") in edges
+    assert ("spawn:lead>x", "orchestrator_decision:lead>d", "temporal") not in edges
+
+
 def test_without_model_calls_only_overlapping_calls_are_a_batch() -> None:
     s = Spans()
     lead = s.agent("lead", 0, 10)

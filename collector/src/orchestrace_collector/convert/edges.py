@@ -43,8 +43,9 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
     """Every edge once, sorted by source then destination. The typed rules below never produce the same edge
     twice; a temporal edge is left out where a typed edge already links the same two events.
 
-    Within a batch (``batches.py``) no edge follows the race between threads: every call depends on the
-    event before the batch (a fork), and every result leads to the event after it (a join)."""
+    Within a batch or a fan-out (``batches.py``) no edge follows the race between threads: every call or
+    start follows the event before it (a fork), every result or start leads to the event after it (a join),
+    and a return or a message into it leads to each of its calls or starts."""
     edges: list[EdgeRec] = []
     add = edges.append
     timelines = _Timelines()
@@ -69,14 +70,16 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
                 _safety_flow(ev, batches.after.get(ev.index), add)
         elif kind == "return":
             parent = ev.owner.parent
-            nxt = timelines.next_after(parent, ev) if parent is not None else None
+            nxt = timelines.next_after(parent, batches.returns_after(ev)) if parent is not None else None
             if nxt is not None:
-                add((ev.index, nxt.index, "return"))
+                for dst in batches.fork(nxt, ev):
+                    add((ev.index, dst.index, "return"))
         elif kind == "message":
             if ev.recipient is not None:
                 nxt = timelines.next_after(ev.recipient, ev)
                 if nxt is not None:
-                    add((ev.index, nxt.index, "message"))
+                    for dst in batches.fork(nxt, ev):
+                        add((ev.index, dst.index, "message"))
         elif kind == "safety_event" and ev.source is not None:
             origin = events_set.tool_calls.get(ev.source) or events_set.closing.get(ev.source)
             if origin is not None and origin.index < ev.index:
@@ -96,6 +99,10 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
     for ends, nxt in batches.joins:
         for ev in ends:
             temporal(ev, nxt)
+    for follows, starts in batches.forks:
+        for ev in follows:
+            for start in starts:
+                temporal(ev, start)
     edges.sort()
     return edges
 

@@ -2,7 +2,7 @@
 
 A turn links the events of its instance's timeline from the turn's start up to the start of the instance's
 next turn; its tokens are added to the first event it links (the event's ``tokens`` field; of the tool calls
-it asked for at once, the first by tool and input).
+it asked for at once or the agents it started at once, the first by tool or target and input).
 
 Prompts stored once: a model call that names an earlier call of its trace (``orchestrace.content.prefix_*``)
 exported only the messages that call did not; its full prompt is rebuilt as
@@ -163,12 +163,13 @@ def _rebuild_prompts(turns: list[TurnRec]) -> None:
 
 
 def _first_event(events: list[Ev], batches: Batches) -> Ev:
-    """The event a call's tokens count on: its first, but of the tool calls it asked for at once (which thread
-    started first is a race) the first by tool and input, so that two runs of one program agree."""
+    """The event a call's tokens count on: its first, but of the tool calls it asked for at once or the agents
+    it started at once (which thread started first is a race) the first by tool or target and input, so that
+    two runs of one program agree."""
     calls = batches.calls.get(events[0].index)
     if calls is None or len(calls) < 2:
         return events[0]
-    return min(calls, key=lambda ev: (ev.tool or "", ev.content_ref or ""))
+    return min(calls, key=lambda ev: (ev.tool or ev.to or "", ev.content_ref or ""))
 
 
 def _link(turns: list[TurnRec], batches: Batches) -> None:
