@@ -4,6 +4,7 @@ subgraphs and agent nodes, Command.PARENT handoffs (langgraph-supervisor, langgr
 from __future__ import annotations
 
 import operator
+import time
 import warnings
 from typing import Annotated, Any, TypedDict
 
@@ -157,6 +158,31 @@ def test_a_run_ending_without_a_next_node_is_a_stop_by_its_last_node(spans: Span
     stop = {sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "review"}
     assert spans.events(spans.one("invoke_workflow pipeline"), sc.EVENT_STOP) == [stop]
     assert all(spans.events(s, sc.EVENT_STOP) == [] for s in spans.named("draft") + spans.named("review"))
+
+
+@pytest.mark.parametrize("slower", ["check", "audit"])
+def test_a_run_ending_after_parallel_nodes_names_the_same_one_whichever_finished_last(
+    spans: Spans, slower: str
+) -> None:
+    def step(name: str) -> Any:
+        def run(state: RouteState) -> dict[str, Any]:
+            if name == slower:
+                time.sleep(0.05)  # the other one of the step finishes first
+            return {"steps": [name]}
+
+        return run
+
+    g = StateGraph(RouteState)
+    for name in ("draft", "check", "audit"):
+        g.add_node(name, step(name))
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "check")  # check and audit run in one step, in parallel; neither has a next node
+    g.add_edge("draft", "audit")
+    g.compile(name="pipeline").invoke({"steps": []})
+    ends = {name: spans.one(name).end_time or 0 for name in ("check", "audit")}
+    assert max(ends, key=ends.__getitem__) == slower
+    stop = {sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "audit"}  # the first of the step by name
+    assert spans.events(spans.one("invoke_workflow pipeline"), sc.EVENT_STOP) == [stop]
 
 
 def inner_graph() -> Any:

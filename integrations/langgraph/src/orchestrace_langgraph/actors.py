@@ -90,8 +90,9 @@ class Run(Actor):
     thread_id: str | None = None
     #: The run this one is nested in (a subgraph's parent run), ``None`` for a top-level run.
     parent: Run | None = None
-    #: Last node of this run's own graph that completed: the one whose completion ended the run.
-    last_node: str | None = None
+    #: The nodes of this run's own graph that completed in its latest step (the run ended after them).
+    _last_step: object = None
+    _last_nodes: set[str] = field(default_factory=set)
     #: A node routed to END explicitly (that route is the stop decision already).
     routed_to_end: bool = False
     #: A node asked a human (``interrupt()``): the run pauses, it does not stop.
@@ -107,6 +108,21 @@ class Run(Actor):
         while run.parent is not None:
             run = run.parent
         return run
+
+    def node_completed(self, name: str, step: object) -> None:
+        """A node of this run's graph completed in ``step`` (``langgraph_step``; ``None`` if unknown)."""
+        with self._lock:
+            if step is None or step != self._last_step:
+                self._last_step = step
+                self._last_nodes = set()
+            self._last_nodes.add(name)
+
+    @property
+    def last_node(self) -> str | None:
+        """The node whose completion ended the run; when its last step ran several, the first by name (which
+        finished last was a race between threads: two runs of one program must name the same node)."""
+        with self._lock:
+            return min(self._last_nodes, default=None)
 
     def first_wiring(self, step: object, target: str) -> bool:
         """Whether the fixed route to ``target`` in ``step`` is not recorded yet (then it is, from now)."""

@@ -188,7 +188,7 @@ class NodeTracer:
                 return
             ref = content_ref(result)
             if started.run is not None:
-                started.run.last_node = read.name
+                started.run.node_completed(read.name, read.metadata.get("langgraph_step"))
                 if read.pushed and not started.tool_node:
                     channels = compat.channels_written(started.task)
                     started.run.add_send_result(SendResult(node.span.get_span_context(), channels))
