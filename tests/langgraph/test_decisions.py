@@ -3,7 +3,9 @@ spawn it led to; stable names plus activations; tool nodes are not agents; in ev
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+import time
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from episodes import MODES, check_causality, convert, decisions, of_type, run_graph
@@ -144,3 +146,46 @@ def test_a_stop_names_the_activation_that_ran_not_a_later_one(spans: Spans) -> N
     written, _ = convert(spans.all)  # both runs as one episode: the runs are one instance, probe runs twice
     stops = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
     assert [s["from"] for s in stops] == ["probe#1", "probe#2"]
+
+
+class SeenState(TypedDict):
+    seen: Annotated[list[str], operator.add]
+
+
+def _diamond(slower: str) -> Any:
+    """START -> split -> left and right (one step, in parallel; ``slower`` finishes last) -> join."""
+
+    def node(name: str) -> Any:
+        def run(state: SeenState) -> dict[str, Any]:
+            if name == slower:
+                time.sleep(0.05)
+            return {"seen": [name]}
+
+        return run
+
+    g = StateGraph(SeenState)
+    for name in ("split", "left", "right", "join"):
+        g.add_node(name, node(name))
+    g.add_edge(START, "split")
+    g.add_edge("split", "left")
+    g.add_edge("split", "right")
+    g.add_edge("left", "join")
+    g.add_edge("right", "join")
+    return g.compile(name="diamond")
+
+
+@pytest.mark.parametrize("slower", ["left", "right"])
+def test_a_fixed_route_comes_after_every_return_of_the_step_that_took_it(spans: Spans, slower: str) -> None:
+    _diamond(slower).invoke({"seen": []})
+    written, _ = convert(spans.all)
+    events = written["events"]
+    returns = [e for e in events if e["type"] == "return" and e["agent"] in ("left", "right")]
+    assert returns[-1]["agent"] == slower
+    (to_join,) = [e for e in events if e.get("decision") == "delegate" and e.get("to") == "join"]
+    # LangGraph follows the route once the step has ended: after both returns, whichever took it first
+    assert int(to_join["id"][1:]) > max(int(e["id"][1:]) for e in returns)
+    check_causality(written)
+    by_id = {e["id"]: e for e in events}
+    led_to_join = {by_id[x["src"]]["agent"] for x in written["edges"]
+                   if x["dst"] == to_join["id"] and x["type"] == "return"}
+    assert led_to_join == {"left", "right"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +99,9 @@ class Run(Actor):
     interrupted: bool = False
     #: The graph's fixed edges (its wiring): source node -> the nodes it always leads to.
     edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes recorded
+    _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes taken
+    #: Fixed routes taken by completed nodes and not recorded yet: (step, target).
+    _wiring: list[tuple[object, str]] = field(default_factory=list)
     _sends: list[SendResult] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,13 +126,26 @@ class Run(Actor):
         with self._lock:
             return min(self._last_nodes, default=None)
 
-    def first_wiring(self, step: object, target: str) -> bool:
-        """Whether the fixed route to ``target`` in ``step`` is not recorded yet (then it is, from now)."""
+    def add_wiring(self, step: object, targets: Iterable[str]) -> None:
+        """A node that completed in ``step`` takes the fixed routes to ``targets`` (each once per step)."""
         with self._lock:
-            if (step, target) in self._wired:
-                return False
-            self._wired.add((step, target))
-            return True
+            for target in targets:
+                if (step, target) not in self._wired:
+                    self._wired.add((step, target))
+                    self._wiring.append((step, target))
+
+    def take_wiring(self, before: object = None) -> list[str]:
+        """The targets of the fixed routes taken in steps before ``before`` (all of them when it is not a
+        step number) not recorded yet, by name: which node of a step completed first was a race."""
+        if not self._wiring:  # most node starts: no lock
+            return []
+        with self._lock:
+            def due(step: object) -> bool:
+                return not isinstance(before, int) or not isinstance(step, int) or step < before
+
+            taken = [target for step, target in self._wiring if due(step)]
+            self._wiring = [(step, target) for step, target in self._wiring if not due(step)]
+        return sorted(taken)
 
     def add_send_result(self, result: SendResult) -> None:
         with self._lock:

@@ -135,6 +135,8 @@ class NodeTracer:
         step = read.metadata.get("langgraph_step")
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
+        if run is not None:
+            routing.flush_wiring(run, step)  # the routes that led here, before this node's span starts
         links: list[Link] = []
         if run is not None and not read.pushed:
             links = [Link(done, _LINK_AGGREGATE) for done in run.take_aggregate_inputs(triggers)]

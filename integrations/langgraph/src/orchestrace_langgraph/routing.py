@@ -72,13 +72,20 @@ def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
 
 
 def record_wiring(run: Run, source: str, step: object) -> None:
-    """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes."""
+    """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes,
+    recorded by :func:`flush_wiring`."""
     targets = run.edges.get(source)
-    if not targets:
-        return
-    for target in targets:
-        if target != END and run.first_wiring(step, target):
-            run.events.decide(sc.DECISION_DELEGATE, target=target, reason=REASON_EDGE)
+    if targets:
+        run.add_wiring(step, [target for target in targets if target != END])
+
+
+@failsafe(None)
+def flush_wiring(run: Run, step: object = None) -> None:
+    """Record the fixed routes taken before ``step`` (every one when ``None``): when the step they lead to
+    begins, or the run ends. LangGraph follows them once the step that took them has ended, so they come
+    after every return of that step, whichever node took them first."""
+    for target in run.take_wiring(step):
+        run.events.decide(sc.DECISION_DELEGATE, target=target, reason=REASON_EDGE)
 
 
 def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
@@ -99,7 +106,9 @@ def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
 
 @failsafe(None)
 def record_run_end(run: Run) -> None:
-    """A top-level run that finished: its stop, unless a route to END said it or a human was asked."""
+    """A run that finished: the fixed routes its last nodes took, and for a top-level run its stop, unless a
+    route to END said it or a human was asked."""
+    flush_wiring(run)
     if run.parent is None and not run.routed_to_end and not run.interrupted and run.last_node is not None:
         run.events.stop(REASON_NO_NEXT_NODE, sender=run.last_node)
 

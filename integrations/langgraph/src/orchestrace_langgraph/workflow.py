@@ -80,6 +80,7 @@ class WorkflowTracer:
         finally:
             token = invocation.resume()
             try:
+                routing.flush_wiring(run)  # a run that failed or was abandoned: the routes taken so far
                 close = getattr(inner, "close", None)
                 if close is not None:
                     close()
@@ -114,6 +115,7 @@ class WorkflowTracer:
         finally:
             token = invocation.resume()
             try:
+                routing.flush_wiring(run)  # a run that failed or was abandoned: the routes taken so far
                 aclose = getattr(inner, "aclose", None)
                 if aclose is not None:
                     await aclose()
