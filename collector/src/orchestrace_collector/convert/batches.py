@@ -10,7 +10,7 @@ fan-out). Found once for the edges and the turns.
 
 Within a batch or a fan-out the order is a race between threads, so no rule may depend on it: the edges fork
 before it and join after it (``edges.py``), an event that comes next after a return or a message is every
-start of it (``Batches.fork``), a child started in a fan-out returns into what follows the whole fan-out
+start of it, a child started in a fan-out returns into what follows the whole fan-out
 (``Batches.returns_after``), and a model call's tokens count on the first of its calls or starts by tool
 or target and input (``turns.py``). Two runs of one program then give the same trace however the race went.
 
@@ -51,12 +51,6 @@ class Batches:
         for inst in actors.instances:
             self._split(inst)
 
-    def fork(self, nxt: Ev, after: Ev) -> list[Ev]:
-        """``nxt``, the event of a timeline that comes next after ``after``; every call or start of its batch
-        or fan-out that comes after ``after`` when it opens one (which of them came first was a race)."""
-        calls = self.calls.get(nxt.index)
-        return [nxt] if calls is None else [ev for ev in calls if ev.index > after.index]
-
     def returns_after(self, ret: Ev) -> Ev:
         """Where the parent's next event after a child's return ``ret`` is looked for: after the return, but
         after the whole fan-out the child was started in (its siblings' starts did not wait for it)."""
@@ -71,7 +65,7 @@ class Batches:
             kind = timeline[i].type
             if kind == "tool_call":
                 i = self._batch(inst, i, ends_at)
-            elif kind in ("spawn", "orchestrator_decision") and _start(timeline, i) is not None:
+            elif kind == "spawn" or kind == "orchestrator_decision":
                 i = self._fan_out(inst, i, ends_at)
             else:
                 i += 1
@@ -117,29 +111,29 @@ class Batches:
         return j
 
     def _fan_out(self, inst: Instance, i: int, ends_at: dict[int, list[Ev]]) -> int:
-        """The starts at ``timeline[i]`` and after it that form a fan-out; returns the position after them."""
+        """The starts at ``timeline[i]`` and after it that form a fan-out (if any); returns the position after
+        them."""
         timeline = inst.timeline
+        found = _start(timeline, i)
+        if found is None:
+            return i + 1
+        units, first = [found[0]], found[1]
+        j = i + len(found[0])
         turns = inst.turn_starts
-        turn = bisect_right(turns, timeline[i].t_ns)
-        units: list[list[Ev]] = []
-        step: object = None
-        running_until = 0  # the latest end of the children started so far
-        j = i
+        turn = bisect_right(turns, timeline[i].t_ns) if turns else 0
+        running_until = first.end_ns  # the latest end of the children started so far
         while j < len(timeline) and (not turns or bisect_right(turns, timeline[j].t_ns) == turn):
             found = _start(timeline, j)
             if found is None:
                 break
             events, child = found
-            child_step = child.node.span.attributes.get(sc.LANGGRAPH_STEP) if child.node is not None else None
-            if units and child.start_ns >= running_until and (child_step is None or child_step != step):
+            if child.start_ns >= running_until and not _same_step(child, first):
                 break
-            if not units:
-                step = child_step
             units.append(events)
             running_until = max(running_until, child.end_ns)
             j += len(events)
         if len(units) < 2:
-            return i + len(units[0]) if units else i + 1
+            return j
         heads = [unit[0] for unit in units]
         self.calls[heads[0].index] = heads
         for unit in units:
@@ -156,6 +150,14 @@ class Batches:
         ends_at[timeline[j - 1].index] = ends
         if j < len(timeline):
             self.joins.append((ends, timeline[j]))
+
+
+def _same_step(a: Instance, b: Instance) -> bool:
+    """Whether two instances are LangGraph nodes of one step (``langgraph.step``)."""
+    if a.node is None or b.node is None:
+        return False
+    step = a.node.span.attributes.get(sc.LANGGRAPH_STEP)
+    return step is not None and step == b.node.span.attributes.get(sc.LANGGRAPH_STEP)
 
 
 def _start(timeline: list[Ev], i: int) -> tuple[list[Ev], Instance] | None:

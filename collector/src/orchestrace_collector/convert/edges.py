@@ -72,14 +72,12 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
             parent = ev.owner.parent
             nxt = timelines.next_after(parent, batches.returns_after(ev)) if parent is not None else None
             if nxt is not None:
-                for dst in batches.fork(nxt, ev):
-                    add((ev.index, dst.index, "return"))
+                _into(ev, nxt, batches, "return", add)
         elif kind == "message":
             if ev.recipient is not None:
                 nxt = timelines.next_after(ev.recipient, ev)
                 if nxt is not None:
-                    for dst in batches.fork(nxt, ev):
-                        add((ev.index, dst.index, "message"))
+                    _into(ev, nxt, batches, "message", add)
         elif kind == "safety_event" and ev.source is not None:
             origin = events_set.tool_calls.get(ev.source) or events_set.closing.get(ev.source)
             if origin is not None and origin.index < ev.index:
@@ -105,6 +103,18 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
                 temporal(ev, start)
     edges.sort()
     return edges
+
+
+def _into(src: Ev, nxt: Ev, batches: Batches, kind: str, add: _Add) -> None:
+    """``src`` -> ``nxt``, the next event of a timeline after it; when ``nxt`` opens a batch or a fan-out,
+    -> each of its calls or starts after ``src`` (which of them came first was a race)."""
+    calls = batches.calls.get(nxt.index)
+    if calls is None:
+        add((src.index, nxt.index, kind))
+        return
+    for dst in calls:
+        if dst.index > src.index:
+            add((src.index, dst.index, kind))
 
 
 def _safety_flow(result: Ev, after_batch: Ev | None, add: _Add) -> None:
