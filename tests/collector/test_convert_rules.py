@@ -46,6 +46,22 @@ def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
     assert w["topology"] == "centralized"
 
 
+@pytest.mark.parametrize("b_first", [False, True])
+def test_a_fan_outs_payload_goes_to_the_worker_that_took_it_whichever_started_first(b_first: bool) -> None:
+    s = Spans()
+    sends = [event(sc.EVENT_SPAWN, 1, **{sc.ORCH_TARGET_AGENT: "work", sc.ORCH_CONTENT_REF: f"sha256:{x}"})
+             for x in "ab"]
+    run = s.workflow("run", 0, 4)
+    s.agent("plan", 0.5, 1, run, events=sends)  # sends a then b; the workers are the run's, as in LangGraph
+    starts = {"a": 2.2 if b_first else 2.1, "b": 2.1 if b_first else 2.2}
+    for x in "ab":
+        s.agent("work", starts[x], 3, run, **{sc.ORCH_INPUT_REF: f"sha256:{x}"})
+    w = checked(convert_episode(s.spans))
+    label = {e["t_start"]: e["from"] for e in by_type(w, "return") if e["agent"] == "work"}
+    given = {e["content_ref"]: e["to"] for e in by_type(w, "spawn") if "content_ref" in e}
+    assert given == {f"sha256:{x}": label[starts[x]] for x in "ab"}
+
+
 def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end() -> None:
     s = Spans()
     target = {sc.ORCH_TARGET_AGENT: "helper", sc.ORCH_TARGET_ROLE: "scout"}

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
+from orchestrace.instrumentation import content_ref
 from orchestrace_langgraph import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY
 from span_checks import Spans
 
@@ -79,6 +80,8 @@ async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: 
     assert len({s[sc.ORCH_CONTENT_REF] for s in spawns}) == 3  # one per packet
     works = spans.named("work")
     assert len(works) == 3
+    # each worker's input is its packet: the collector gives each spawn to the worker that took its packet
+    assert {w.attributes[sc.ORCH_INPUT_REF] for w in works} == {s[sc.ORCH_CONTENT_REF] for s in spawns}
     assert len({w.attributes[sc.LANGGRAPH_TASK_ID] for w in works}) == 3  # parallel tasks are distinct
     assert len({w.attributes[sc.LANGGRAPH_CHECKPOINT_NS] for w in works}) == 3
     reduce = spans.one("reduce")
@@ -87,6 +90,17 @@ async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: 
     assert linked == {w.context.span_id for w in works}
     assert reduce.attributes[sc.ORCH_OPERATION] == sc.OPERATION_NODE
     assert_no_errors(spans)
+
+
+def test_each_send_is_the_spawn_of_the_worker_that_took_its_packet(spans: Spans) -> None:
+    map_reduce().invoke({"items": [], "results": []})
+    written, _ = convert(spans.all)
+    returned = {e["from"]: e.get("content_ref") for e in written["events"] if e["type"] == "return"}
+    spawned = {e["content_ref"]: e["to"] for e in written["events"]
+               if e["type"] == "spawn" and e["to"].startswith("work")}
+    for item in "xyz":
+        packet = content_ref({"items": [item], "results": []})
+        assert returned[spawned[packet]] == content_ref({"results": [item.upper()]})
 
 
 def test_send_from_start_is_recorded_on_the_workflow(spans: Spans) -> None:
@@ -485,6 +499,6 @@ def test_internal_errors_are_swallowed(spans: Spans, monkeypatch: pytest.MonkeyP
         assert out["results"][-1] == "X+Y+Z"
     assert spans.named("invoke_workflow mapreduce") == []  # the run's span could not start: the run went on
     assert len(spans.named("work")) == 6  # node spans still ended
-    # logged once per place (run start, node end), not once per node execution
+    # logged once per place (run start, a Send's payload at its node's start, node end), not once per node
     logged = [r for r in caplog.records if r.name == "orchestrace" and "KeyError" in str(r.exc_info)]
-    assert len(logged) == 2
+    assert len(logged) == 3

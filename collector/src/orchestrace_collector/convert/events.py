@@ -87,6 +87,10 @@ class Ev:
         return self.key[0]
 
 
+#: How many unmatched explicit spawns of a name are searched for one whose content is an instance's input.
+MATCH_LOOKAHEAD = 64
+
+
 @dataclass(slots=True)
 class _Spawn:
     """An explicit spawn/delegate (span event or ``create_agent`` span) waiting to be matched to an actor."""
@@ -491,7 +495,8 @@ def _match(
     inst: Instance,
 ) -> _Spawn | None:
     """The earliest unmatched explicit spawn of this name before the instance started (target id
-    permitting)."""
+    permitting); of those, the first whose content is the instance's input when one is (the payloads of a
+    fan-out are sent in program order, their workers start in whatever order their threads do)."""
     candidates = pending.get(key)
     if not candidates:
         return None
@@ -499,17 +504,29 @@ def _match(
     while start < len(candidates) and candidates[start].matched:
         start += 1
     first_open[key] = start
+    node = inst.node
+    given = node.span.attributes.get(sc.ORCH_INPUT_REF) if node is not None else None
+    earliest: _Spawn | None = None
+    looked = 0
     for sp in candidates[start:]:
         if sp.t_ns > inst.start_ns:
-            return None
+            break
+        if earliest is not None and (given is None or looked >= MATCH_LOOKAHEAD):
+            break
         if sp.matched:
             continue
         wanted = sp.attrs.get(sc.ORCH_TARGET_ID)
         if wanted and inst.agent_id and str(wanted) != inst.agent_id:
             continue
-        sp.matched = True
-        return sp
-    return None
+        looked += 1
+        if given is not None and sp.attrs.get(sc.ORCH_CONTENT_REF) == given:
+            earliest = sp
+            break
+        if earliest is None:
+            earliest = sp
+    if earliest is not None:
+        earliest.matched = True
+    return earliest
 
 
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:

@@ -57,6 +57,12 @@ def is_agent(task: compat.Task) -> bool:
     return task.runs_graph or bool(task.metadata.get(AGENT_METADATA_KEY))
 
 
+@failsafe(None)
+def _packet_ref(packet: Any) -> str | None:
+    """A Send's payload's content ref (the node's span starts without it if that fails)."""
+    return content_ref(packet)
+
+
 @dataclass(slots=True)
 class _Started:
     task: Any  # LangGraph's task object
@@ -132,6 +138,12 @@ class NodeTracer:
         if not read.pushed:  # a pushed task's only trigger is the Send (its spawn event says so already)
             triggers = read.triggers
             attrs[sc.LANGGRAPH_TRIGGERS] = triggers[:_MAX_TRIGGERS]
+        elif not isinstance(read.first_step, ToolNode):
+            # What its Send gave it (the Send's spawn has the same ref): the collector gives each spawn of a
+            # fan-out to the task that took its payload, whichever started first.
+            packet = _packet_ref(read.input)
+            if packet is not None:
+                attrs[sc.ORCH_INPUT_REF] = packet
         step = read.metadata.get("langgraph_step")
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
