@@ -140,11 +140,8 @@ class Run(Actor):
         if not self._wiring:  # most node starts: no lock
             return []
         with self._lock:
-            def due(step: object) -> bool:
-                return not isinstance(before, int) or not isinstance(step, int) or step < before
-
-            taken = [target for step, target in self._wiring if due(step)]
-            self._wiring = [(step, target) for step, target in self._wiring if not due(step)]
+            taken = [target for step, target in self._wiring if not _later(step, before)]
+            self._wiring = [(step, target) for step, target in self._wiring if _later(step, before)]
         return sorted(taken)
 
     def add_send_result(self, result: SendResult) -> None:
@@ -161,6 +158,11 @@ class Run(Actor):
             if hits:
                 self._sends = [s for s in self._sends if not (s.channels & wanted)]
         return [s.span_context for s in hits]
+
+
+def _later(step: object, before: object) -> bool:
+    """Whether a route taken in ``step`` leads to a step after ``before`` (not begun yet)."""
+    return isinstance(before, int) and isinstance(step, int) and step >= before
 
 
 @dataclass(slots=True)

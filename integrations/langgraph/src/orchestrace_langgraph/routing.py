@@ -76,10 +76,9 @@ def record_wiring(run: Run, source: str, step: object) -> None:
     recorded by :func:`flush_wiring`."""
     targets = run.edges.get(source)
     if targets:
-        run.add_wiring(step, [target for target in targets if target != END])
+        run.add_wiring(step, [target for target in targets if target != END])  # END: the run's stop says it
 
 
-@failsafe(None)
 def flush_wiring(run: Run, step: object = None) -> None:
     """Record the fixed routes taken before ``step`` (every one when ``None``): when the step they lead to
     begins, or the run ends. LangGraph follows them once the step that took them has ended, so they come
@@ -102,6 +101,12 @@ def record_routes(actor: Actor, destinations: Iterable[Any], reason: str,
         else:
             actor.events.decide(sc.DECISION_DELEGATE, target=dest, reason=reason,
                                 options=list(options)[:_MAX_OPTIONS] if options else None)
+
+
+@failsafe(None)
+def record_run_abandoned(run: Run) -> None:
+    """A run that failed or was abandoned (or that ended: then nothing is left): the routes taken so far."""
+    flush_wiring(run)
 
 
 @failsafe(None)

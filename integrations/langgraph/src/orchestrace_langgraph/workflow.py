@@ -80,7 +80,7 @@ class WorkflowTracer:
         finally:
             token = invocation.resume()
             try:
-                routing.flush_wiring(run)  # a run that failed or was abandoned: the routes taken so far
+                routing.record_run_abandoned(run)
                 close = getattr(inner, "close", None)
                 if close is not None:
                     close()
@@ -115,7 +115,7 @@ class WorkflowTracer:
         finally:
             token = invocation.resume()
             try:
-                routing.flush_wiring(run)  # a run that failed or was abandoned: the routes taken so far
+                routing.record_run_abandoned(run)
                 aclose = getattr(inner, "aclose", None)
                 if aclose is not None:
                     await aclose()
