@@ -158,3 +158,23 @@ def test_captured_content_becomes_chat_samples(example_run: Runner) -> None:
     (turns_file,) = store.glob("turns-*.jsonl")
     table = pyarrow.json.read_json(turns_file)
     assert table.num_rows == len(run.turns) and {"prompt", "completion", "reward"} <= set(table.column_names)
+
+
+def _structure(run: ExampleRun) -> list[tuple[Any, ...]]:
+    """What two runs of one program must agree on: each trace's events (who did what to whom, tokens, rewards)
+    and edges, in order; not ids, times or content refs (LangChain's messages carry random ids)."""
+    keys = ("type", "agent", "activation", "to", "from", "decision", "tool", "label", "tokens", "reward",
+            "credit")
+    return [
+        (
+            [tuple(event.get(key) for key in keys) for event in trace["events"]],
+            sorted((edge["src"], edge["dst"], edge["type"]) for edge in trace["edges"]),
+            trace["topology"],
+        )
+        for trace in sorted(run.traces, key=lambda t: str(t["task_id"]))
+    ]
+
+
+def test_two_runs_of_one_program_write_the_same_trace(example_run: Runner) -> None:
+    first, second = example_run("supervisor-content-a"), example_run("supervisor-content-b")
+    assert first.traces and _structure(first) == _structure(second)
