@@ -1190,6 +1190,25 @@ def test_agents_started_one_after_another_are_no_fan_out() -> None:
     assert ("spawn:lead>x", "orchestrator_decision:lead>d", "temporal") not in edges
 
 
+@pytest.mark.parametrize("b_first", [False, True])
+def test_agents_called_as_tools_follow_their_own_tool_call(b_first: bool) -> None:
+    """An agent run inside a tool call (an agent used as a tool, e.g. the OpenAI Agents SDK's ``as_tool``):
+    its start follows that call, not whichever of the batch's calls came first."""
+    s = Spans()
+    editor = s.agent("editor", 0, 20)
+    s.chat(0.5, 1, editor)
+    starts = {"a": 1.2 if b_first else 1.1, "b": 1.1 if b_first else 1.2}
+    for x in "ab":
+        call = s.tool(f"ask_{x}", starts[x], 9, editor)
+        s.agent(f"expert_{x}", starts[x] + 0.5, 8, call)  # after both calls started, as in a batch
+    s.chat(10, 11, editor)
+    w = checked(convert_episode(s.spans))
+    name = {e["id"]: e.get("tool") or f"{e['type']}>{e.get('to')}" for e in w["events"]}
+    into = {x: {(name[e["src"]], e["type"]) for e in w["edges"]
+                if name[e["dst"]] == f"orchestrator_decision>expert_{x}"} for x in "ab"}
+    assert into == {x: {(f"ask_{x}", "causal")} for x in "ab"}
+
+
 def test_without_model_calls_only_overlapping_calls_are_a_batch() -> None:
     s = Spans()
     lead = s.agent("lead", 0, 10)

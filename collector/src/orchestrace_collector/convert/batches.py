@@ -8,6 +8,9 @@ fan-out). Found once for the edges and the turns.
   a fan-out. Each start is a unit of the timeline: its ``spawn``, with the ``orchestrator_decision`` just
   before it when that decision is its own.
 
+An agent started inside one of its instance's tool calls (an agent called as a tool) follows that call
+(``Batches.made_by``), not the other calls of its batch.
+
 Within a batch or a fan-out the order is a race between threads, so no rule may depend on it: the edges fork
 before it and join after it (``edges.py``), an event that comes next after a return or a message is every
 start of it, a child started in a fan-out returns into what follows the whole fan-out
@@ -20,19 +23,22 @@ Needs the instances' timelines and their model calls' start times (``Instance.tu
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping
 
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
+from .classify import Kind
 from .events import Ev
 
 
 class Batches:
     """Every instance's timeline split into batches and fan-outs, and what comes before and after each."""
 
-    __slots__ = ("after", "before", "calls", "fanned", "forks", "joins", "members")
+    __slots__ = ("after", "before", "calls", "closing", "fanned", "forks", "joins", "made_by", "members")
 
-    def __init__(self, actors: Actors) -> None:
+    def __init__(self, actors: Actors, closing: Mapping[str, Ev]) -> None:
+        self.closing = closing  # span id -> the event that closes it (a tool span's: its tool_result)
         #: index of the first event of a batch or fan-out -> its calls (or the first event of each start),
         #: in trace order
         self.calls: dict[int, list[Ev]] = {}
@@ -48,6 +54,9 @@ class Batches:
         self.forks: list[tuple[list[Ev], list[Ev]]] = []
         #: id() of an instance started in a fan-out -> the fan-out's last event
         self.fanned: dict[int, Ev] = {}
+        #: first event of a start made inside one of its instance's tool calls (an agent called as a tool) ->
+        #: that tool_call: the start follows it, not the other calls of its batch
+        self.made_by: dict[int, Ev] = {}
         for inst in actors.instances:
             self._split(inst)
 
@@ -118,6 +127,7 @@ class Batches:
         if found is None:
             return i + 1
         units, first = [found[0]], found[1]
+        self._made_by(inst, found[0][0], first)
         j = i + len(found[0])
         turns = inst.turn_starts
         turn = bisect_right(turns, timeline[i].t_ns) if turns else 0
@@ -130,6 +140,7 @@ class Batches:
             if child.start_ns >= running_until and not _same_step(child, first):
                 break
             units.append(events)
+            self._made_by(inst, events[0], child)
             running_until = max(running_until, child.end_ns)
             j += len(events)
         if len(units) < 2:
@@ -144,6 +155,19 @@ class Batches:
             self.forks.append((ends_at.get(prev.index, [prev]), heads[1:]))
         self._ends(timeline, j, [unit[-1] for unit in units], ends_at)
         return j
+
+    def _made_by(self, inst: Instance, head: Ev, child: Instance) -> None:
+        """If ``child`` runs inside a tool call of ``inst``, its start ``head`` follows that call."""
+        node = child.node
+        around = node.parent if node is not None else None
+        while around is not None and around.kind != Kind.TOOL and around.kind != Kind.ACTOR:
+            around = around.parent  # through spans that are nobody's (a framework's wrappers)
+        if around is None or around.kind != Kind.TOOL:
+            return
+        result = self.closing.get(around.span.span_id)
+        call = result.decision_ev if result is not None else None
+        if call is not None and call.owner is inst and call.index < head.index:
+            self.made_by[head.index] = call
 
     def _ends(self, timeline: list[Ev], j: int, ends: list[Ev], ends_at: dict[int, list[Ev]]) -> None:
         """A batch or fan-out ending before ``timeline[j]`` has ``ends``: they lead to that event."""

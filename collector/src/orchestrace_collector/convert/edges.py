@@ -83,10 +83,13 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
             if origin is not None and origin.index < ev.index:
                 add((origin.index, ev.index, "safety_flow"))
     _aggregate_edges(events_set, add)
+    made_by = batches.made_by
+    for head, call in made_by.items():  # an agent called as a tool: its start follows its own call
+        add((call.index, head, "causal"))
     typed = {(src, dst) for src, dst, _ in edges}
 
     def temporal(src: Ev, dst: Ev) -> None:
-        if (src.index, dst.index) not in typed:
+        if (src.index, dst.index) not in typed and dst.index not in made_by:
             add((src.index, dst.index, "temporal"))
 
     for inst in actors.instances:  # consecutive events, but none that follows a race inside a batch

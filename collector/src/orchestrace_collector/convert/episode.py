@@ -80,7 +80,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         ev.pos = len(timeline)
         timeline.append(ev)
     turn_recs = build_turns(events_set.model_nodes, store)
-    batches = Batches(actors)
+    batches = Batches(actors, events_set.closing)
     link_turns(turn_recs, batches)
     edges = build_edges(events_set, actors, batches)
     reward_set = collect_rewards(events_set, actors, turn_recs)
