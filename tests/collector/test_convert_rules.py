@@ -1151,7 +1151,8 @@ def _fan_out_trace(first: str, second: str, late_start: float, second_step: int 
 
 
 def _named_edges(w: dict[str, Any]) -> set[tuple[str, str, str]]:
-    name = {e["id"]: f"{e['type']}:{e['agent']}>{e.get('to')}" for e in w["events"]}
+    """Edges between events named ``type:tool-or-agent>to`` (the same in any run, whatever the ids)."""
+    name = {e["id"]: f"{e['type']}:{e.get('tool') or e['agent']}>{e.get('to')}" for e in w["events"]}
     return {(name[e["src"]], name[e["dst"]], e["type"]) for e in w["edges"]}
 
 
@@ -1202,11 +1203,10 @@ def test_agents_called_as_tools_follow_their_own_tool_call(b_first: bool) -> Non
         call = s.tool(f"ask_{x}", starts[x], 9, editor)
         s.agent(f"expert_{x}", starts[x] + 0.5, 8, call)  # after both calls started, as in a batch
     s.chat(10, 11, editor)
-    w = checked(convert_episode(s.spans))
-    name = {e["id"]: e.get("tool") or f"{e['type']}>{e.get('to')}" for e in w["events"]}
-    into = {x: {(name[e["src"]], e["type"]) for e in w["edges"]
-                if name[e["dst"]] == f"orchestrator_decision>expert_{x}"} for x in "ab"}
-    assert into == {x: {(f"ask_{x}", "causal")} for x in "ab"}
+    edges = _named_edges(checked(convert_episode(s.spans)))
+    into = {x: {(src, kind) for src, dst, kind in edges if dst == f"orchestrator_decision:editor>expert_{x}"}
+            for x in "ab"}
+    assert into == {x: {(f"tool_call:ask_{x}>None", "causal")} for x in "ab"}
 
 
 def test_without_model_calls_only_overlapping_calls_are_a_batch() -> None:

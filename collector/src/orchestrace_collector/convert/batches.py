@@ -30,6 +30,7 @@ import orchestrace_semconv as sc
 from .actors import Actors, Instance
 from .classify import Kind
 from .events import Ev
+from .forest import enclosing
 
 
 class Batches:
@@ -158,11 +159,9 @@ class Batches:
 
     def _made_by(self, inst: Instance, head: Ev, child: Instance) -> None:
         """If ``child`` runs inside a tool call of ``inst``, its start ``head`` follows that call."""
-        node = child.node
-        around = node.parent if node is not None else None
-        while around is not None and around.kind != Kind.TOOL and around.kind != Kind.ACTOR:
-            around = around.parent  # through spans that are nobody's (a framework's wrappers)
-        if around is None or around.kind != Kind.TOOL:
+        # Through spans that are nobody's (a framework's wrappers), not through another actor.
+        around = enclosing(child.node.parent, Kind.TOOL) if child.node is not None else None
+        if around is None:
             return
         result = self.closing.get(around.span.span_id)
         call = result.decision_ev if result is not None else None

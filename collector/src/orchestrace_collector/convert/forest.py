@@ -117,7 +117,7 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
         node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
-        if node.kind is Kind.MODEL and _inside_model(parent):
+        if node.kind is Kind.MODEL and enclosing(parent, Kind.MODEL) is not None:
             node.kind = Kind.OTHER
         if parent is None and node.kind is Kind.OTHER:
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
@@ -141,13 +141,13 @@ def _described_again(spans: Sequence[Span]) -> frozenset[str]:
     return frozenset(found)
 
 
-def _inside_model(node: Node | None) -> bool:
-    """Whether a model call encloses ``node`` (up to the nearest actor)."""
+def enclosing(node: Node | None, kind: Kind) -> Node | None:
+    """The nearest span of ``kind`` among ``node`` and its ancestors, up to the nearest actor."""
     while node is not None and node.kind is not Kind.ACTOR:
-        if node.kind is Kind.MODEL:
-            return True
+        if node.kind is kind:
+            return node
         node = node.parent
-    return False
+    return None
 
 
 def _break_cycles(nodes: list[Node]) -> list[Node]:
