@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -313,3 +314,51 @@ def test_the_recompute_recipe_gives_the_written_numbers(tmp_path: Path, collecto
                 trace["metrics"]["parallelism_efficiency"], rel=0.02), way
             assert (got["tokens"], got["tool_calls"], got["messages"]) == (
                 trace["costs"]["tokens"], trace["costs"]["tool_calls"], trace["costs"]["messages"])
+
+
+@pytest.mark.parametrize("first", ["alpha", "zeta"])
+def test_a_fan_out_is_written_the_same_whichever_worker_started_first(tmp_path: Path,
+                                                                     collector: RunningCollector,
+                                                                     first: str) -> None:
+    started = threading.Event()
+
+    def work(name: str) -> str:
+        started.set()  # inside its span: the other worker may start now
+        time.sleep(0.05)  # both run at once
+        ask(name)
+        return name
+
+    workers = {name: ot.agent(name=name)(work) for name in ("alpha", "zeta")}
+
+    def start(name: str) -> str:
+        if name != first:
+            started.wait()
+        return workers[name](name)
+
+    @ot.agent
+    def lead() -> str:
+        ask("plan")  # its tokens count on one of the starts it led to
+        with ot.ThreadPoolExecutor(2) as pool:
+            return "+".join(pool.map(start, ["alpha", "zeta"]))
+
+    def app() -> None:
+        with ot.task("fan-out"):
+            lead()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    call = PROMPT_TOKENS + COMPLETION_TOKENS
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        starts = [e for e in trace["events"]
+                  if e["agent"] == "lead" and e["type"] in ("orchestrator_decision", "spawn")]
+        ran_first = [e["t"] for e in starts if e["to"] == first]
+        assert ran_first < [e["t"] for e in starts if e["to"] != first], way
+        # The lead's model call counts on the start of "alpha", the first by name, whichever ran first.
+        holders = [(e["type"], e.get("to"), e["tokens"]) for e in trace["events"]
+                   if e["agent"] == "lead" and e.get("tokens")]
+        assert holders == [("orchestrator_decision", "alpha", call)], way
+        assert trace["costs"]["tokens"] == 3 * call
+        # No edge between the two starts: which came first was the threads' race.
+        ids = {e["id"] for e in starts}
+        between = [x for x in trace["edges"] if {x["src"], x["dst"]} <= ids and x["type"] == "temporal"]
+        assert between == [], way
