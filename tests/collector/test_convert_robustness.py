@@ -16,11 +16,23 @@ def test_empty_input_is_a_clear_error() -> None:
         convert_episode([])
 
 
-def test_spans_without_any_event_are_a_clear_error() -> None:
-    s = Spans()
-    s.chat(0, 1)  # one model call and nothing else: a turn, but no trace event
-    with pytest.raises(ValueError, match="at least one event"):
-        convert_episode(s.spans)
+def test_model_calls_with_nothing_around_them_are_the_services_samples() -> None:
+    """An app calling a model directly (no agent, tool or task span): the calls are still training samples,
+    closed by one return of the service's stand-in at the end of the last call."""
+    s = Spans()  # service.name "test-app"
+    s.chat(1, 2)
+    s.chat(3, 5, tokens=(4, 2))
+    episode = convert_episode(s.spans)
+    trace = checked(episode)
+    (ret,) = trace["events"]
+    assert (ret["type"], ret["agent"], ret["from"]) == ("return", "test-app", "test-app")
+    assert (ret["t_start"], ret["t"], ret["tokens"]) == (0.0, 4.0, 21)
+    assert "to" not in ret and trace["edges"] == []
+    assert trace["costs"]["tokens"] == 21
+    assert [(t.agent, t.input_tokens, t.output_tokens, t.event_ids) for t in episode.turns] == [
+        ("test-app", 10, 5, []),
+        ("test-app", 4, 2, ["e1"]),
+    ]
 
 
 def test_orphans_attach_to_the_root_and_mark_the_trace_incomplete() -> None:

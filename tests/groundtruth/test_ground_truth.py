@@ -362,3 +362,27 @@ def test_a_fan_out_is_written_the_same_whichever_worker_started_first(tmp_path: 
         ids = {e["id"] for e in starts}
         between = [x for x in trace["edges"] if {x["src"], x["dst"]} <= ids and x["type"] == "temporal"]
         assert between == [], way
+
+
+def test_model_calls_outside_any_agent_are_written_as_samples(tmp_path: Path,
+                                                              collector: RunningCollector) -> None:
+    """Two model calls made straight from the app (no agent, tool or task around them): each is its own OTel
+    trace, so its own episode, closed by the service's return, with its one turn and its tokens."""
+
+    def app() -> None:
+        ask("first")
+        ask("second")
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        traces = outputs[way].traces
+        assert len(traces) == 2, way
+        for trace_id, trace in traces.items():
+            (ret,) = trace["events"]
+            # The stand-in is named after the resource's service.name (the test's provider sets none).
+            assert (ret["type"], ret["agent"], ret["tokens"]) == ("return", "unknown_service:python",
+                                                                  PROMPT_TOKENS + COMPLETION_TOKENS), way
+            assert trace["costs"]["tokens"] == PROMPT_TOKENS + COMPLETION_TOKENS, way
+            (turn,) = outputs[way].turns[trace_id]
+            assert (turn["agent"], turn["input_tokens"], turn["output_tokens"], turn["event_ids"]) == (
+                "unknown_service:python", PROMPT_TOKENS, COMPLETION_TOKENS, ["e1"]), way

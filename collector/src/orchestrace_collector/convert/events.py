@@ -10,6 +10,7 @@ order break the remaining ties.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import orchestrace_semconv as sc
 
@@ -212,6 +213,8 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             _span_event(b, event, node, owner, spawns, evaluations)
 
     _spawns_and_returns(b, actors, spawns)
+    if not b.events and model_nodes:
+        _lone_calls_return(b, model_nodes)
     return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
 
 
@@ -460,6 +463,19 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
         for sp in group:
             if not sp.matched:
                 _explicit(b, sp, None)
+
+
+def _lone_calls_return(b: _Builder, model_nodes: list[Node]) -> None:
+    """Model calls with no actor, tool or orchestration span around them (an app calling a model directly)
+    are the stand-in's: its ``return`` at the end of the last call closes the episode, so that the calls
+    are written as the single-turn samples they are instead of yielding nothing."""
+    last = max(model_nodes, key=attrgetter("end_ns"))
+    inst = last.instance
+    assert inst is not None  # assign_instances gives every node one (here the stand-in)
+    ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
+    ret.frm = inst.label
+    ret.trusted = True
+    inst.ret = ret
 
 
 def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
