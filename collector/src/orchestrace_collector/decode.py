@@ -229,6 +229,12 @@ def _immutable(value: Any) -> bool:
     return not isinstance(value, dict) and (not isinstance(value, tuple) or all(map(_immutable, value)))
 
 
+def parse_logged(data: bytes) -> Message:
+    """A batch the collector logged (the valid spans of a request whose parse checked them), parsed for
+    :func:`spans_from_request` and ``ingest.resident_bytes`` with its attributes left as bytes."""
+    return _parse_raw(data)
+
+
 def spans_from_export(data: bytes) -> list[Span]:
     """The spans of a serialized export :func:`read_export` already checked (a part of it, re-serialized)."""
     return _spans(_parse_raw(data), check_ids=False)

@@ -14,10 +14,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from orchestrace_collector.assemble import Assembler
-from orchestrace_collector.decode import count_spans, drop_invalid_spans, spans_from_request
+from orchestrace_collector.decode import count_spans, drop_invalid_spans, parse_logged, spans_from_request
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
@@ -28,7 +29,8 @@ _TICK_S = 0.1
 #: ``Span`` objects): its wire bytes, plus these per span and per attribute (span, event and link attributes,
 #: each event and link counting as one). Fitted to resident-set growth of held SDK-shaped spans with 4 to 64
 #: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones),
-#: and an upper bound for the same batches queued as parsed protobuf (0.8 x to 1.1 x of the estimate).
+#: and an upper bound for the same batches held as parsed protobuf (0.8 x to 1.1 x of the estimate; they are
+#: queued for assembly as their logged bytes, which take less).
 SPAN_BYTES = 1200
 ATTRIBUTE_BYTES = 128
 #: A request body being read or parsed, per byte: the body, plus its parse (measured 0.8 x for large
@@ -36,8 +38,9 @@ ATTRIBUTE_BYTES = 128
 REQUEST_FACTOR = 8
 
 
-def resident_bytes(request: ExportTraceServiceRequest, wire_bytes: int) -> int:
-    """The memory limit's estimate for one batch of ``wire_bytes`` (see :data:`SPAN_BYTES`)."""
+def resident_bytes(request: Message, wire_bytes: int) -> int:
+    """The memory limit's estimate for one batch of ``wire_bytes`` (see :data:`SPAN_BYTES`): ``request`` as
+    the receivers parse it or as :func:`parse_logged` does."""
     spans = attributes = 0
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
@@ -88,9 +91,9 @@ class Ingest:
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[ExportTraceServiceRequest, int, int] | bool | None] = (
-            queue.SimpleQueue()
-        )
+        #: (logged bytes, WAL segment, estimated cost): the assembly thread decodes the bytes the WAL holds,
+        #: which the request's parse already checked, rather than the parsed request (no re-serializing).
+        self._queue: queue.SimpleQueue[tuple[bytes, int, int] | bool | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
         self._deadline: float | None = None  # set by :meth:`stop`: batches still queued then stay in the WAL
         self.batches_left = 0  # batches not assembled at shutdown (they stay in the WAL)
@@ -168,7 +171,7 @@ class Ingest:
             cost = resident_bytes(request, len(payload))
             with self._bytes_lock:
                 self.queued_bytes += cost
-            self._queue.put((request, segment, cost))
+            self._queue.put((payload, segment, cost))
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
@@ -180,8 +183,7 @@ class Ingest:
             return batches
         for segment, kind, payload in self.wal.replay():
             if kind == KIND_BATCH:
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(payload)
+                request = parse_logged(payload)
                 cost = resident_bytes(request, len(payload))
                 self.assembler.add(spans_from_request(request), segment, cost)
                 batches += 1
@@ -206,9 +208,9 @@ class Ingest:
                 return
             try:
                 if isinstance(item, tuple):
-                    request, segment, nbytes = item
+                    payload, segment, nbytes = item
                     if not self.spool_only:
-                        self.assembler.add(spans_from_request(request), segment, nbytes)
+                        self.assembler.add(spans_from_request(parse_logged(payload)), segment, nbytes)
                     self.wal.done(segment)
                     with self._bytes_lock:
                         self.queued_bytes -= nbytes
