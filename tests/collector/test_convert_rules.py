@@ -1254,3 +1254,62 @@ def test_the_causal_path_is_the_same_whatever_order_the_edges_come_in(backward: 
         expected.add(5)
     for order in (sorted(edges), sorted(edges, reverse=True), edges[::2] + edges[1::2]):
         assert causal_path(order, types, decisions) == expected
+
+
+def _model_like(s: Spans, start: float, end: float, parent: Any = None, tokens: tuple[int, int] = (6, 2),
+                name: str = "call_llm") -> Any:
+    """A model call as an instrumentation that sets no operation name records it (ADK's ``call_llm``)."""
+    return s.span(name, start, end, parent, {sc.GEN_AI_REQUEST_MODEL: "m-1", sc.GEN_AI_SYSTEM: "vendor",
+                                             sc.GEN_AI_USAGE_INPUT_TOKENS: tokens[0],
+                                             sc.GEN_AI_USAGE_OUTPUT_TOKENS: tokens[1]})
+
+
+def _turns(episode: Any) -> list[tuple[str, str | None, int | None, int | None]]:
+    return [(t.agent, t.model, t.input_tokens, t.output_tokens) for t in episode.turns]
+
+
+def test_a_span_naming_a_model_and_its_usage_is_a_model_call() -> None:
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    _model_like(s, 1, 2, lead)
+    s.tool("search", 3, 4, lead)
+    episode = convert_episode(s.spans)
+    trace = checked(episode)
+    assert _turns(episode) == [("lead", "m-1", 6, 2)]
+    assert trace["costs"]["tokens"] == 8
+
+
+def test_a_model_like_wrapper_counts_the_call_inside_it_once() -> None:
+    """ADK's ``call_llm`` around a ``generate_content`` span (both with usage); a chat span around an HTTP
+    span with the model and usage: one turn each time, the inner one's in the first, the chat's in the
+    second."""
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    wrapper = _model_like(s, 1, 3, lead, tokens=(100, 100))
+    s.span("generate_content m-1", 1.1, 2.9, wrapper,
+           {sc.GEN_AI_OPERATION_NAME: sc.OP_GENERATE_CONTENT, sc.GEN_AI_REQUEST_MODEL: "m-1",
+            sc.GEN_AI_USAGE_INPUT_TOKENS: 6, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 2})
+    chat = s.chat(4, 6, lead)
+    _model_like(s, 4.1, 5.9, chat, tokens=(100, 100), name="POST /v1/chat")
+    episode = convert_episode(s.spans)
+    checked(episode)
+    assert _turns(episode) == [("lead", "m-1", 6, 2), ("lead", "fake-model", 10, 5)]
+
+
+def test_model_like_spans_alone_are_the_services_samples_and_around_an_agent_a_run() -> None:
+    s = Spans()
+    _model_like(s, 1, 2)
+    episode = convert_episode(s.spans)
+    trace = checked(episode)
+    assert [(e["type"], e["agent"]) for e in trace["events"]] == [("return", "test-app")]
+    assert _turns(episode) == [("test-app", "m-1", 6, 2)]
+
+    s = Spans()
+    run = _model_like(s, 0, 10, name="pipeline")  # reports the total of what ran inside it
+    worker = s.agent("worker", 1, 9, run)
+    s.chat(2, 3, worker)
+    episode = convert_episode(s.spans)
+    trace = checked(episode)
+    assert [(e["type"], e["agent"]) for e in by_type(trace, "return")] == [("return", "worker"),
+                                                                          ("return", "pipeline")]
+    assert _turns(episode) == [("worker", "fake-model", 10, 5)]

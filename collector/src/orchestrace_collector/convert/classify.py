@@ -11,6 +11,9 @@ Recognised vocabularies, in order of precedence:
    is a LangGraph node) and its older ``llm.request.type`` for model calls.
 4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node;
    ``TOOL``; ``LLM``).
+5. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
+   usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
+   *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides).
 
 Everything else is ``OTHER``: it yields no event itself, but span events recorded on it still count for the
 actor that encloses it.
@@ -25,12 +28,14 @@ import orchestrace_semconv as sc
 
 from ..spans import Span
 from .vocabularies import (
+    INPUT_TOKENS,
     OI_METADATA,
     OI_MODEL_NAME,
     OI_PROVIDER,
     OI_SPAN_KIND,
     OI_SYSTEM,
     OI_TOOL_NAME,
+    OUTPUT_TOKENS,
     TL_ENTITY_NAME,
     TL_LANGGRAPH_NODE,
     TL_LANGGRAPH_STEP,
@@ -54,6 +59,8 @@ AGENT = "agent"
 NODE = "node"
 #: Non-actor sub-kind: a graph node that only runs the tools a model asked for (its tools are its owner's).
 TOOL_NODE = "tool_node"
+#: Non-actor sub-kind until ``forest`` decides: a span of no known kind that names a model and reports tokens.
+MODEL_LIKE = "model_like"
 
 _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_INVOKE_WORKFLOW: (Kind.ACTOR, WORKFLOW),
@@ -73,6 +80,7 @@ _OPENINFERENCE_KINDS: dict[str, tuple[Kind, str]] = {
     "LLM": (Kind.MODEL, ""),
 }
 _OPERATION_PREFIXES = tuple(f"{op} " for op in _GENAI_KINDS)
+USAGE_KEYS = (*INPUT_TOKENS, *OUTPUT_TOKENS)
 
 
 def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
@@ -118,6 +126,10 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         span.name, attrs.get(sc.LANGGRAPH_NODE), parent
     ):
         return Kind.ACTOR, NODE
+    if (attrs.get(sc.GEN_AI_REQUEST_MODEL) or attrs.get(sc.GEN_AI_RESPONSE_MODEL)) and any(
+        key in attrs for key in USAGE_KEYS
+    ):
+        return Kind.OTHER, MODEL_LIKE
     return Kind.OTHER, ""
 
 

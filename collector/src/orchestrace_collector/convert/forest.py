@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..spans import Span
-from .classify import WORKFLOW, Kind, classify
+from .classify import MODEL_LIKE, WORKFLOW, Kind, classify
 from .vocabularies import DESCRIBED_AGAIN
 
 if TYPE_CHECKING:
@@ -111,6 +111,7 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         if node.parent is not None:
             node.parent.children.append(node)
     nodes: list[Node] = []
+    model_like = False
     stack = list(reversed(roots))
     while stack:
         node = stack.pop()
@@ -119,16 +120,37 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
         if node.kind is Kind.MODEL and enclosing(parent, Kind.MODEL) is not None:
             node.kind = Kind.OTHER
-        if parent is None and node.kind is Kind.OTHER:
+        if node.sub_kind == MODEL_LIKE:
+            model_like = True
+        elif parent is None and node.kind is Kind.OTHER:
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
             node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
         node.pre = node.post = len(nodes)
         nodes.append(node)
         stack.extend(reversed(node.children))
+    if model_like:
+        _decide_model_like(nodes)
     for node in reversed(nodes):
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
     return Forest(nodes, roots, incomplete)
+
+
+def _decide_model_like(nodes: list[Node]) -> None:
+    """A model-like span is a model call unless a model call runs inside it (the inner one is the precise
+    record: a wrapper reporting its calls' total) or it runs inside one (a model call's own HTTP span). One
+    that stays none is an ordinary span, or, as a root, the run's orchestrator like any root of no kind."""
+    model_below = [False] * len(nodes)  # by position: a model call among the node's descendants
+    for node in reversed(nodes):  # descendants before their ancestors
+        below = model_below[node.pre]
+        if node.sub_kind == MODEL_LIKE:
+            node.sub_kind = ""
+            if not below and enclosing(node.parent, Kind.MODEL) is None:
+                node.kind = Kind.MODEL
+            elif node.parent is None:
+                node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
+        if node.parent is not None and (below or node.kind is Kind.MODEL):
+            model_below[node.parent.pre] = True
 
 
 def _described_again(spans: Sequence[Span]) -> frozenset[str]:

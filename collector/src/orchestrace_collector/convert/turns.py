@@ -28,16 +28,7 @@ from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
-from .vocabularies import (
-    GEN_AI_USAGE_COMPLETION_TOKENS,
-    GEN_AI_USAGE_PROMPT_TOKENS,
-    OI_COMPLETION_TOKENS,
-    OI_PROMPT_TOKENS,
-)
-
-#: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
-_INPUT_TOKENS = (sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
-_OUTPUT_TOKENS = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
+from .vocabularies import INPUT_TOKENS, OUTPUT_TOKENS
 
 
 @dataclass(slots=True, eq=False)
@@ -90,8 +81,8 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
             owner,
             model_name(node.span),
             provider_name(node.span),
-            _count(attrs, _INPUT_TOKENS),
-            _count(attrs, _OUTPUT_TOKENS),
+            _count(attrs, INPUT_TOKENS),
+            _count(attrs, OUTPUT_TOKENS),
             store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT),
             store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT),
             prompt,

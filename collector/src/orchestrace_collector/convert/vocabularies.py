@@ -64,3 +64,7 @@ GEN_AI_COMPLETION_PREFIX: Final = _g.GEN_AI_COMPLETION + "."
 #: ``<message>.tool_call_id``; tool calls ``<message>.tool_calls.<j>.id`` / ``.name`` / ``.arguments``.
 GEN_AI_TOOL_CALL_ID_SUFFIX: Final = ".tool_call_id"
 GEN_AI_TOOL_CALLS_SUFFIX: Final = ".tool_calls."
+
+#: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
+INPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
+OUTPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
