@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -162,17 +164,30 @@ def test_captured_content_becomes_chat_samples(example_run: Runner) -> None:
 
 def _structure(run: ExampleRun) -> list[tuple[Any, ...]]:
     """What two runs of one program must agree on: each trace's events (who did what to whom, tokens, rewards)
-    and edges, in order; not ids, times or content refs (LangChain's messages carry random ids)."""
+    and the edges between them, up to the order of work that ran at once (its events may come in either time
+    order); not ids, times or content refs (LangChain's messages and tool calls carry random ids). Each event
+    is named by what it says and, three times over, by the names of the events its edges join (the
+    Weisfeiler-Lehman refinement): two runs agree when they give the same names as often."""
     keys = ("type", "agent", "activation", "to", "from", "decision", "tool", "label", "tokens", "reward",
             "credit")
-    return [
-        (
-            [tuple(event.get(key) for key in keys) for event in trace["events"]],
-            sorted((edge["src"], edge["dst"], edge["type"]) for edge in trace["edges"]),
-            trace["topology"],
-        )
-        for trace in sorted(run.traces, key=lambda t: str(t["task_id"]))
-    ]
+    structure = []
+    for trace in sorted(run.traces, key=lambda t: str(t["task_id"])):
+        name = {event["id"]: repr(tuple(event.get(key) for key in keys)) for event in trace["events"]}
+        joined: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+        for edge in trace["edges"]:
+            joined[edge["src"]].append(("out", edge["type"], edge["dst"]))
+            joined[edge["dst"]].append(("in", edge["type"], edge["src"]))
+        for _ in range(3):
+            name = {
+                event: _digest(own, sorted((way, kind, name[other]) for way, kind, other in joined[event]))
+                for event, own in name.items()
+            }
+        structure.append((sorted(name.values()), len(trace["edges"]), trace["topology"]))
+    return structure
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 def test_two_runs_of_one_program_write_the_same_trace(example_run: Runner) -> None:
