@@ -60,6 +60,8 @@ def test_a_fan_outs_payload_goes_to_the_worker_that_took_it_whichever_started_fi
     label = {e["t_start"]: e["from"] for e in by_type(w, "return") if e["agent"] == "work"}
     given = {e["content_ref"]: e["to"] for e in by_type(w, "spawn") if "content_ref" in e}
     assert given == {f"sha256:{x}": label[starts[x]] for x in "ab"}
+    # Numbered in the order the payloads were sent, whichever worker's thread started first.
+    assert given == {"sha256:a": "work#1", "sha256:b": "work#2"}
 
 
 def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end() -> None:

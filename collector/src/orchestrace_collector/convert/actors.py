@@ -187,12 +187,53 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     for inst in instances:
         by_name.setdefault(inst.name, []).append(inst)
     by_label: dict[str, Instance] = {}
+    sent: _Sent | None = None
     for name, group in by_name.items():
-        for k, inst in enumerate(group, 1):
+        numbered = group
+        if len(group) > 1 and any(_input_ref(inst) is not None for inst in group):
+            sent = _payloads_sent(forest) if sent is None else sent
+            numbered = sorted(group, key=lambda inst: _numbering_key(inst, sent))
+        for k, inst in enumerate(numbered, 1):
             inst.activation = k
             inst.label = instance_label(name, k, len(group))
             by_label[inst.label] = inst
     return Actors(instances, by_name, by_label, frozenset(tool_nodes))
+
+
+#: (OTel trace, target agent, content ref) -> (time, position among its span's events) of the payload's send.
+_Sent = dict[tuple[str, str, object], tuple[int, int]]
+
+
+def _input_ref(inst: Instance) -> object:
+    return inst.node.span.attributes.get(sc.ORCH_INPUT_REF) if inst.node is not None else None
+
+
+def _payloads_sent(forest: Forest) -> _Sent:
+    """When each payload was first sent to an agent: (OTel trace, target, content ref) -> (time, position
+    among its span's events), from the explicit spawns and delegations that carry a content ref."""
+    sent: _Sent = {}
+    for node in forest.nodes:
+        for i, event in enumerate(node.span.events):
+            if event.name == sc.EVENT_SPAWN or event.name == sc.EVENT_DELEGATE:
+                attrs = event.attributes
+                ref = attrs.get(sc.ORCH_CONTENT_REF)
+                target = attrs.get(sc.ORCH_TARGET_AGENT)
+                if ref is not None and isinstance(target, str):
+                    sent.setdefault((node.span.trace_id, target, ref), (event.time_ns, i))
+    return sent
+
+
+def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
+    """Instances of a name are numbered in start order, except the workers of a fan-out whose payloads were
+    recorded (LangGraph's ``Send``): in the order the payloads were sent, which the program fixes, where
+    the order the workers' threads started in is a race."""
+    node = inst.node
+    ref = _input_ref(inst)
+    if node is not None and ref is not None:
+        at = sent.get((node.span.trace_id, inst.name, ref))
+        if at is not None and at[0] <= inst.start_ns:
+            return at[0], at[1], inst.start_ns
+    return inst.start_ns, 0, inst.start_ns
 
 
 def _step_of_run(parent: Node, node: Node) -> bool:
