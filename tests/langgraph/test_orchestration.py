@@ -103,6 +103,32 @@ def test_each_send_is_the_spawn_of_the_worker_that_took_its_packet(spans: Spans)
         assert returned[spawned[packet]] == content_ref({"results": [item.upper()]})
 
 
+def test_send_workers_are_numbered_in_send_order_whichever_started_first(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker of the first packet is made to start last (its task waits before LangGraph runs it): the
+    workers are still work#1, #2, #3 in the order of the Sends, so every rollout labels a packet's worker
+    alike."""
+    from langgraph.pregel import _runner
+
+    instrumented = _runner.run_with_retry
+
+    def first_packet_late(task: Any, *args: Any, **kwargs: Any) -> Any:
+        if task.name == "work" and task.input.get("items") == ["x"]:
+            time.sleep(0.05)
+        return instrumented(task, *args, **kwargs)
+
+    monkeypatch.setattr(_runner, "run_with_retry", first_packet_late)
+    map_reduce().invoke({"items": [], "results": []})
+    packets = {item: content_ref({"items": [item], "results": []}) for item in "xyz"}
+    started = sorted(spans.named("work"), key=lambda s: s.start_time or 0)
+    assert started[-1].attributes[sc.ORCH_INPUT_REF] == packets["x"]  # the order was forced
+    written, _ = convert(spans.all)
+    spawned = {e["content_ref"]: e["to"] for e in written["events"]
+               if e["type"] == "spawn" and e["to"].startswith("work")}
+    assert spawned == {packets["x"]: "work#1", packets["y"]: "work#2", packets["z"]: "work#3"}
+
+
 def test_send_from_start_is_recorded_on_the_workflow(spans: Spans) -> None:
     map_reduce(fan_from_start=True).invoke({"items": ["a", "b"], "results": []})
     workflow = spans.one("invoke_workflow mapreduce")
