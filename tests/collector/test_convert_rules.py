@@ -1315,3 +1315,36 @@ def test_model_like_spans_alone_are_the_services_samples_and_around_an_agent_a_r
     assert [(e["type"], e["agent"]) for e in by_type(trace, "return")] == [("return", "worker"),
                                                                           ("return", "pipeline")]
     assert _turns(episode) == [("worker", "fake-model", 10, 5)]
+
+
+def test_messages_recorded_on_span_events_become_chat_lists() -> None:
+    """The GenAI details event, and the older prompt and completion events, carry the messages instead of the
+    span's attributes: the turn has them, and the refs of that content."""
+    s = Spans()
+    agent = s.agent("a", 0, 5)
+    details = event("gen_ai.client.inference.operation.details", 1.9, **{
+        sc.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps([{"type": "text", "content": "Be terse."}]),
+        sc.GEN_AI_INPUT_MESSAGES: json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+        ),
+        sc.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "hello"}], "finish_reason": "stop"}]
+        ),
+    })
+    s.span("chat m", 1, 2, agent, {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}, events=[details])
+    older = [
+        event("gen_ai.content.prompt", 3.1,
+              **{"gen_ai.prompt": json.dumps([{"role": "user", "content": "old"}])}),
+        event("gen_ai.content.completion", 3.9,
+              **{"gen_ai.completion": json.dumps([{"role": "assistant", "content": "style"}])}),
+    ]
+    s.span("chat m", 3, 4, agent, {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}, events=older)
+    episode = convert_episode(s.spans)
+    checked(episode)
+    first, second = episode.turns
+    assert [(m.role, m.content) for m in first.prompt or []] == [("system", "Be terse."), ("user", "hi")]
+    assert [(m.role, m.content) for m in first.completion or []] == [("assistant", "hello")]
+    assert [(m.role, m.content) for m in second.prompt or []] == [("user", "old")]
+    assert [(m.role, m.content) for m in second.completion or []] == [("assistant", "style")]
+    assert first.input_ref and first.output_ref and second.input_ref and second.output_ref
+    assert len({first.input_ref, first.output_ref, second.input_ref, second.output_ref}) == 4

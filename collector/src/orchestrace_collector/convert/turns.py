@@ -19,7 +19,7 @@ from typing import Any
 
 import orchestrace_semconv as sc
 
-from ..spans import Attributes
+from ..spans import Attributes, Span
 from . import call_details
 from .actors import Instance
 from .batches import Batches
@@ -28,7 +28,15 @@ from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
-from .vocabularies import INPUT_TOKENS, OUTPUT_TOKENS
+from .vocabularies import (
+    GEN_AI_COMPLETION,
+    GEN_AI_COMPLETION_EVENT,
+    GEN_AI_DETAILS_EVENT,
+    GEN_AI_PROMPT,
+    GEN_AI_PROMPT_EVENT,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+)
 
 
 @dataclass(slots=True, eq=False)
@@ -68,13 +76,35 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     return None
 
 
+#: Span event -> (its attribute, the span attribute it stands for).
+_EVENT_MESSAGES = {
+    GEN_AI_DETAILS_EVENT: [(key, key) for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
+                                                   sc.GEN_AI_SYSTEM_INSTRUCTIONS)],
+    GEN_AI_PROMPT_EVENT: [(GEN_AI_PROMPT, sc.GEN_AI_INPUT_MESSAGES)],
+    GEN_AI_COMPLETION_EVENT: [(GEN_AI_COMPLETION, sc.GEN_AI_OUTPUT_MESSAGES)],
+}
+
+
+def _with_event_messages(span: Span) -> Attributes:
+    """A model call's attributes, with the messages an instrumentation recorded on span events instead (see
+    ``vocabularies.GEN_AI_DETAILS_EVENT``) as the span attributes they stand for; the span's own win."""
+    attrs = span.attributes
+    found: dict[str, object] = {}
+    for event in span.events:
+        for key, as_key in _EVENT_MESSAGES.get(event.name, ()):
+            value = event.attributes.get(key)
+            if value is not None:
+                found.setdefault(as_key, value)
+    return {**found, **attrs} if found else attrs
+
+
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     """The turns in start order; sets their instances' ``turn_starts`` (``link_turns`` links the events)."""
     turns: list[TurnRec] = []
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
         owner = node.instance
         assert owner is not None
-        attrs = node.span.attributes
+        attrs = _with_event_messages(node.span)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
             node,

@@ -65,6 +65,15 @@ GEN_AI_COMPLETION_PREFIX: Final = _g.GEN_AI_COMPLETION + "."
 GEN_AI_TOOL_CALL_ID_SUFFIX: Final = ".tool_call_id"
 GEN_AI_TOOL_CALLS_SUFFIX: Final = ".tool_calls."
 
+#: Messages recorded on a model call's span events rather than its attributes: the GenAI conventions' details
+#: event (``gen_ai.input.messages`` / ``gen_ai.output.messages`` / ``gen_ai.system_instructions`` on it), and
+#: the older prompt and completion events (a JSON message list in ``gen_ai.prompt`` / ``gen_ai.completion``).
+GEN_AI_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+GEN_AI_PROMPT_EVENT: Final = "gen_ai.content.prompt"
+GEN_AI_COMPLETION_EVENT: Final = "gen_ai.content.completion"
+GEN_AI_PROMPT: Final = _g.GEN_AI_PROMPT
+GEN_AI_COMPLETION: Final = _g.GEN_AI_COMPLETION
+
 #: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
 INPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
 OUTPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
