@@ -1348,3 +1348,18 @@ def test_messages_recorded_on_span_events_become_chat_lists() -> None:
     assert [(m.role, m.content) for m in second.completion or []] == [("assistant", "style")]
     assert first.input_ref and first.output_ref and second.input_ref and second.output_ref
     assert len({first.input_ref, first.output_ref, second.input_ref, second.output_ref}) == 4
+
+
+def test_a_tool_call_told_twice_is_one_call_and_a_tool_calling_another_is_two() -> None:
+    """An MCP client's ``tools/call search`` span (an ``execute_tool`` too) inside the framework's
+    ``execute_tool search``: one call. A tool ``plan`` that runs the tool ``search`` itself: two."""
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    outer = s.tool("search", 1, 3, lead)
+    s.span("tools/call search", 1.1, 2.9, outer,
+           {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "search"})
+    plan = s.tool("plan", 4, 8, lead)
+    s.tool("search", 5, 6, plan)
+    trace = checked(convert_episode(s.spans))
+    assert [e["tool"] for e in by_type(trace, "tool_call")] == ["search", "plan", "search"]
+    assert trace["costs"]["tool_calls"] == 3

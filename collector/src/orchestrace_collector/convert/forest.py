@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..spans import Span
-from .classify import MODEL_LIKE, WORKFLOW, Kind, classify
+from .classify import MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
 from .vocabularies import DESCRIBED_AGAIN
 
 if TYPE_CHECKING:
@@ -120,6 +120,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
         if node.kind is Kind.MODEL and enclosing(parent, Kind.MODEL) is not None:
             node.kind = Kind.OTHER
+        elif node.kind is Kind.TOOL and _same_tool_around(node, parent):
+            node.kind = Kind.OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
         elif parent is None and node.kind is Kind.OTHER:
@@ -151,6 +153,12 @@ def _decide_model_like(nodes: list[Node]) -> None:
                 node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
         if node.parent is not None and (below or node.kind is Kind.MODEL):
             model_below[node.parent.pre] = True
+
+
+def _same_tool_around(node: Node, parent: Node | None) -> bool:
+    """Whether the nearest tool span around ``node`` (up to its actor) runs the same tool."""
+    outer = enclosing(parent, Kind.TOOL)
+    return outer is not None and tool_name(outer.span) == tool_name(node.span)
 
 
 def _described_again(spans: Sequence[Span]) -> frozenset[str]:
