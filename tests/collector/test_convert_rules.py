@@ -1363,3 +1363,13 @@ def test_a_tool_call_told_twice_is_one_call_and_a_tool_calling_another_is_two() 
     trace = checked(convert_episode(s.spans))
     assert [e["tool"] for e in by_type(trace, "tool_call")] == ["search", "plan", "search"]
     assert trace["costs"]["tool_calls"] == 3
+
+
+def test_a_span_naming_a_tool_is_a_tool_call() -> None:
+    """A tool span without an operation name (older PydanticAI's ``running tool``)."""
+    s = Spans()
+    lead = s.agent("lead", 0, 10)
+    s.span("running tool", 1, 2, lead, {sc.GEN_AI_TOOL_NAME: "search", sc.GEN_AI_TOOL_CALL_ID: "c1"})
+    trace = checked(convert_episode(s.spans))
+    assert [(e["agent"], e["tool"]) for e in by_type(trace, "tool_call")] == [("lead", "search")]
+    assert len(by_type(trace, "tool_result")) == 1

@@ -13,7 +13,8 @@ Recognised vocabularies, in order of precedence:
    ``TOOL``; ``LLM``).
 5. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
-   *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides).
+   *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
+   span naming a tool (``gen_ai.tool.name``: older PydanticAI's ``running tool``) is a tool.
 
 Everything else is ``OTHER``: it yields no event itself, but span events recorded on it still count for the
 actor that encloses it.
@@ -130,6 +131,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         key in attrs for key in USAGE_KEYS
     ):
         return Kind.OTHER, MODEL_LIKE
+    if attrs.get(sc.GEN_AI_TOOL_NAME):
+        return Kind.TOOL, ""
     return Kind.OTHER, ""
 
 
