@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from .actors import Instance
 
 
+#: The kinds as module constants: reading ``Kind.X`` runs a descriptor on every access in CPython 3.11,
+#: which the pure-Python path pays on every span.
+_ACTOR, _TOOL, _MODEL, _OTHER = Kind.ACTOR, Kind.TOOL, Kind.MODEL, Kind.OTHER
+
+
 @dataclass(slots=True, eq=False)
 class Node:
     span: Span
@@ -117,16 +122,17 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         node = stack.pop()
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
-        node.kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
-        if node.kind is Kind.MODEL and enclosing(parent, Kind.MODEL) is not None:
-            node.kind = Kind.OTHER
-        elif node.kind is Kind.TOOL and _same_tool_around(node, parent):
-            node.kind = Kind.OTHER  # one call told twice (an MCP client's span inside the framework's)
+        kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
+        if kind is _MODEL and enclosing(parent, _MODEL) is not None:
+            kind = _OTHER
+        elif kind is _TOOL and _same_tool_around(node, parent):
+            kind = _OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
-        elif parent is None and node.kind is Kind.OTHER:
+        elif parent is None and kind is _OTHER:
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
-            node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
+            kind, node.sub_kind = _ACTOR, WORKFLOW
+        node.kind = kind
         node.pre = node.post = len(nodes)
         nodes.append(node)
         stack.extend(reversed(node.children))
@@ -157,7 +163,7 @@ def _decide_model_like(nodes: list[Node]) -> None:
 
 def _same_tool_around(node: Node, parent: Node | None) -> bool:
     """Whether the nearest tool span around ``node`` (up to its actor) runs the same tool."""
-    outer = enclosing(parent, Kind.TOOL)
+    outer = enclosing(parent, _TOOL)
     return outer is not None and tool_name(outer.span) == tool_name(node.span)
 
 
@@ -173,7 +179,7 @@ def _described_again(spans: Sequence[Span]) -> frozenset[str]:
 
 def enclosing(node: Node | None, kind: Kind) -> Node | None:
     """The nearest span of ``kind`` among ``node`` and its ancestors, up to the nearest actor."""
-    while node is not None and node.kind is not Kind.ACTOR:
+    while node is not None and node.kind is not _ACTOR:
         if node.kind is kind:
             return node
         node = node.parent
