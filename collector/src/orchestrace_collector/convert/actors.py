@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
 
-from .classify import AGENT, NODE, TOOL_NODE, WORKFLOW, Kind, actor_name, agent_id
+from .classify import AGENT, K_ACTOR, NODE, TOOL_NODE, WORKFLOW, Kind, actor_name, agent_id
 from .forest import Forest, Node
 from .vocabularies import TL_SPAN_KIND
 
@@ -122,7 +122,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     for node in forest.nodes:  # parents before children
         parent = node.parent
         enclosing = parent.instance if parent is not None else None
-        if node.kind is not Kind.ACTOR:
+        if node.kind is not K_ACTOR:
             if node.sub_kind == TOOL_NODE and enclosing is not None:
                 name = actor_name(node.span, NODE)
                 tool_nodes.add(name)
@@ -143,7 +143,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         if (
             enclosing is not None
             and parent is not None
-            and parent.kind is Kind.ACTOR
+            and parent.kind is K_ACTOR
             and len(parent.children) == 1
             and enclosing.name == name
             and not _step_of_run(parent, node)

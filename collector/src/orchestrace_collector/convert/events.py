@@ -18,10 +18,14 @@ from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
 from .actors import Actors, Instance
 from .classify import (
     AGENT,
+    K_ACTOR,
+    K_AGGREGATE,
+    K_CREATE_AGENT,
+    K_MODEL,
+    K_TOOL,
     NODE,
     TOOL_NODE,
     WORKFLOW,
-    Kind,
     actor_name,
     created_agent_name,
     foreign_step,
@@ -189,12 +193,12 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
         assert owner is not None  # assign_instances gives every node one
         kind = node.kind
         attrs = node.span.attributes
-        if kind is Kind.TOOL:
+        if kind is K_TOOL:
             _tool(b, node, owner)
-        elif kind is Kind.MODEL:
+        elif kind is K_MODEL:
             model_nodes.append(node)
-        elif kind is Kind.AGGREGATE or (
-            kind is Kind.ACTOR and (_aggregate_links(node) or id(node) in fan_ins)
+        elif kind is K_AGGREGATE or (
+            kind is K_ACTOR and (_aggregate_links(node) or id(node) in fan_ins)
         ):
             ev = b.at_start("aggregate", node, owner)
             ev.t_end_ns = node.end_ns
@@ -202,10 +206,10 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             ev.inputs = _aggregate_links(node) or fan_ins.get(id(node))
             _reason(ev, attrs)
             b.aggregates.append(ev)
-            if kind is Kind.AGGREGATE:
+            if kind is K_AGGREGATE:
                 b.closing[node.span.span_id] = ev
             _error(ev, node)
-        elif kind is Kind.CREATE_AGENT:
+        elif kind is K_CREATE_AGENT:
             spawns.append(
                 _Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN)
             )

@@ -17,16 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..spans import Span
-from .classify import MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
+from .classify import K_ACTOR, K_MODEL, K_OTHER, K_TOOL, MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
 from .vocabularies import DESCRIBED_AGAIN
 
 if TYPE_CHECKING:
     from .actors import Instance
-
-
-#: The kinds as module constants: reading ``Kind.X`` runs a descriptor on every access in CPython 3.11,
-#: which the pure-Python path pays on every span.
-_ACTOR, _TOOL, _MODEL, _OTHER = Kind.ACTOR, Kind.TOOL, Kind.MODEL, Kind.OTHER
 
 
 @dataclass(slots=True, eq=False)
@@ -123,15 +118,15 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
         kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
-        if kind is _MODEL and enclosing(parent, _MODEL) is not None:
-            kind = _OTHER
-        elif kind is _TOOL and _same_tool_around(node, parent):
-            kind = _OTHER  # one call told twice (an MCP client's span inside the framework's)
+        if kind is K_MODEL and enclosing(parent, K_MODEL) is not None:
+            kind = K_OTHER
+        elif kind is K_TOOL and _same_tool_around(node, parent):
+            kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
-        elif parent is None and kind is _OTHER:
+        elif parent is None and kind is K_OTHER:
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
-            kind, node.sub_kind = _ACTOR, WORKFLOW
+            kind, node.sub_kind = K_ACTOR, WORKFLOW
         node.kind = kind
         node.pre = node.post = len(nodes)
         nodes.append(node)
@@ -153,17 +148,17 @@ def _decide_model_like(nodes: list[Node]) -> None:
         below = model_below[node.pre]
         if node.sub_kind == MODEL_LIKE:
             node.sub_kind = ""
-            if not below and enclosing(node.parent, Kind.MODEL) is None:
-                node.kind = Kind.MODEL
+            if not below and enclosing(node.parent, K_MODEL) is None:
+                node.kind = K_MODEL
             elif node.parent is None:
-                node.kind, node.sub_kind = Kind.ACTOR, WORKFLOW
-        if node.parent is not None and (below or node.kind is Kind.MODEL):
+                node.kind, node.sub_kind = K_ACTOR, WORKFLOW
+        if node.parent is not None and (below or node.kind is K_MODEL):
             model_below[node.parent.pre] = True
 
 
 def _same_tool_around(node: Node, parent: Node | None) -> bool:
     """Whether the nearest tool span around ``node`` (up to its actor) runs the same tool."""
-    outer = enclosing(parent, _TOOL)
+    outer = enclosing(parent, K_TOOL)
     return outer is not None and tool_name(outer.span) == tool_name(node.span)
 
 
@@ -179,7 +174,7 @@ def _described_again(spans: Sequence[Span]) -> frozenset[str]:
 
 def enclosing(node: Node | None, kind: Kind) -> Node | None:
     """The nearest span of ``kind`` among ``node`` and its ancestors, up to the nearest actor."""
-    while node is not None and node.kind is not _ACTOR:
+    while node is not None and node.kind is not K_ACTOR:
         if node.kind is kind:
             return node
         node = node.parent
