@@ -386,3 +386,51 @@ def test_model_calls_outside_any_agent_are_written_as_samples(tmp_path: Path,
             (turn,) = outputs[way].turns[trace_id]
             assert (turn["agent"], turn["input_tokens"], turn["output_tokens"], turn["event_ids"]) == (
                 "unknown_service:python", PROMPT_TOKENS, COMPLETION_TOKENS, ["e1"]), way
+
+
+@pytest.mark.parametrize("first", ["p1", "p2"])
+def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path, collector: RunningCollector,
+                                                                   first: str) -> None:
+    """The lead spawns ``worker`` with payloads p1 then p2 (``ot.spawn(..., content=...)``) and runs both at
+    once, the one given ``first`` forced to start first: each spawn leads to the worker that took its payload,
+    and the workers are worker#1 (p1) and worker#2 (p2) whichever started first."""
+    started = threading.Event()
+
+    @ot.agent
+    def worker(payload: str) -> str:
+        started.set()
+        time.sleep(0.05)
+        ask(payload)
+        return payload.upper()
+
+    def start(payload: str) -> str:
+        if payload != first:
+            started.wait()
+        return worker(payload)
+
+    @ot.agent
+    def lead() -> str:
+        payloads = ["p1", "p2"]
+        for payload in payloads:
+            ot.spawn("worker", content=payload)
+        with ot.ThreadPoolExecutor(2) as pool:
+            return "+".join(pool.map(start, payloads))
+
+    def app() -> None:
+        with ot.task("spawned-payloads"):
+            lead()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    refs = {payload: ot.content_ref(payload) for payload in ("p1", "p2")}
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        spawned = {e["content_ref"]: e["to"] for e in trace["events"]
+                   if e["type"] == "spawn" and "content_ref" in e}
+        assert spawned == {refs["p1"]: "worker#1", refs["p2"]: "worker#2"}, way
+        started_at = {e["from"]: e["t_start"] for e in trace["events"] if e["type"] == "return"
+                      and e["agent"] == "worker"}
+        label_first = "worker#1" if first == "p1" else "worker#2"
+        assert min(started_at, key=started_at.__getitem__) == label_first, way  # the order was forced
+        # Each worker's turn (its one model call) is its own activation's.
+        assert sorted((t["agent"], t["activation"]) for t in turns if t["agent"] == "worker") == [
+            ("worker", 1), ("worker", 2)], way

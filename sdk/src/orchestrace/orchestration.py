@@ -52,11 +52,15 @@ def _put(attributes: Attributes, key: str, value: Any) -> None:
 
 @failsafe(default=None)
 def spawn(agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
-          reason: str | None = None) -> None:
-    """The current agent creates a new agent instance (matched to that agent's next span by the collector)."""
+          reason: str | None = None, content: Any = None) -> None:
+    """The current agent creates a new agent instance (matched to that agent's next span by the collector).
+
+    ``content``: what the instance is given (a fan-out's payload). The collector matches the spawn to the
+    instance whose input it is (an ``@ot.agent`` called with it as its one argument) and numbers a fan-out's
+    instances in the order of their spawns, whichever thread started first."""
     events = _events()
     if events is not None:
-        events.spawn(agent, agent_id=agent_id, role=role, reason=reason)
+        events.spawn(agent, agent_id=agent_id, role=role, reason=reason, content=content)
 
 
 @failsafe(default=None)
