@@ -56,11 +56,12 @@ def written(out: Path) -> Written:
 
 
 def run_three_ways(tmp_path: Path, collector: RunningCollector, app: Callable[[], None],
-                   **configure: Any) -> dict[str, Written]:
+                   provider: TracerProvider | None = None, **configure: Any) -> dict[str, Written]:
+    """``provider``: the one to record on, when the app also writes spans of its own with it."""
     dump = tmp_path / "spans.jsonl"
     handle = ot.configure("ground-truth", exporter=[f"file:{dump}", "otlp"], endpoint=collector.base_url,
                           trace_dir=tmp_path / "trace_dir", **configure,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+                          tracer_provider=provider or TracerProvider(shutdown_on_exit=False))
     try:
         app()
     finally:

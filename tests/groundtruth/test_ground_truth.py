@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -434,3 +435,46 @@ def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path
         # Each worker's turn (its one model call) is its own activation's.
         assert sorted((t["agent"], t["activation"]) for t in turns if t["agent"] == "worker") == [
             ("worker", 1), ("worker", 2)], way
+
+
+def test_other_libraries_span_shapes_give_their_calls_and_tokens_once(tmp_path: Path,
+                                                                       collector: RunningCollector) -> None:
+    """An agent whose model calls and tools another library records in shapes of its own: a ``call_llm``
+    span with a model and usage but no operation name (6 + 2 tokens), a tool call told twice (an MCP
+    client's ``tools/call`` inside ``execute_tool``), and a chat span whose messages are on its details
+    event (3 + 1)."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("another-library")
+    def text(role: str, content: str) -> str:
+        return json.dumps([{"role": role, "parts": [{"type": "text", "content": content}]}])
+
+    messages = {"gen_ai.input.messages": text("user", "hi"),
+                "gen_ai.output.messages": text("assistant", "yo")}
+
+    @ot.agent
+    def helper() -> None:
+        usage = {"gen_ai.usage.input_tokens": 6, "gen_ai.usage.output_tokens": 2}
+        with tracer.start_as_current_span("call_llm", attributes={"gen_ai.request.model": "m-1", **usage}):
+            pass
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+        with (tracer.start_as_current_span("execute_tool search", attributes=tool),
+              tracer.start_as_current_span("tools/call search", attributes=tool)):
+            pass
+        with tracer.start_as_current_span("chat m-2", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m-2",
+                "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1}) as chat:
+            chat.add_event("gen_ai.client.inference.operation.details", messages)
+
+    def app() -> None:
+        with ot.task("foreign-shapes"):
+            helper()
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        calls = sorted((t["model"], t["input_tokens"], t["output_tokens"]) for t in turns)
+        assert calls == [("m-1", 6, 2), ("m-2", 3, 1)], way
+        assert trace["costs"]["tokens"] == 12 and trace["costs"]["tool_calls"] == 1, way
+        assert [e["tool"] for e in trace["events"] if e["type"] == "tool_call"] == ["search"], way
+        (chat,) = [t for t in turns if t["model"] == "m-2"]
+        assert chat["input_ref"] == ot.content_ref(messages["gen_ai.input.messages"]), way
