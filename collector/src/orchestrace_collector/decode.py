@@ -230,13 +230,15 @@ def _immutable(value: Any) -> bool:
 
 
 def parse_logged(data: bytes) -> Message:
-    """A batch the collector logged (the valid spans of a request whose parse checked them), parsed for
-    :func:`spans_from_request` and ``ingest.resident_bytes`` with its attributes left as bytes."""
+    """A batch the collector logged (the valid spans of a request whose parse checked them), parsed once
+    for both ``ingest.resident_bytes`` and :func:`spans_from_request` (a replay needs both), attributes as
+    bytes."""
     return _parse_raw(data)
 
 
 def spans_from_export(data: bytes) -> list[Span]:
-    """The spans of a serialized export :func:`read_export` already checked (a part of it, re-serialized)."""
+    """The spans of a serialized export already checked: a part of one :func:`read_export` read
+    (re-serialized), or a batch the collector logged."""
     return _spans(_parse_raw(data), check_ids=False)
 
 

@@ -18,7 +18,13 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from orchestrace_collector.assemble import Assembler
-from orchestrace_collector.decode import count_spans, drop_invalid_spans, parse_logged, spans_from_request
+from orchestrace_collector.decode import (
+    count_spans,
+    drop_invalid_spans,
+    parse_logged,
+    spans_from_export,
+    spans_from_request,
+)
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
@@ -210,7 +216,7 @@ class Ingest:
                 if isinstance(item, tuple):
                     payload, segment, nbytes = item
                     if not self.spool_only:
-                        self.assembler.add(spans_from_request(parse_logged(payload)), segment, nbytes)
+                        self.assembler.add(spans_from_export(payload), segment, nbytes)
                     self.wal.done(segment)
                     with self._bytes_lock:
                         self.queued_bytes -= nbytes

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
 
-from .classify import AGENT, K_ACTOR, NODE, TOOL_NODE, WORKFLOW, Kind, actor_name, agent_id
+from .classify import AGENT, K_ACTOR, K_OTHER, NODE, TOOL_NODE, WORKFLOW, actor_name, agent_id
 from .forest import Forest, Node
 from .vocabularies import TL_SPAN_KIND
 
@@ -158,7 +158,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             inst = top_level.get(name)  # the same run continued in another OTel trace
         elif enclosing.sub_kind == AGENT and node.sub_kind != AGENT:
             # Inner working of that agent: from here on it is an ordinary span of the agent's.
-            node.kind = Kind.OTHER
+            node.kind = K_OTHER
             node.instance = enclosing
             if node.sub_kind == NODE:
                 enclosing.inner_nodes.add(name)

@@ -450,12 +450,9 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
             spawn.child = inst
         # The span that ended last closes the instance (a resumed run's last part, or a wrapper span).
         last = inst.last or node
-        ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
-        ret.frm = inst.label
+        ret = _return(b, inst, last)
         ret.to = parent.label if parent is not None else None
-        ret.trusted = True
         ret.content_ref = b.store.ref(last.span.attributes, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
-        inst.ret = ret
         b.closing[node.span.span_id] = b.closing[last.span.span_id] = ret
         _error(ret, node)
         if last is not node:
@@ -474,12 +471,17 @@ def _lone_calls_return(b: _Builder, model_nodes: list[Node]) -> None:
     are the stand-in's: its ``return`` at the end of the last call closes the episode, so that the calls
     are written as the single-turn samples they are instead of yielding nothing."""
     last = max(model_nodes, key=attrgetter("end_ns"))
-    inst = last.instance
-    assert inst is not None  # assign_instances gives every node one (here the stand-in)
+    assert last.instance is not None  # assign_instances gives every node one (here the stand-in)
+    _return(b, last.instance, last)
+
+
+def _return(b: _Builder, inst: Instance, last: Node) -> Ev:
+    """The ``return`` that closes ``inst`` at the end of ``last``, the span of it that ended last."""
     ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
     ret.frm = inst.label
     ret.trusted = True
     inst.ret = ret
+    return ret
 
 
 def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
