@@ -2,11 +2,14 @@
 
 Modes: ``uninstrumented``, ``orchestrace`` (orchestrace-langgraph), ``orchestrace_content`` (the same with
 message content captured), ``openinference`` (openinference-instrumentation-langchain) and ``openllmetry``
-(opentelemetry-instrumentation-langchain), each with its default configuration. Every mode exports as users
-run it: a BatchSpanProcessor with its default settings and the OTLP/HTTP exporter, to one loopback receiver
-(``bench.otlp_sink``) that all modes share. The exporter's thread works in the same process as the graph, so
-its encoding and sending are part of each mode's wall and CPU time (spread over the runs that fill a batch).
-Spans and OTLP protobuf bytes per run are counted from one extra run after the timed ones.
+(opentelemetry-instrumentation-langchain), each with its default configuration; and ``spans_only``, the floor
+under any instrumentation that writes as many spans as orchestrace: the uninstrumented run followed by that
+many OTel spans with nothing in them (one root, the others its children), through the same exporter. Every
+mode exports as users run it: a BatchSpanProcessor with its default settings and the OTLP/HTTP exporter, to
+one loopback receiver (``bench.otlp_sink``) that all modes share. The exporter's thread works in the same
+process as the graph, so its encoding and sending are part of each mode's wall and CPU time (spread over the
+runs that fill a batch). Spans and OTLP protobuf bytes per run are counted from one extra run after the timed
+ones.
 
 Each mode lives in its own process for the whole group, and the processes take turns one graph run at a
 time (a round: every mode once, the order rotated). A shared machine's speed drifts by up to 2x within
@@ -49,7 +52,7 @@ from bench.timing import CountingExporter, median
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
-MODES = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
+MODES = ("uninstrumented", "spans_only", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
 #: orchestrace leaves message content out by default, the other two record it: this mode captures it too.
 MODE_ENV = {"orchestrace_content": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}}
 COMPETITORS = ("openinference", "openllmetry")
@@ -89,7 +92,7 @@ FULL = Sizes(
     warmup=5,
     graphs=tuple(GRAPHS),
     counted_runs=3,
-    counted_modes=("uninstrumented", "orchestrace", *COMPETITORS),
+    counted_modes=("uninstrumented", "spans_only", "orchestrace", *COMPETITORS),
     counted_graphs=tuple(GRAPHS),
 )
 
@@ -107,12 +110,27 @@ def _instrument(mode: str, provider: Any) -> None:
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
         LangchainInstrumentor().instrument(tracer_provider=provider)
-    elif mode != "uninstrumented":
+    elif mode not in ("uninstrumented", "spans_only"):
         raise ValueError(f"unknown mode {mode!r}")
 
 
-def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None:
-    """Under callgrind: the instructions of ``runs`` runs of each graph, dumped as a part named after it."""
+def _bare_spans(provider: TracerProvider, spans: int) -> None:
+    """``spans`` OTel spans with nothing in them: a root and its children (``spans_only``'s work per run)."""
+    from opentelemetry.trace import set_span_in_context
+
+    if spans <= 0:
+        return
+    tracer = provider.get_tracer("bench.spans_only")
+    root = tracer.start_span("run")
+    context = set_span_in_context(root)
+    for _ in range(spans - 1):
+        tracer.start_span("step", context=context).end()
+    root.end()
+
+
+def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: dict[str, int]) -> None:
+    """Under callgrind: the instructions of ``runs`` runs of each graph, dumped as a part named after it
+    (``spans``: ``spans_only``'s spans per run of each graph)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -124,6 +142,7 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None
         graph, inputs = GRAPHS[name][0](), GRAPHS[name][1]
         for _ in range(warmup):
             graph.invoke(inputs)
+            _bare_spans(provider, spans.get(name, 0))
             exporter.clear()
         # From a collected heap: a full collection falling inside the few counted runs adds millions of
         # instructions to one count and not to another (chain3: 10.5 M per run over 8 runs, 11.4 M over 2).
@@ -131,6 +150,7 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int) -> None
         with counted(name):
             for _ in range(runs):
                 graph.invoke(inputs)
+                _bare_spans(provider, spans.get(name, 0))
                 exporter.clear()
 
 
@@ -173,9 +193,9 @@ def serve(mode: str, graphs: list[str], warmup: int, endpoint: str) -> None:
     """Build and warm up every graph in ``mode``, exporting to ``endpoint``, then answer one request per stdin
     line on the stdout it started with (what the libraries print goes to stderr):
 
-    - ``time GRAPH``: ``[wall, cpu]`` microseconds of one run (CPU time of the process: every thread, so
-      the Send tasks' pool and the exporter's thread too);
-    - ``count GRAPH``: ``{"spans": n, "bytes": b}`` of one run, the bytes as OTLP protobuf.
+    - ``time GRAPH [SPANS]``: ``[wall, cpu]`` microseconds of one run (CPU time of the process: every thread,
+      so the Send tasks' pool and the exporter's thread too), then ``SPANS`` bare spans (``spans_only``);
+    - ``count GRAPH [SPANS]``: ``{"spans": n, "bytes": b}`` of one run, the bytes as OTLP protobuf.
     """
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -189,13 +209,14 @@ def serve(mode: str, graphs: list[str], warmup: int, endpoint: str) -> None:
     provider.force_flush()
     print(json.dumps("ready"), file=replies, flush=True)
     for line in sys.stdin:
-        request, name = line.split()
+        request, name, *spans = line.split()
         graph, inputs = built[name]
         if request == "count":
             provider.force_flush()
             spans_before, exporter.bytes, exporter.measure = exporter.spans, 0, True
         start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
         graph.invoke(inputs)
+        _bare_spans(provider, int(spans[0]) if spans else 0)
         cpu = (time.process_time_ns() - cpu_start) / 1000
         wall = (time.perf_counter_ns() - start) / 1000
         reply: Any = [wall, cpu]
@@ -248,7 +269,7 @@ class _Worker:
         self._stderr.close()
 
 
-def _count(mode: str, sizes: Sizes) -> dict[str, float]:
+def _count(mode: str, sizes: Sizes, spans: dict[str, int]) -> dict[str, float]:
     """Instructions per run of each counted graph in ``mode`` (one process under callgrind)."""
     args = [
         "bench.langgraph_overhead",
@@ -261,19 +282,24 @@ def _count(mode: str, sizes: Sizes) -> dict[str, float]:
         str(sizes.counted_runs),
         "--warmup",
         str(sizes.warmup),
+        *(["--spans", json.dumps(spans)] if mode == "spans_only" else []),
     ]
     return {name: total / sizes.counted_runs for name, total in count(args, MODE_ENV.get(mode)).items()}
 
 
-def instructions(sizes: Sizes) -> dict[str, Any]:
+def instructions(sizes: Sizes, spans: dict[str, int]) -> dict[str, Any]:
     """Per graph: instructions per run of each counted mode, and orchestrace's overhead in instructions
-    against the lighter competitor's; or why nothing was counted."""
+    against the lighter competitor's; or why nothing was counted. ``spans``: orchestrace's spans per run."""
     if not available():
         return {"skipped": "valgrind is not installed"}
     # Counts do not depend on what else runs, so the modes are counted side by side.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         per_mode = dict(
-            zip(sizes.counted_modes, pool.map(lambda m: _count(m, sizes), sizes.counted_modes), strict=True)
+            zip(
+                sizes.counted_modes,
+                pool.map(lambda m: _count(m, sizes, spans), sizes.counted_modes),
+                strict=True,
+            )
         )
     graphs: dict[str, Any] = {}
     for name in sizes.counted_graphs:
@@ -315,6 +341,7 @@ def _group(
     mode's spans and bytes per graph. A mode that fails is dropped from ``samples`` for good, so the rounds of
     the others stay aligned."""
     workers = {mode: _Worker(mode, sizes, endpoint) for mode in modes}
+    spans: dict[str, int] = {}
 
     def ask(mode: str, request: str) -> Any:
         if mode not in workers:
@@ -327,17 +354,25 @@ def _group(
             samples.pop(mode, None)
             return None
 
+    def request(mode: str, verb: str, graph: str) -> str:
+        return f"{verb} {graph} {spans.get(graph, 0)}" if mode == "spans_only" else f"{verb} {graph}"
+
     try:
         for mode in list(workers):
             ask(mode, "")
+        for graph in sizes.graphs:  # spans_only writes as many spans as orchestrace does
+            counted = ask("orchestrace", f"count {graph}")
+            spans[graph] = counted["spans"] if counted else 0
         for graph in sizes.graphs:
             for r in range(sizes.rounds):
                 live = list(workers)
                 for mode in live[r % len(live) :] + live[: r % len(live)]:
-                    reply = ask(mode, f"time {graph}")
+                    reply = ask(mode, request(mode, "time", graph))
                     if reply is not None:
                         samples[mode][graph].append((reply[WALL], reply[CPU]))
-        return {mode: {g: ask(mode, f"count {g}") for g in sizes.graphs} for mode in list(workers)}
+        return {
+            mode: {g: ask(mode, request(mode, "count", g)) for g in sizes.graphs} for mode in list(workers)
+        }
     finally:
         for worker in workers.values():
             worker.close()
@@ -387,7 +422,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "ratio_targets": RATIO_TARGETS,
         "graphs": graphs,
         "target": _target(graphs, samples, sizes.rounds),
-        "instructions": instructions(sizes),
+        "instructions": instructions(
+            sizes, {g: cell["spans"] for g, cell in counts.get("orchestrace", {}).items() if cell}
+        ),
         "errors": errors,
     }
 
@@ -453,9 +490,10 @@ def main() -> None:
     mode.add_argument("--callgrind", action="store_true", help="count instructions (run under callgrind)")
     parser.add_argument("--runs", type=int, default=1, help="with --callgrind: runs counted per graph")
     parser.add_argument("--endpoint", help="with --serve: the OTLP/HTTP traces endpoint to export to")
+    parser.add_argument("--spans", default="{}", help="with --callgrind: spans_only's spans per graph (JSON)")
     args = parser.parse_args()
     if args.callgrind:
-        counted_worker(args.mode, args.graphs.split(","), args.runs, args.warmup)
+        counted_worker(args.mode, args.graphs.split(","), args.runs, args.warmup, json.loads(args.spans))
     else:
         serve(args.mode, args.graphs.split(","), args.warmup, args.endpoint)
 

@@ -96,7 +96,14 @@ def _sdk_instructions(r: dict[str, Any]) -> list[str]:
 
 
 def _langgraph(r: dict[str, Any]) -> list[str]:
-    modes = ("uninstrumented", "orchestrace", "orchestrace_content", "openinference", "openllmetry")
+    modes = (
+        "uninstrumented",
+        "spans_only",
+        "orchestrace",
+        "orchestrace_content",
+        "openinference",
+        "openllmetry",
+    )
     rows = []
     targets = r.get("ratio_targets", {})
     for graph, row in r["graphs"].items():
@@ -134,7 +141,9 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
         "count in full the runs in which the exporter's thread sent a batch) · median of each run's wall "
         "time over its CPU time · spans · OTLP protobuf bytes per run. Every instrumentation with its "
         "defaults: orchestrace leaves message content out, the other two record it; `orchestrace_content` is "
-        "orchestrace with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Last column: the "
+        "orchestrace with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`; `spans_only` is the "
+        "floor under any instrumentation writing as many spans as orchestrace: the uninstrumented run, then "
+        "that many empty OTel spans (a root and its children) through the same exporter. Last column: the "
         "median over rounds of each round's fraction (a round's runs follow each other within "
         "milliseconds, so the machine's drift cancels out), and that median in each group.",
         "",
@@ -149,7 +158,7 @@ def _langgraph(r: dict[str, Any]) -> list[str]:
 def _instructions(r: dict[str, Any]) -> list[str]:
     if not r.get("graphs"):
         return [f"Instruction counts: {r.get('skipped', 'not measured')}.", ""]
-    modes = ("uninstrumented", "orchestrace", "openinference", "openllmetry")
+    modes = ("uninstrumented", "spans_only", "orchestrace", "openinference", "openllmetry")
     rows = []
     for graph, cell in r["graphs"].items():
         per_run, ratio = cell["per_run"], cell["ratio"]

@@ -68,12 +68,16 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
     for graph, row in lg["graphs"].items():
         assert set(row) == {
             "uninstrumented",
+            "spans_only",
             "orchestrace",
             "orchestrace_content",
             "openinference",
             "openllmetry",
         }
         assert row["uninstrumented"]["spans"] == 0
+        # The floor writes as many spans as orchestrace, each smaller.
+        assert row["spans_only"]["spans"] == row["orchestrace"]["spans"], graph
+        assert row["spans_only"]["bytes"] < row["orchestrace"]["bytes"], graph
         for mode in ("orchestrace", "orchestrace_content", "openinference", "openllmetry"):
             assert row[mode]["spans"] > 0 and row[mode]["bytes"] > 0, (graph, mode)
         for cell in row.values():
