@@ -478,3 +478,49 @@ def test_other_libraries_span_shapes_give_their_calls_and_tokens_once(tmp_path: 
         assert [e["tool"] for e in trace["events"] if e["type"] == "tool_call"] == ["search"], way
         (chat,) = [t for t in turns if t["model"] == "m-2"]
         assert chat["input_ref"] == ot.content_ref(messages["gen_ai.input.messages"]), way
+
+
+def test_openinference_agents_of_one_class_keep_their_own_names(tmp_path: Path,
+                                                                collector: RunningCollector) -> None:
+    """OpenInference names an agent's span after its class (smolagents: ``ToolCallingAgent.run``) and the
+    agent in ``agent.name``; each agent span also carries the sum of its model calls' tokens. A manager
+    (10 + 2, then 30 + 4) runs two managed agents of one class, ``web_agent`` (5 + 1) and ``docs_agent``
+    (7 + 1, 8 + 1), each calling a tool once per model call."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("openinference.instrumentation.smolagents")
+
+    def agent(cls: str, name: str, calls: list[tuple[int, int]], managed: list[Any]) -> None:
+        with tracer.start_as_current_span(f"{cls}.run", attributes={
+                "openinference.span.kind": "AGENT", "agent.name": name}) as span:
+            for step, (prompt, completion) in enumerate(calls, 1):
+                chain = {"openinference.span.kind": "CHAIN"}
+                with tracer.start_as_current_span(f"Step {step}", attributes=chain):
+                    with tracer.start_as_current_span("LiteLLMModel.generate", attributes={
+                            "openinference.span.kind": "LLM", "llm.model_name": "m",
+                            "llm.token_count.prompt": prompt, "llm.token_count.completion": completion}):
+                        pass
+                    for run in managed if step == 1 else []:
+                        run()
+                    with tracer.start_as_current_span("SearchTool", attributes={
+                            "openinference.span.kind": "TOOL", "tool.name": "search"}):
+                        pass
+            span.set_attributes({"llm.token_count.prompt": sum(p for p, _ in calls),
+                                 "llm.token_count.completion": sum(c for _, c in calls)})
+
+    def app() -> None:
+        agent("CodeAgent", "manager", [(10, 2), (30, 4)], [
+            lambda: agent("ToolCallingAgent", "web_agent", [(5, 1)], []),
+            lambda: agent("ToolCallingAgent", "docs_agent", [(7, 1), (8, 1)], []),
+        ])
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        tokens: dict[str, int] = defaultdict(int)
+        for turn in turns:
+            tokens[turn["agent"]] += turn["input_tokens"] + turn["output_tokens"]
+        assert tokens == {"manager": 46, "web_agent": 6, "docs_agent": 17}, way
+        assert trace["costs"]["tokens"] == 69 and trace["costs"]["tool_calls"] == 5, way
+        assert [e["to"] for e in trace["events"] if e["type"] == "spawn"] == ["web_agent", "docs_agent"], way
+        returns = {e["agent"]: e.get("to") for e in trace["events"] if e["type"] == "return"}
+        assert returns == {"web_agent": "manager", "docs_agent": "manager", "manager": None}, way

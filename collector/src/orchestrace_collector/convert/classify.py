@@ -31,6 +31,7 @@ import orchestrace_semconv as sc
 from ..spans import Span
 from .vocabularies import (
     INPUT_TOKENS,
+    OI_AGENT_NAME,
     OI_METADATA,
     OI_MODEL_NAME,
     OI_PROVIDER,
@@ -198,10 +199,15 @@ def actor_name(span: Span, sub_kind: str) -> str:
         name = attrs.get(sc.ORCH_NODE_NAME) or attrs.get(sc.LANGGRAPH_NODE) or attrs.get(TL_ENTITY_NAME)
     elif sub_kind == WORKFLOW:
         name = (
-            attrs.get(sc.GEN_AI_WORKFLOW_NAME) or attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+            attrs.get(sc.GEN_AI_WORKFLOW_NAME)
+            or attrs.get(sc.GEN_AI_AGENT_NAME)
+            or attrs.get(OI_AGENT_NAME)
+            or attrs.get(TL_ENTITY_NAME)
         )
     else:
-        name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+        # OpenInference's agent spans are named after the agent's class (smolagents' "ToolCallingAgent.run"):
+        # two agents of one class are told apart by the name it records, not the span's.
+        name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(OI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
     return str(name) if name else (_strip_operation(span.name) or "agent")
 
 
