@@ -483,15 +483,16 @@ def test_other_libraries_span_shapes_give_their_calls_and_tokens_once(tmp_path: 
 def test_openinference_agents_of_one_class_keep_their_own_names(tmp_path: Path,
                                                                 collector: RunningCollector) -> None:
     """OpenInference names an agent's span after its class (smolagents: ``ToolCallingAgent.run``) and the
-    agent in ``agent.name``; each agent span also carries the sum of its model calls' tokens. A manager
-    (10 + 2, then 30 + 4) runs two managed agents of one class, ``web_agent`` (5 + 1) and ``docs_agent``
-    (7 + 1, 8 + 1), each calling a tool once per model call."""
+    agent in ``agent.name`` (or ``graph.node.name``); each agent span also carries the sum of its model calls'
+    tokens. A manager (10 + 2, then 30 + 4) runs two managed agents of one class, ``web_agent`` (5 + 1) and
+    ``docs_agent`` (7 + 1, 8 + 1, named by ``graph.node.name``), each calling a tool once per model call."""
     provider = TracerProvider(shutdown_on_exit=False)
     tracer = provider.get_tracer("openinference.instrumentation.smolagents")
 
-    def agent(cls: str, name: str, calls: list[tuple[int, int]], managed: list[Any]) -> None:
+    def agent(cls: str, name: str, calls: list[tuple[int, int]], managed: list[Any],
+              key: str = "agent.name") -> None:
         with tracer.start_as_current_span(f"{cls}.run", attributes={
-                "openinference.span.kind": "AGENT", "agent.name": name}) as span:
+                "openinference.span.kind": "AGENT", key: name}) as span:
             for step, (prompt, completion) in enumerate(calls, 1):
                 chain = {"openinference.span.kind": "CHAIN"}
                 with tracer.start_as_current_span(f"Step {step}", attributes=chain):
@@ -510,7 +511,7 @@ def test_openinference_agents_of_one_class_keep_their_own_names(tmp_path: Path,
     def app() -> None:
         agent("CodeAgent", "manager", [(10, 2), (30, 4)], [
             lambda: agent("ToolCallingAgent", "web_agent", [(5, 1)], []),
-            lambda: agent("ToolCallingAgent", "docs_agent", [(7, 1), (8, 1)], []),
+            lambda: agent("ToolCallingAgent", "docs_agent", [(7, 1), (8, 1)], [], "graph.node.name"),
         ])
 
     outputs = run_three_ways(tmp_path, collector, app, provider)

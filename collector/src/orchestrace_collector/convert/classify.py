@@ -32,6 +32,7 @@ from ..spans import Span
 from .vocabularies import (
     INPUT_TOKENS,
     OI_AGENT_NAME,
+    OI_GRAPH_NODE_NAME,
     OI_METADATA,
     OI_MODEL_NAME,
     OI_PROVIDER,
@@ -207,7 +208,12 @@ def actor_name(span: Span, sub_kind: str) -> str:
     else:
         # OpenInference's agent spans are named after the agent's class (smolagents' "ToolCallingAgent.run"):
         # two agents of one class are told apart by the name it records, not the span's.
-        name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(OI_AGENT_NAME) or attrs.get(TL_ENTITY_NAME)
+        name = (
+            attrs.get(sc.GEN_AI_AGENT_NAME)
+            or attrs.get(OI_AGENT_NAME)
+            or attrs.get(OI_GRAPH_NODE_NAME)
+            or attrs.get(TL_ENTITY_NAME)
+        )
     return str(name) if name else (_strip_operation(span.name) or "agent")
 
 

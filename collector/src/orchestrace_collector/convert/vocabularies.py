@@ -27,6 +27,7 @@ OI_SPAN_KIND: Final = _sc.OPENINFERENCE_SPAN_KIND
 OI_METADATA: Final = "metadata"  # JSON; LangGraph runs put ``langgraph_node`` in it
 OI_TOOL_NAME: Final = "tool.name"
 OI_AGENT_NAME: Final = "agent.name"
+OI_GRAPH_NODE_NAME: Final = "graph.node.name"
 OI_MODEL_NAME: Final = "llm.model_name"
 OI_PROVIDER: Final = "llm.provider"
 OI_SYSTEM: Final = "llm.system"
