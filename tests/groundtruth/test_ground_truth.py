@@ -525,3 +525,58 @@ def test_openinference_agents_of_one_class_keep_their_own_names(tmp_path: Path,
         assert [e["to"] for e in trace["events"] if e["type"] == "spawn"] == ["web_agent", "docs_agent"], way
         returns = {e["agent"]: e.get("to") for e in trace["events"] if e["type"] == "return"}
         assert returns == {"web_agent": "manager", "docs_agent": "manager", "manager": None}, way
+
+
+@pytest.mark.parametrize("library", ["openllmetry", "openinference"])
+def test_another_librarys_handoff_is_the_agents_handoff(tmp_path: Path, collector: RunningCollector,
+                                                        library: str) -> None:
+    """An OpenAI Agents triage as other instrumentations record it: the workflow runs ``Triage`` (10 + 1),
+    which hands off to ``Billing`` (a span inside ``Triage``: OpenLLMetry's with ``gen_ai.handoff.to_agent``,
+    OpenInference's a ``TOOL`` named ``handoff to Billing``); ``Billing``, a sibling of ``Triage`` under
+    the workflow, calls the model (20 + 2), a tool, the model again (30 + 3)."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer(library)
+    oi = library == "openinference"
+
+    def chat(prompt: int, completion: int) -> None:
+        with tracer.start_as_current_span("response", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.usage.input_tokens": prompt, "gen_ai.usage.output_tokens": completion}):
+            pass
+
+    def span(name: str, openinference: dict[str, Any], openllmetry: dict[str, Any]) -> Any:
+        return tracer.start_as_current_span(name, attributes=openinference if oi else openllmetry)
+
+    def agent(name: str) -> Any:
+        return span(name, {"openinference.span.kind": "AGENT"},
+                    {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name})
+
+    def app() -> None:
+        workflow = {"traceloop.span.kind": "workflow"}
+        with span("Agent workflow", {"openinference.span.kind": "AGENT"}, workflow):
+            with agent("Triage"):
+                chat(10, 1)
+                with span("handoff to Billing", {"openinference.span.kind": "TOOL"},
+                          {"gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": "Triage",
+                           "gen_ai.handoff.to_agent": "Billing"}):
+                    pass
+            with agent("Billing"):
+                chat(20, 2)
+                with span("refund", {"openinference.span.kind": "TOOL", "tool.name": "refund"},
+                          {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"}):
+                    pass
+                chat(30, 3)
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        tokens: dict[str, int] = defaultdict(int)
+        for turn in turns:
+            tokens[turn["agent"]] += turn["input_tokens"] + turn["output_tokens"]
+        assert tokens == {"Triage": 11, "Billing": 55}, way
+        assert trace["costs"]["tool_calls"] == 1, way  # the handoff is no tool call
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("Agent workflow", "Triage"), ("Triage", "Billing")], way
+        (handoff,) = [e for e in trace["events"] if e.get("handoff")]
+        assert (handoff["type"], handoff["agent"], handoff["to"], handoff["decision"]) == (
+            "orchestrator_decision", "Triage", "Billing", "delegate"), way

@@ -11,7 +11,10 @@ Recognised vocabularies, in order of precedence:
    is a LangGraph node) and its older ``llm.request.type`` for model calls.
 4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node;
    ``TOOL``; ``LLM``).
-5. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
+5. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
+   OpenAI Agents spans), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like ``create_agent``,
+   an explicit transfer of control (a handoff delegate) from the agent it runs in.
+6. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
    *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
    span naming a tool (``gen_ai.tool.name``: older PydanticAI's ``running tool``) is a tool.
@@ -30,9 +33,11 @@ import orchestrace_semconv as sc
 
 from ..spans import Span
 from .vocabularies import (
+    GEN_AI_HANDOFF_TO_AGENT,
     INPUT_TOKENS,
     OI_AGENT_NAME,
     OI_GRAPH_NODE_NAME,
+    OI_HANDOFF_PREFIX,
     OI_METADATA,
     OI_MODEL_NAME,
     OI_PROVIDER,
@@ -54,7 +59,7 @@ class Kind(IntEnum):
     TOOL = 2
     MODEL = 3
     AGGREGATE = 4
-    CREATE_AGENT = 5  # ``create_agent``: an explicit spawn of an agent (no timeline of its own)
+    CREATE_AGENT = 5  # ``create_agent`` or a handoff: an explicit spawn of an agent (no timeline of its own)
 
 
 #: The kinds as module constants, for the loops over every span: on CPython 3.11 reading ``Kind.X`` goes
@@ -73,6 +78,8 @@ AGENT = "agent"
 NODE = "node"
 #: Non-actor sub-kind: a graph node that only runs the tools a model asked for (its tools are its owner's).
 TOOL_NODE = "tool_node"
+#: ``CREATE_AGENT`` sub-kind: another library's handoff span (a delegate that hands control over).
+HANDOFF = "handoff"
 #: Non-actor sub-kind until ``forest`` decides: a span of no known kind that names a model and reports tokens.
 MODEL_LIKE = "model_like"
 
@@ -108,6 +115,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
             if found[1] == AGENT and attrs.get(TL_SPAN_KIND) == "workflow":
                 return Kind.ACTOR, WORKFLOW  # OpenLLMetry's graph run, which it also calls an agent
             return found
+    if isinstance(attrs.get(GEN_AI_HANDOFF_TO_AGENT), str):
+        return Kind.CREATE_AGENT, HANDOFF
     orch_op = attrs.get(sc.ORCH_OPERATION)
     if orch_op == sc.OPERATION_NODE:
         return Kind.ACTOR, NODE
@@ -128,6 +137,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     if isinstance(oi_kind, str):
         found = _OPENINFERENCE_KINDS.get(oi_kind)
         if found is not None:
+            if found[0] == Kind.TOOL and span.name.startswith(OI_HANDOFF_PREFIX):
+                return Kind.CREATE_AGENT, HANDOFF
             return found
         if oi_kind == "CHAIN":
             if parent is None:
@@ -223,7 +234,11 @@ def tool_name(span: Span) -> str:
     return str(name) if name else (_strip_operation(span.name) or "tool")
 
 
-def created_agent_name(span: Span) -> str:
+def created_agent_name(span: Span, sub_kind: str) -> str:
+    """The agent a ``CREATE_AGENT`` span spawns, or hands off to."""
+    if sub_kind == HANDOFF:
+        target = span.attributes.get(GEN_AI_HANDOFF_TO_AGENT)
+        return str(target) if target else span.name.removeprefix(OI_HANDOFF_PREFIX) or "agent"
     return actor_name(span, AGENT)
 
 

@@ -18,6 +18,7 @@ from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
 from .actors import Actors, Instance
 from .classify import (
     AGENT,
+    HANDOFF,
     K_ACTOR,
     K_AGGREGATE,
     K_CREATE_AGENT,
@@ -48,6 +49,8 @@ RANK = {
 }
 _DECISIONS = frozenset(sc.DECISION_KINDS)
 _EVENT_CONTENT = (sc.ORCH_CONTENT,)
+#: What another library's handoff span says, as orchestrace's own handoff delegate would.
+_HANDOFF: Attributes = {sc.ORCH_HANDOFF: True, sc.ORCH_REASON: "handoff"}
 _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at its subtree's last position
 
 
@@ -210,9 +213,11 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
                 b.closing[node.span.span_id] = ev
             _error(ev, node)
         elif kind is K_CREATE_AGENT:
-            spawns.append(
-                _Spawn(node.start_ns, node, owner, created_agent_name(node.span), attrs, sc.DECISION_SPAWN)
-            )
+            target = created_agent_name(node.span, node.sub_kind)
+            if node.sub_kind == HANDOFF:
+                spawns.append(_Spawn(node.start_ns, node, owner, target, _HANDOFF, sc.DECISION_DELEGATE))
+            else:
+                spawns.append(_Spawn(node.start_ns, node, owner, target, attrs, sc.DECISION_SPAWN))
         for event in node.span.events:
             _span_event(b, event, node, owner, spawns, evaluations)
 

@@ -48,6 +48,9 @@ OI_CALL_ID: Final = ".tool_call.id"
 OI_CALL_NAME: Final = ".tool_call.function.name"
 OI_CALL_ARGS: Final = ".tool_call.function.arguments"
 
+#: OpenInference's OpenAI Agents instrumentation records a handoff as a ``TOOL`` span named after its target.
+OI_HANDOFF_PREFIX: Final = "handoff to "
+
 # --- OpenLLMetry / Traceloop
 TL_SPAN_KIND: Final = "traceloop.span.kind"
 TL_ENTITY_NAME: Final = "traceloop.entity.name"
@@ -56,6 +59,9 @@ TL_OUTPUT: Final = "traceloop.entity.output"
 TL_LANGGRAPH_NODE: Final = "traceloop.association.properties.langgraph_node"
 TL_LANGGRAPH_STEP: Final = "traceloop.association.properties.langgraph_step"
 TL_REQUEST_TYPE: Final = "llm.request.type"
+
+# --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
+GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
 
 # --- deprecated GenAI names (older OpenLLMetry releases)
 GEN_AI_USAGE_PROMPT_TOKENS: Final = _g.GEN_AI_USAGE_PROMPT_TOKENS
