@@ -187,6 +187,39 @@ def record_run(task_id: str, *, tools: int = 2, episode_id: str | None = None) -
     return list(memory.get_finished_spans())
 
 
+def record_handover(links: int = 1, typed: bool = False) -> list[Any]:
+    """A message-passing runtime's run, recorded by the real SDK: the ``lead`` agent publishes a message (a
+    producer span) and the runtime processes it in a trace of its own whose root links to that span, where
+    the ``worker`` agent runs; ``links`` 2: the root also links into a third trace (a batch's); ``typed``:
+    its link is typed as orchestrace's own (``orchestrace.link.type``). ReadableSpans, in the order they
+    ended (the worker's before the lead's: it ran while the lead waited)."""
+    from opentelemetry import context as otel_context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Link, SpanKind
+    from orchestrace import semconv as sc
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("runtime")
+
+    def agent(name: str) -> Any:
+        attrs = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: name}
+        return tracer.start_as_current_span(f"invoke_agent {name}", attributes=attrs)
+
+    with tracer.start_as_current_span("batch") as other:
+        pass
+    with agent("lead"), tracer.start_as_current_span("publish worker", kind=SpanKind.PRODUCER) as sent:
+        attrs = {sc.ORCH_LINK_TYPE: sc.LINK_RESUME_OF} if typed else None
+        to = [Link(sent.get_span_context(), attrs)] + [Link(other.get_span_context())] * (links - 1)
+        with tracer.start_as_current_span("process worker", context=otel_context.Context(), links=to,
+                                          kind=SpanKind.CONSUMER), agent("worker"):
+            pass
+    return list(memory.get_finished_spans())[1:]  # the batch's trace itself is not part of the run
+
+
 def encode_protobuf(spans: list[Any]) -> bytes:
     """The exact bytes the SDK's OTLP exporters send."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

@@ -1,6 +1,7 @@
 """Spans of small multi-agent runs by frameworks that emit OTel GenAI spans themselves, written as OTLP-JSON.
 
-Run as a script, in its own process (``python native_genai_spans.py pydantic_ai|autogen OUT``):
+Run as a script, in its own process (``python native_genai_spans.py pydantic_ai|autogen|autogen_unwrapped
+OUT``):
 
 * ``pydantic_ai``: PydanticAI (``pydantic-ai-slim``, in the workspace's dev group) with its own
   instrumentation (``Agent.instrument_all``); a lead agent whose tool runs a second agent (agent delegation),
@@ -14,10 +15,14 @@ Run as a script, in its own process (``python native_genai_spans.py pydantic_ai|
       uv run --isolated --no-project --with ./sdk --with autogen-agentchat==0.7.5 \\
           --with autogen-ext==0.7.5 python tests/collector/native_genai_spans.py autogen \\
           tests/collector/golden/autogen_spans.jsonl
+
+* ``autogen_unwrapped``: the same team with no span around the run, so AutoGen's runtime starts a trace per
+  message, each linked to the span that sent it (``golden/autogen_spans_unwrapped.jsonl``, made the same way).
 """
 
 # No ``from __future__ import annotations``: PydanticAI reads the tool's type hints at run time.
 import asyncio
+import contextlib
 import sys
 from typing import Any
 
@@ -64,7 +69,7 @@ def run_pydantic_ai(tp: TracerProvider) -> None:
     assert lead.run_sync("Tell me a joke").output.endswith("cross the road?")
 
 
-def run_autogen(tp: TracerProvider) -> None:
+def run_autogen(tp: TracerProvider, wrapped: bool = True) -> None:
     """Inside ``ot.task``: writer asks its tool for a word count and answers; reviewer approves, which ends
     the round-robin team. (With no span around the run, AutoGen's runtime starts a trace per message.)"""
     import orchestrace as ot
@@ -88,7 +93,8 @@ def run_autogen(tp: TracerProvider) -> None:
                             cached=False)
 
     async def run_team() -> Any:
-        with ot.task("slogan"):  # agents made inside it: their creation is part of the run
+        # Agents made inside the task: their creation is part of the run.
+        with ot.task("slogan") if wrapped else contextlib.nullcontext():
             return await team(writer_model(), ReplayChatCompletionClient([reply("APPROVE", 60, 2)])).run(
                 task="Write a three-word slogan.")
 
@@ -115,8 +121,8 @@ def main(which: str, out: str) -> None:
     tp = provider(out, f"{which}-app")
     if which == "pydantic_ai":
         run_pydantic_ai(tp)
-    elif which == "autogen":
-        run_autogen(tp)
+    elif which in ("autogen", "autogen_unwrapped"):
+        run_autogen(tp, wrapped=which == "autogen")
     else:
         raise SystemExit(f"unknown framework {which!r}")
     tp.shutdown()

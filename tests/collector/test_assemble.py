@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from collector_fixtures import record_run
+import pytest
+from collector_fixtures import record_handover, record_run
 from orchestrace import semconv as sc
 from orchestrace_collector import convert_spans
 from orchestrace_collector.assemble import Assembler
@@ -157,3 +158,46 @@ def test_a_converter_failure_is_logged_not_raised() -> None:
     assembler.add(spans_of("t8"))
     assert assembler.flush() == 1
     assert assembler.failed == 1 and sink.written == []
+
+
+def _agents(trace: Trace) -> list[tuple[str, str | None]]:
+    return [(e.agent, e.to) for e in trace.events if e.type == "spawn"]
+
+
+@pytest.mark.parametrize("order", ["as ended", "lead first", "root last"])
+def test_a_trace_continuing_another_joins_its_episode_whichever_arrives_first(order: str) -> None:
+    spans = [span_from_readable(s) for s in record_handover()]  # type: ignore[arg-type]
+    process = next(s for s in spans if s.name == "process worker")
+    if order == "lead first":
+        spans = [s for s in spans if s.trace_id != process.trace_id] + [
+            s for s in spans if s.trace_id == process.trace_id]
+    elif order == "root last":
+        spans = [s for s in spans if s is not process] + [process]
+    assembler, sink, _ = make()
+    for span in spans:
+        assembler.add([span])
+    assembler.flush()
+    assert len(sink.written) == 1
+    trace = sink.written[0][0]
+    assert trace.metrics["spans"] == 4
+    # The runtime's root runs under the span it links to: the lead hands the worker its work.
+    assert _agents(trace) == [("lead", "worker")]
+
+
+@pytest.mark.parametrize("case", ["links into two traces", "orchestrace's own link"])
+def test_a_root_linking_elsewhere_continues_no_trace(case: str) -> None:
+    readable = record_handover(links=2) if case == "links into two traces" else record_handover(typed=True)
+    assembler, sink, _ = make()
+    assembler.add([span_from_readable(s) for s in readable])  # type: ignore[arg-type]
+    assembler.flush()
+    assert sorted(t.metrics["spans"] for t, _ in sink.written) == [2, 2]
+
+
+def test_an_episode_id_wins_over_a_continued_trace() -> None:
+    spans = [span_from_readable(s) for s in record_handover()]  # type: ignore[arg-type]
+    process = next(s for s in spans if s.name == "process worker")
+    process.attributes[sc.ORCH_EPISODE_ID] = "ep-own"
+    assembler, sink, _ = make()
+    assembler.add(spans)
+    assembler.flush()
+    assert sorted(t.metrics["spans"] for t, _ in sink.written) == [2, 2]

@@ -25,9 +25,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from orchestrace import semconv as sc
+from orchestrace_collector import convert_spans
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.decode import decode_file
 from orchestrace_collector.inprocess import span_from_readable
+from orchestrace_collector.validate import validate_trace
 
 _PLACEHOLDERS = {
     "span_id": "span",
@@ -318,3 +320,22 @@ def test_autogen_native_spans() -> None:
     assert (call["agent"], call["tool"]) == ("writer", "count_words")
     assert {e["agent"] for e in w["events"]} == {"slogan", "writer", "reviewer", "count_words"}
     assert episode.turns == [] and w["costs"]["tokens"] == 0
+
+
+def test_autogen_with_no_span_around_the_run() -> None:
+    """The same team with nothing around ``team.run``: AutoGen's runtime starts a trace per message (14 for
+    the run), each root linking to the span that sent its message. They are one run: one episode, in which
+    the writer uses its tool and hands the reviewer the turn; the two agents' creations, before the run and
+    in traces of their own, stay apart."""
+    spans = decode_file(GOLDEN / "autogen_spans_unwrapped.jsonl")
+    traces = convert_spans(spans)
+    sizes = sorted(int(t.metrics["spans"]) for t in traces)
+    assert sizes == [1, 1, len(spans) - 2]
+    run = max(traces, key=lambda t: t.metrics["spans"])
+    w = run.to_json_dict()
+    assert validate_trace(json.loads(json.dumps(w))) == []
+    assert len({e["otel_trace_id"] for e in w["events"] if "otel_trace_id" in e}) > 1
+    (call,) = by_type(w, "tool_call")
+    assert (call["agent"], call["tool"]) == ("writer", "count_words")
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")][-1] == ("writer", "reviewer")
+    assert [e["agent"] for e in by_type(w, "return")][-1] == "reviewer"

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from collector_fixtures import encode_otlp_json, encode_protobuf, record_run
+from collector_fixtures import encode_otlp_json, encode_protobuf, record_handover, record_run
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from orchestrace_collector.offline import ConvertResult, convert_local
 from orchestrace_collector.output import TraceDirWriter
@@ -126,6 +126,34 @@ def test_files_in_parts_gzip_and_an_episode_named_in_a_later_file(tmp_path: Path
         if json.loads(line)["task_id"] == "task-late"
     ]
     assert late["metrics"]["spans"] == len(named_late) + len(named_again)
+
+
+def test_traces_continuing_others_join_their_episodes_as_locally(tmp_path: Path) -> None:
+    """A runtime's trace whose root links to the span that sent it its work (in another file, before or after
+    the trace it continues, protobuf and OTLP-JSON), a root linking into two traces, and one whose link is
+    orchestrace's own (neither continues a trace)."""
+    handed, batch, typed = record_handover(), record_handover(links=2), record_handover(typed=True)
+    directory = tmp_path / "dumps"
+    directory.mkdir()
+    runtime = next(s for s in handed if s.name == "process worker").context.trace_id
+    continuing = [s for s in handed if s.context.trace_id == runtime]
+    (directory / "a.pb").write_bytes(encode_protobuf([*continuing, *batch]))
+    lead = [s for s in handed if s not in continuing]
+    (directory / "b.json").write_text(json.dumps(encode_otlp_json(lead)))
+    (directory / "c.pb").write_bytes(encode_protobuf(typed))
+
+    local, on_ray = _both([directory], tmp_path)
+
+    assert local.written == on_ray.written == 5  # the handover as one episode, the other two as two each
+
+
+def test_a_cycle_of_continued_traces_is_one_episode() -> None:
+    from orchestrace_collector.ray_engine import Scanned, TraceIndex, episode_keys
+
+    scanned = [Scanned([TraceIndex("a", 1, "", -1, "b"), TraceIndex("b", 1, "", -1, "c"),
+                        TraceIndex("c", 1, "", -1, "b"), TraceIndex("d", 1, "ep", 0, "a"),
+                        TraceIndex("e", 1, "", -1, "missing")])]
+    assert episode_keys(scanned) == {"a": "b", "c": "b", "d": "ep"}
 
 
 def test_spools_of_two_collectors_assemble_like_one_collector(tmp_path: Path) -> None:

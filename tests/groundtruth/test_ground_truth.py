@@ -25,7 +25,9 @@ from ground_truth_apps import (
     run_three_ways,
     units_app,
 )
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Link, SpanKind
 
 
 def channel_sums(turns: list[dict[str, Any]]) -> dict[str, float]:
@@ -580,3 +582,52 @@ def test_another_librarys_handoff_is_the_agents_handoff(tmp_path: Path, collecto
         (handoff,) = [e for e in trace["events"] if e.get("handoff")]
         assert (handoff["type"], handoff["agent"], handoff["to"], handoff["decision"]) == (
             "orchestrator_decision", "Triage", "Billing", "delegate"), way
+
+
+def test_work_handed_over_by_message_stays_in_the_run(tmp_path: Path, collector: RunningCollector) -> None:
+    """A message-passing runtime (AutoGen's, with no span around the run): ``lead`` (5 + 1 tokens) publishes
+    a job; the runtime processes it on another thread in a trace of its own, whose root links to the
+    publishing span, and runs ``worker`` there (7 + 1). One run, one episode: the lead hands the worker its
+    work."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("runtime")
+    inbox: list[Any] = []
+
+    @ot.llm("m", provider="fake")
+    def call(prompt: str, tokens: int) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": tokens, "completion_tokens": 1}}
+
+    @ot.agent
+    def worker(job: str) -> str:
+        call(job, 7)
+        return "done"
+
+    @ot.agent
+    def lead() -> None:
+        call("plan", 5)
+        with tracer.start_as_current_span("publish worker", kind=SpanKind.PRODUCER) as published:
+            inbox.append(("job", published.get_span_context()))
+
+    def runtime() -> None:
+        job, sender = inbox.pop()
+        with tracer.start_as_current_span("process worker", context=otel_context.Context(),
+                                          links=[Link(sender)], kind=SpanKind.CONSUMER):
+            worker(job)
+
+    def app() -> None:
+        lead()
+        thread = threading.Thread(target=runtime)
+        thread.start()
+        thread.join()
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        tokens = {turn["agent"]: turn["input_tokens"] + turn["output_tokens"] for turn in turns}
+        assert tokens == {"lead": 6, "worker": 8}, way
+        assert trace["costs"]["tokens"] == 14, way
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("lead", "worker")], way
+        returns = [e.get("to") for e in trace["events"] if e["type"] == "return" and e["agent"] == "worker"]
+        assert returns == ["lead"], way

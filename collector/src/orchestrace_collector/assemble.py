@@ -6,6 +6,13 @@ session, a LangGraph thread) may hold many rollouts. Spans of an OTel trace that
 attribute did are moved into the episode when it appears, so a LangGraph interrupt and its resume (two OTel
 traces, one thread id) become one orchestration trace. A span id seen twice (an exporter retry) counts once.
 
+Continued traces. A root span that names no episode and whose links point into one other OTel trace (not
+counting orchestrace's own typed links) continues that trace: its OTel trace joins that trace's episode, as
+an episode id would join it, whichever of the two arrives first. Runtimes that hand work over by message
+start a trace per message and link it to the sender's span (AutoGen's runtime with no span around the run:
+one trace per message); the converter puts such a root under the span it links to. A root linking into
+several traces (a batch consumer) joins none.
+
 Completion. An episode is written when one of its root spans (no parent) has ended and no span arrived for
 ``quiet_period_s``; when no span arrived for ``idle_timeout_s`` whatever its state (orphans whose parent never
 comes: the converter marks what is missing as incomplete); on :meth:`flush` (force flush, shutdown).
@@ -63,7 +70,7 @@ from orchestrace_semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.encode import request_from_spans
 from orchestrace_collector.model import SPAN_CONFLICTS, SPAN_COUNT, Trace, Turn
-from orchestrace_collector.spans import Span
+from orchestrace_collector.spans import Span, continued_link
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -134,6 +141,7 @@ def episode_key(attributes: Mapping[str, Any]) -> str | None:
     """The episode a span's attributes name (``orchestrace.episode.id``), if any."""
     value = attributes.get(ORCH_EPISODE_ID)
     return str(value) if value else None
+
 
 
 @dataclass(slots=True)
@@ -211,6 +219,8 @@ class Assembler:
         self._retained_spans = 0
         self._written: OrderedDict[str, int] = OrderedDict()  # key -> last revision written (bounded)
         self._trace_keys: dict[str, str] = {}  # OTel trace id -> episode key, for open and retained episodes
+        #: OTel trace id not seen yet -> the traces that continue it (their roots arrived first); bounded.
+        self._continuing: OrderedDict[str, list[str]] = OrderedDict()
         self.failed = 0
         #: 0: no cap; else above this many open episodes the oldest is written as it is (``incomplete``).
         self.max_open_episodes = max_open_episodes
@@ -246,21 +256,44 @@ class Assembler:
     def _episode_for(self, span: Span) -> _Episode:
         named = episode_key_of(span)
         current = self._trace_keys.get(span.trace_id)
+        if named is None and span.links:
+            named = self._continued(span)
         if named is not None and current is None:
             key = named
         elif named is not None and current == span.trace_id and named != current and current in self._open:
             # The episode id showed up after spans of this trace: move them into the named episode.
-            moved = self._open.pop(current)
-            key = named
-            target = self._reopen_or_open(key)
-            target.absorb(moved)
-            for trace_id in moved.otel_traces:
-                self._trace_keys[trace_id] = key
-            return target
+            return self._move(current, named)
         else:
             key = current or span.trace_id
         self._trace_keys[span.trace_id] = key
-        return self._reopen_or_open(key)
+        episode = self._reopen_or_open(key)
+        if current is None and self._continuing:
+            for trace_id in self._continuing.pop(span.trace_id, ()):
+                if self._trace_keys.get(trace_id) == trace_id != key and trace_id in self._open:
+                    self._move(trace_id, key)
+        return episode
+
+    def _continued(self, span: Span) -> str | None:
+        """The episode of the trace ``span`` continues (see the module docstring), if it is known yet; if not,
+        the trace waits for it."""
+        link = continued_link(span)
+        if link is None:
+            return None
+        key = self._trace_keys.get(link[0])
+        if key is None:
+            self._continuing.setdefault(link[0], []).append(span.trace_id)
+            if len(self._continuing) > self.max_known_episodes:
+                self._continuing.popitem(last=False)
+        return key
+
+    def _move(self, key: str, into: str) -> _Episode:
+        """Move the open episode ``key`` into the episode ``into`` (opened or reopened)."""
+        moved = self._open.pop(key)
+        target = self._reopen_or_open(into)
+        target.absorb(moved)
+        for trace_id in moved.otel_traces:
+            self._trace_keys[trace_id] = into
+        return target
 
     def _reopen_or_open(self, key: str) -> _Episode:
         episode = self._open.get(key)

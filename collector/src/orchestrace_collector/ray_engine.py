@@ -10,7 +10,9 @@ the task that converts them):
    OTLP protobuf file's spans stay protobuf, re-serialized per trace: they are decoded only by the task that
    converts them).
 2. Keys (driver): each OTel trace is keyed by episode as the assembler does (``assemble.episode_key_of``): the
-   episode id named first in input order (file, then position) by a span of the trace, else the trace id.
+   episode id named first in input order (file, then position) by a span of the trace, else the episode of
+   the trace its root continues (``spans.continued_link``; a cycle of such links makes one episode, keyed
+   by its smallest trace id), else the trace id.
    An episode may span several traces and files. Episodes are dealt out to the convert tasks (two per CPU),
    each in turn, largest first, to the one with the fewest spans so far.
 3. Shuffle: per scanned part, a split task (placed by Ray where that part's spans are) cuts them into one
@@ -63,7 +65,7 @@ from orchestrace_collector.decode import (
 from orchestrace_collector.model import SPAN_COUNT
 from orchestrace_collector.offline import input_files
 from orchestrace_collector.output import TraceDirWriter
-from orchestrace_collector.spans import Span
+from orchestrace_collector.spans import Span, SpanLink, continued_link
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,7 @@ class TraceIndex(NamedTuple):
     span_count: int
     hint: str  # the episode key the first of its spans naming one names ("" if none does)
     hint_at: int  # that span's position in the input (-1 if none)
+    link: str = ""  # the trace its root continues ("" if none)
 
 
 class Scanned(NamedTuple):
@@ -153,14 +156,15 @@ def _read(path: str) -> bytes:
 
 def _decoded(trace: str, items: list[tuple[int, Span]]) -> tuple[TraceIndex, TraceSpans]:
     hint, hint_at = next(((key, at) for at, span in items if (key := episode_key_of(span))), ("", -1))
+    link = next((found[0] for _, span in items if (found := continued_link(span))), "")
     spans = TraceSpans(False, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), b"")
-    return TraceIndex(trace, len(items), hint, hint_at), spans
+    return TraceIndex(trace, len(items), hint, hint_at, link), spans
 
 
 class _TraceExport:
     """The spans of one OTel trace met in a scanned part, as an export of their own."""
 
-    __slots__ = ("export", "hint", "hint_at", "positions", "resource_spans", "scope", "scope_spans")
+    __slots__ = ("export", "hint", "hint_at", "link", "positions", "resource_spans", "scope", "scope_spans")
 
     def __init__(self, export: Message) -> None:
         self.export = export
@@ -170,6 +174,7 @@ class _TraceExport:
         self.scope: Message | None = None  # where the next span of that scope goes
         self.hint = ""
         self.hint_at = -1
+        self.link = ""
 
     def add(self, resource_spans: Message, scope_spans: Message, span: Message, position: int) -> None:
         same = resource_spans is self.resource_spans and scope_spans is self.scope_spans  # not ==: contents
@@ -201,8 +206,10 @@ def _protobuf_traces(
                         key = _episode_key(span)
                         if key is not None:
                             trace.hint, trace.hint_at = key, base + position
+                    if span.links and not trace.link:
+                        trace.link = _continued(span)
                 position += 1
-    index = [TraceIndex(key.hex(), len(t.positions), t.hint, t.hint_at) for key, t in traces.items()]
+    index = [TraceIndex(key.hex(), len(t.positions), t.hint, t.hint_at, t.link) for key, t in traces.items()]
     spans = [TraceSpans(True, t.export.SerializeToString(), t.positions.tobytes()) for t in traces.values()]
     return Scanned(index), spans
 
@@ -214,17 +221,59 @@ def _episode_key(span: Message) -> str | None:
     return episode_key(raw_span_attributes(span))
 
 
+def _continued(span: Message) -> str:
+    """The trace a protobuf root span continues (``spans.continued_link``), "" if none."""
+    if span.parent_span_id.strip(b"\0"):
+        return ""
+    links = tuple(
+        SpanLink(lk.trace_id.hex(), lk.span_id.hex(), raw_span_attributes(lk)) for lk in span.links
+    )
+    found = continued_link(Span(span.trace_id.hex(), span.span_id.hex(), None, "", 0, 0, links=links))
+    return found[0] if found else ""
+
+
 # --- 2. keys (driver) ---------------------------------------------------------------------------------------
 
 
 def episode_keys(scanned: Sequence[Scanned]) -> dict[str, str]:
-    """OTel trace id -> episode key, for the traces that name an episode: the one named first in the input."""
+    """OTel trace id -> episode key, for the traces that name an episode (the one named first in the input)
+    or continue another trace of the input."""
     first: dict[str, tuple[int, str]] = {}
+    continues: dict[str, str] = {}
     for part in scanned:
         for t in part.traces:
             if t.hint and (t.trace not in first or t.hint_at < first[t.trace][0]):
                 first[t.trace] = (t.hint_at, t.hint)
-    return {trace: key for trace, (_, key) in first.items()}
+            if t.link:
+                continues[t.trace] = t.link
+    keys = {trace: key for trace, (_, key) in first.items()}
+    known = {t.trace for part in scanned for t in part.traces}
+    for trace in continues:
+        if trace not in keys:
+            keys[trace] = _continued_key(trace, keys, continues, known)
+    return {trace: key for trace, key in keys.items() if key != trace}
+
+
+def _continued_key(trace: str, keys: dict[str, str], continues: dict[str, str], known: set[str]) -> str:
+    """The episode of the first trace up the chain of continued traces from ``trace`` that names one or
+    continues none in the input (``keys``: the episodes found so far, extended along the way)."""
+    chain = [trace]
+    while True:
+        at = chain[-1]
+        if at in keys:
+            key = keys[at]
+            break
+        target = continues.get(at)
+        if target is None or target not in known:
+            key = at
+            break
+        if target in chain:  # a cycle of links: one episode
+            key = min(chain[chain.index(target):])
+            break
+        chain.append(target)
+    for at in chain:
+        keys.setdefault(at, key)
+    return key
 
 
 def deal(scanned: Sequence[Scanned], keys: dict[str, str], tasks: int) -> dict[str, int]:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace_semconv import ORCH_LINK_TYPE
+
 #: Attribute values after decoding: OTLP's AnyValue flattened to Python (arrays become tuples).
 AttrValue = Any
 Attributes = dict[str, AttrValue]
@@ -52,3 +54,20 @@ class Span:
     status_message: str = ""
     resource: Attributes = field(default_factory=dict)
     scope: str = ""
+
+
+def continued_link(span: Span) -> tuple[str, str] | None:
+    """``(trace id, span id)`` of the span a root span continues (see ``assemble.py``): the first of its
+    links, when all of them that point outside its own trace (orchestrace's typed links aside) point into one
+    other trace; else None."""
+    if span.parent_span_id or not span.links:
+        return None
+    found: tuple[str, str] | None = None
+    for link in span.links:
+        if link.trace_id == span.trace_id or ORCH_LINK_TYPE in link.attributes:
+            continue
+        if found is None:
+            found = (link.trace_id, link.span_id)
+        elif link.trace_id != found[0]:
+            return None
+    return found

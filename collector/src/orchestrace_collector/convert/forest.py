@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..spans import Span
+from ..spans import Span, continued_link
 from .classify import K_ACTOR, K_MODEL, K_OTHER, K_TOOL, MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
 from .vocabularies import DESCRIBED_AGAIN
 
@@ -49,6 +49,15 @@ class Forest:
     incomplete: bool
 
 
+def _under_continued(node: Node, by_id: dict[tuple[str, str], Node]) -> None:
+    """A root continuing another trace of the episode (``spans.continued_link``) runs under the span it links
+    to, as if the context had been passed along."""
+    link = continued_link(node.span)
+    parent = by_id.get(link) if link is not None else None
+    if parent is not None and parent is not node:
+        node.parent = parent
+
+
 def build_forest(spans: Sequence[Span]) -> Forest:
     by_id: dict[tuple[str, str], Node] = {}
     ordered: list[Node] = []
@@ -75,6 +84,9 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         span = node.span
         pid = span.parent_span_id
         if not pid:
+            if span.links:
+                _under_continued(node, by_id)
+                maybe_cycles |= node.parent is not None and node.parent.pre > node.pre
             continue
         if aside:
             hops = 0
