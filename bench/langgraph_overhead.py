@@ -420,6 +420,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "exporter": "BatchSpanProcessor (defaults) -> OTLP/HTTP protobuf to a loopback receiver "
         "(same for every mode)",
         "ratio_targets": RATIO_TARGETS,
+        "modes": list(MODES),
         "graphs": graphs,
         "target": _target(graphs, samples, sizes.rounds),
         "instructions": instructions(

@@ -96,14 +96,7 @@ def _sdk_instructions(r: dict[str, Any]) -> list[str]:
 
 
 def _langgraph(r: dict[str, Any]) -> list[str]:
-    modes = (
-        "uninstrumented",
-        "spans_only",
-        "orchestrace",
-        "orchestrace_content",
-        "openinference",
-        "openllmetry",
-    )
+    modes = r["modes"]
     rows = []
     targets = r.get("ratio_targets", {})
     for graph, row in r["graphs"].items():

@@ -50,6 +50,14 @@ class Written:
         return trace, self.turns[trace_id]
 
 
+def tokens_by_agent(turns: list[dict[str, Any]]) -> dict[str, int]:
+    """Input plus output tokens of the turns, summed per agent."""
+    tokens: dict[str, int] = {}
+    for turn in turns:
+        tokens[turn["agent"]] = tokens.get(turn["agent"], 0) + turn["input_tokens"] + turn["output_tokens"]
+    return tokens
+
+
 def written(out: Path) -> Written:
     traces = validate_trace_dir(out)  # every revision of every trace validates
     return Written(traces, latest_turns(out, traces), out)

@@ -23,6 +23,7 @@ from ground_truth_apps import (
     ask,
     parallel_app,
     run_three_ways,
+    tokens_by_agent,
     units_app,
 )
 from opentelemetry import context as otel_context
@@ -519,10 +520,7 @@ def test_openinference_agents_of_one_class_keep_their_own_names(tmp_path: Path,
     outputs = run_three_ways(tmp_path, collector, app, provider)
     for way in WAYS:
         trace, turns = outputs[way].only()
-        tokens: dict[str, int] = defaultdict(int)
-        for turn in turns:
-            tokens[turn["agent"]] += turn["input_tokens"] + turn["output_tokens"]
-        assert tokens == {"manager": 46, "web_agent": 6, "docs_agent": 17}, way
+        assert tokens_by_agent(turns) == {"manager": 46, "web_agent": 6, "docs_agent": 17}, way
         assert trace["costs"]["tokens"] == 69 and trace["costs"]["tool_calls"] == 5, way
         assert [e["to"] for e in trace["events"] if e["type"] == "spawn"] == ["web_agent", "docs_agent"], way
         returns = {e["agent"]: e.get("to") for e in trace["events"] if e["type"] == "return"}
@@ -572,10 +570,7 @@ def test_another_librarys_handoff_is_the_agents_handoff(tmp_path: Path, collecto
     outputs = run_three_ways(tmp_path, collector, app, provider)
     for way in WAYS:
         trace, turns = outputs[way].only()
-        tokens: dict[str, int] = defaultdict(int)
-        for turn in turns:
-            tokens[turn["agent"]] += turn["input_tokens"] + turn["output_tokens"]
-        assert tokens == {"Triage": 11, "Billing": 55}, way
+        assert tokens_by_agent(turns) == {"Triage": 11, "Billing": 55}, way
         assert trace["costs"]["tool_calls"] == 1, way  # the handoff is no tool call
         spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
         assert spawns == [("Agent workflow", "Triage"), ("Triage", "Billing")], way
@@ -624,8 +619,7 @@ def test_work_handed_over_by_message_stays_in_the_run(tmp_path: Path, collector:
     outputs = run_three_ways(tmp_path, collector, app, provider)
     for way in WAYS:
         trace, turns = outputs[way].only()
-        tokens = {turn["agent"]: turn["input_tokens"] + turn["output_tokens"] for turn in turns}
-        assert tokens == {"lead": 6, "worker": 8}, way
+        assert tokens_by_agent(turns) == {"lead": 6, "worker": 8}, way
         assert trace["costs"]["tokens"] == 14, way
         spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
         assert spawns == [("lead", "worker")], way
