@@ -324,9 +324,9 @@ def test_autogen_native_spans() -> None:
 
 def test_autogen_with_no_span_around_the_run() -> None:
     """The same team with nothing around ``team.run``: AutoGen's runtime starts a trace per message (14 for
-    the run), each root linking to the span that sent its message. They are one run: one episode, in which
-    the writer uses its tool and hands the reviewer the turn; the two agents' creations, before the run and
-    in traces of their own, stay apart."""
+    the run), each root a messaging span linking to the span that sent its message. They are one run: one
+    episode, in which the writer uses its tool and hands the reviewer the turn; the two agents' creations,
+    before the run and in traces of their own, stay apart."""
     spans = decode_file(GOLDEN / "autogen_spans_unwrapped.jsonl")
     traces = convert_spans(spans)
     sizes = sorted(int(t.metrics["spans"]) for t in traces)
@@ -337,5 +337,9 @@ def test_autogen_with_no_span_around_the_run() -> None:
     assert len({e["otel_trace_id"] for e in w["events"] if "otel_trace_id" in e}) > 1
     (call,) = by_type(w, "tool_call")
     assert (call["agent"], call["tool"]) == ("writer", "count_words")
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")][-1] == ("writer", "reviewer")
+    # The runtime's messaging spans are no actors: the service's stand-in starts the team.
+    service = spans[0].resource["service.name"]
+    spawns = [(e["agent"], e["to"]) for e in by_type(w, "spawn")]
+    assert spawns == [(service, "writer"), ("writer", "reviewer")]
+    assert {e["agent"] for e in w["events"]} == {service, "writer", "reviewer", "count_words"}
     assert [e["agent"] for e in by_type(w, "return")][-1] == "reviewer"

@@ -835,6 +835,17 @@ def test_tools_without_any_actor_belong_to_the_service() -> None:
     assert w["system"] == "billing-bot" and w["topology"] == "unknown"
 
 
+@pytest.mark.parametrize("key", ["messaging.operation", "messaging.operation.type", "messaging.system"])
+def test_a_root_messaging_span_belongs_to_the_service(key: str) -> None:
+    # A runtime's delivery of one message, named after a topic made for the run: no orchestrator name.
+    s = Spans(resource={"service.name": "team-app"})
+    root = s.span("process writer_topic_3f2a", 0, 4, attrs={key: "process"})
+    s.agent("writer", 1, 3, root)
+    w = checked(convert_episode(s.spans))
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("team-app", "writer")]
+    assert {e["agent"] for e in w["events"]} == {"team-app", "writer"}
+
+
 def test_system_instructions_and_older_flattened_prompts_become_chat_lists() -> None:
     s = Spans()
     agent = s.agent("a", 0, 5)

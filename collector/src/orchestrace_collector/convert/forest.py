@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..spans import Span, continued_link
 from .classify import K_ACTOR, K_MODEL, K_OTHER, K_TOOL, MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
-from .vocabularies import DESCRIBED_AGAIN
+from .vocabularies import DESCRIBED_AGAIN, MESSAGING_KEYS
 
 if TYPE_CHECKING:
     from .actors import Instance
@@ -47,6 +47,11 @@ class Forest:
     nodes: list[Node]  # parents before children, siblings by start time
     roots: list[Node]
     incomplete: bool
+
+
+def _messaging(span: Span) -> bool:
+    attrs = span.attributes
+    return any(key in attrs for key in MESSAGING_KEYS)
 
 
 def _under_continued(node: Node, by_id: dict[tuple[str, str], Node]) -> None:
@@ -136,8 +141,10 @@ def build_forest(spans: Sequence[Span]) -> Forest:
             kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
-        elif parent is None and kind is K_OTHER:
+        elif parent is None and kind is K_OTHER and not _messaging(node.span):
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
+            # A messaging one is a runtime's plumbing, named after a queue or topic: the service's stand-in
+            # owns it (see actors), as it owns a root tool span.
             kind, node.sub_kind = K_ACTOR, WORKFLOW
         node.kind = kind
         node.pre = node.post = len(nodes)

@@ -11,6 +11,7 @@ from typing import Final
 
 import orchestrace_semconv as _sc
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as _m
 
 #: Instrumentation scopes whose spans describe what spans of another scope already describe: when an episode
 #: holds spans of the key (orchestrace's LangGraph integration), the spans of these LangChain callback tracers
@@ -85,3 +86,7 @@ GEN_AI_COMPLETION: Final = _g.GEN_AI_COMPLETION
 #: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
 INPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
 OUTPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
+
+#: A span with any of these is a messaging span (OTel's messaging conventions; ``messaging.operation`` is the
+#: older name AutoGen's runtime writes): named after a queue or topic, often one made for the run.
+MESSAGING_KEYS: Final = (_m.MESSAGING_SYSTEM, _m.MESSAGING_OPERATION_TYPE, _m.MESSAGING_OPERATION)
