@@ -201,3 +201,21 @@ def test_an_episode_id_wins_over_a_continued_trace() -> None:
     assembler.add(spans)
     assembler.flush()
     assert sorted(t.metrics["spans"] for t, _ in sink.written) == [2, 2]
+
+
+def test_a_trace_continuing_a_written_episode_writes_its_next_revision() -> None:
+    # Live collection: the lead's trace is written before the message it sent is processed (a model call
+    # later, more than the quiet period).
+    spans = [span_from_readable(s) for s in record_handover()]  # type: ignore[arg-type]
+    process = next(s for s in spans if s.name == "process worker")
+    lead = [s for s in spans if s.trace_id != process.trace_id]
+    assembler, sink, clock = make()
+    assembler.add(lead)
+    clock.now += 3
+    assert assembler.tick() == 1 and sink.written[-1][1] == 0
+    assembler.add([s for s in spans if s.trace_id == process.trace_id])
+    clock.now += 3
+    assert assembler.tick() == 1
+    trace, revision = sink.written[-1]
+    assert revision == 1 and trace.metrics["spans"] == 4
+    assert _agents(trace) == [("lead", "worker")]
