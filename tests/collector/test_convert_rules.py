@@ -835,6 +835,21 @@ def test_tools_without_any_actor_belong_to_the_service() -> None:
     assert w["system"] == "billing-bot" and w["topology"] == "unknown"
 
 
+def test_embeddings_and_retrieval_are_no_turns() -> None:
+    # A model used without generating: not a sample for the agent's policy, though it names a model and
+    # reports usage (which made it a model-like call).
+    s = Spans()
+    agent = s.agent("rag", 0, 10)
+    for start, op in ((1, "embeddings"), (2, "retrieval")):
+        s.span(f"{op} e-1", start, start + 1, agent, attrs={
+            sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_REQUEST_MODEL: "e-1", sc.GEN_AI_USAGE_INPUT_TOKENS: 50})
+    s.chat(3, 4, agent)
+    episode = convert_episode(s.spans)
+    w = checked(episode)
+    assert [(t.model, t.input_tokens, t.output_tokens) for t in episode.turns] == [("fake-model", 10, 5)]
+    assert w["costs"]["tokens"] == 15
+
+
 @pytest.mark.parametrize("key", ["messaging.operation", "messaging.operation.type", "messaging.system"])
 def test_a_root_messaging_span_belongs_to_the_service(key: str) -> None:
     # A runtime's delivery of one message, named after a topic made for the run: no orchestrator name.

@@ -5,7 +5,8 @@ Recognised vocabularies, in order of precedence:
 1. OTel GenAI semantic conventions (``gen_ai.operation.name``): ``invoke_workflow`` / ``invoke_agent`` are
    actors (an ``invoke_agent`` that Traceloop calls a ``workflow`` is OpenLLMetry's graph run: a workflow),
    ``execute_tool`` a tool, ``chat`` / ``text_completion`` / ``generate_content`` a model call (turn),
-   ``create_agent`` an explicit spawn of ``gen_ai.agent.name``.
+   ``create_agent`` an explicit spawn of ``gen_ai.agent.name``; ``embeddings`` and ``retrieval`` ordinary
+   spans (a model used without generating: no turn, though they name a model and report usage).
 2. orchestrace's own ``orchestrace.operation`` (``node`` actor, ``aggregate``, ``tool_node``: not an actor).
 3. OpenLLMetry / Traceloop ``traceloop.span.kind`` (``workflow`` / ``agent`` actors, ``tool``, ``task`` that
    is a LangGraph node) and its older ``llm.request.type`` for model calls.
@@ -35,6 +36,7 @@ from ..spans import Span
 from .vocabularies import (
     GEN_AI_HANDOFF_TO_AGENT,
     INPUT_TOKENS,
+    NON_GENERATIVE_OPERATIONS,
     OI_AGENT_NAME,
     OI_GRAPH_NODE_NAME,
     OI_HANDOFF_PREFIX,
@@ -89,6 +91,7 @@ _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_EXECUTE_TOOL: (Kind.TOOL, ""),
     sc.OP_CREATE_AGENT: (Kind.CREATE_AGENT, ""),
     **{op: (Kind.MODEL, "") for op in sc.MODEL_CALL_OPERATIONS},
+    **{op: (Kind.OTHER, "") for op in NON_GENERATIVE_OPERATIONS},
 }
 _TRACELOOP_KINDS: dict[str, tuple[Kind, str]] = {
     "workflow": (Kind.ACTOR, WORKFLOW),

@@ -90,3 +90,10 @@ OUTPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_
 #: A span with any of these is a messaging span (OTel's messaging conventions; ``messaging.operation`` is the
 #: older name AutoGen's runtime writes): named after a queue or topic, often one made for the run.
 MESSAGING_KEYS: Final = (_m.MESSAGING_SYSTEM, _m.MESSAGING_OPERATION_TYPE, _m.MESSAGING_OPERATION)
+
+#: GenAI operations that call a model without generating (an embedding, a retrieval): no turn, whatever usage
+#: they report.
+NON_GENERATIVE_OPERATIONS: Final = frozenset({
+    _g.GenAiOperationNameValues.EMBEDDINGS.value,
+    _g.GenAiOperationNameValues.RETRIEVAL.value,
+})
