@@ -840,10 +840,12 @@ def test_embeddings_and_retrieval_are_no_turns() -> None:
     # reports usage (which made it a model-like call).
     s = Spans()
     agent = s.agent("rag", 0, 10)
+    usage = {sc.GEN_AI_REQUEST_MODEL: "e-1", sc.GEN_AI_USAGE_INPUT_TOKENS: 50}
     for start, op in ((1, "embeddings"), (2, "retrieval")):
-        s.span(f"{op} e-1", start, start + 1, agent, attrs={
-            sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_REQUEST_MODEL: "e-1", sc.GEN_AI_USAGE_INPUT_TOKENS: 50})
-    s.chat(3, 4, agent)
+        s.span(f"{op} e-1", start, start + 1, agent, attrs={sc.GEN_AI_OPERATION_NAME: op, **usage})
+    # OpenLLMetry's older embedding spans: no operation name, a request type.
+    s.span("openai.embeddings", 3, 4, agent, attrs={"llm.request.type": "embedding", **usage})
+    s.chat(5, 6, agent)
     episode = convert_episode(s.spans)
     w = checked(episode)
     assert [(t.model, t.input_tokens, t.output_tokens) for t in episode.turns] == [("fake-model", 10, 5)]

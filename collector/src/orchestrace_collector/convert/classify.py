@@ -148,8 +148,11 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
                 return Kind.ACTOR, WORKFLOW
             if _is_langgraph_node(span.name, _metadata_node(attrs.get(OI_METADATA)), parent):
                 return Kind.ACTOR, NODE
-    if attrs.get(TL_REQUEST_TYPE) in ("chat", "completion"):
+    request_type = attrs.get(TL_REQUEST_TYPE)
+    if request_type in ("chat", "completion"):
         return Kind.MODEL, ""
+    if request_type in ("embedding", "rerank"):
+        return Kind.OTHER, ""  # no generation, as the GenAI ``embeddings`` operation
     if attrs.get(sc.LANGGRAPH_NODE) is not None and _is_langgraph_node(
         span.name, attrs.get(sc.LANGGRAPH_NODE), parent
     ):
