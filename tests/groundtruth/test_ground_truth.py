@@ -625,3 +625,33 @@ def test_work_handed_over_by_message_stays_in_the_run(tmp_path: Path, collector:
         assert spawns == [("lead", "worker")], way
         returns = [e.get("to") for e in trace["events"] if e["type"] == "return" and e["agent"] == "worker"]
         assert returns == ["lead"], way
+
+
+def test_embeddings_and_retrieval_are_no_samples(tmp_path: Path, collector: RunningCollector) -> None:
+    """A retrieval agent embeds its question (50 tokens, recorded by an instrumentation with the GenAI
+    ``embeddings`` operation), retrieves, then calls its model (7 + 1): one turn, 8 tokens."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("an-embeddings-client")
+
+    @ot.llm("m", provider="fake")
+    def call(prompt: str) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 1}}
+
+    @ot.agent
+    def rag() -> None:
+        usage = {"gen_ai.request.model": "e-1", "gen_ai.usage.input_tokens": 50}
+        for op in ("embeddings", "retrieval"):
+            with tracer.start_as_current_span(f"{op} e-1", attributes={"gen_ai.operation.name": op, **usage}):
+                pass
+        call("answer")
+
+    def app() -> None:
+        with ot.task("rag"):
+            rag()
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert [(t["model"], t["input_tokens"], t["output_tokens"]) for t in turns] == [("m", 7, 1)], way
+        assert trace["costs"]["tokens"] == 8, way
