@@ -392,12 +392,14 @@ def test_model_calls_outside_any_agent_are_written_as_samples(tmp_path: Path,
                 "unknown_service:python", PROMPT_TOKENS, COMPLETION_TOKENS, ["e1"]), way
 
 
+@pytest.mark.parametrize("call", ["spawn", "delegate"])
 @pytest.mark.parametrize("first", ["p1", "p2"])
 def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path, collector: RunningCollector,
-                                                                   first: str) -> None:
-    """The lead spawns ``worker`` with payloads p1 then p2 (``ot.spawn(..., content=...)``) and runs both at
-    once, the one given ``first`` forced to start first: each spawn leads to the worker that took its payload,
-    and the workers are worker#1 (p1) and worker#2 (p2) whichever started first."""
+                                                                   first: str, call: str) -> None:
+    """The lead spawns (or delegates to) ``worker`` with payloads p1 then p2 (``ot.spawn(..., content=...)``,
+    ``ot.delegate(..., content=...)``) and runs both at once, the one given ``first`` forced to start first:
+    each spawn leads to the worker that took its payload, and the workers are worker#1 (p1) and worker#2 (p2)
+    whichever started first."""
     started = threading.Event()
 
     @ot.agent
@@ -416,7 +418,7 @@ def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path
     def lead() -> str:
         payloads = ["p1", "p2"]
         for payload in payloads:
-            ot.spawn("worker", content=payload)
+            (ot.spawn if call == "spawn" else ot.delegate)("worker", content=payload)
         with ot.ThreadPoolExecutor(2) as pool:
             return "+".join(pool.map(start, payloads))
 

@@ -82,12 +82,14 @@ class Events:
 
     @failsafe(default=None)
     def delegate(self, agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
-                 reason: str | None = None, handoff: bool = False, sender: AgentRef | None = None) -> None:
+                 reason: str | None = None, handoff: bool = False, sender: AgentRef | None = None,
+                 content: Any = None) -> None:
         """Work is handed to ``agent``; ``handoff=True`` for a transfer of control without return;
         ``sender``: who hands off, when not the span's own agent (a handoff then names both ends,
-        ``orchestrace.from`` and ``orchestrace.to``)."""
+        ``orchestrace.from`` and ``orchestrace.to``); ``content``: the work handed over (as for a spawn)."""
         if self.span.is_recording():
             attributes = self._target(agent, agent_id, role, reason)
+            self._content(attributes, content)
             if handoff:
                 attributes[sc.ORCH_HANDOFF] = True
             if sender is not None:
