@@ -143,7 +143,6 @@ def episode_key(attributes: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-
 @dataclass(slots=True)
 class _Episode:
     key: str

@@ -140,7 +140,7 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     if isinstance(oi_kind, str):
         found = _OPENINFERENCE_KINDS.get(oi_kind)
         if found is not None:
-            if found[0] == Kind.TOOL and span.name.startswith(OI_HANDOFF_PREFIX):
+            if found[0] is K_TOOL and span.name.startswith(OI_HANDOFF_PREFIX):
                 return Kind.CREATE_AGENT, HANDOFF
             return found
         if oi_kind == "CHAIN":
