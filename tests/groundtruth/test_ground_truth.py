@@ -23,12 +23,13 @@ from ground_truth_apps import (
     ask,
     parallel_app,
     run_three_ways,
+    search,
     tokens_by_agent,
     units_app,
 )
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.trace import Link, SpanKind, set_span_in_context
 
 
 def channel_sums(turns: list[dict[str, Any]]) -> dict[str, float]:
@@ -657,3 +658,51 @@ def test_embeddings_and_retrieval_are_no_samples(tmp_path: Path, collector: Runn
         trace, turns = outputs[way].only()
         assert [(t["model"], t["input_tokens"], t["output_tokens"]) for t in turns] == [("m", 7, 1)], way
         assert trace["costs"]["tokens"] == 8, way
+
+
+class _PendingSpans(SpanProcessor):
+    """What Logfire exports: a zero-length copy of each span as it starts (its attributes, plus
+    ``logfire.span_type=pending_span``), under it; the span itself follows when it ends."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._tracer = provider.get_tracer("logfire")
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        attributes = dict(span.attributes or {})
+        if attributes.get("logfire.span_type") == "pending_span":
+            return
+        attributes.update({"logfire.span_type": "pending_span", "logfire.pending_parent_id": "0" * 16})
+        copy = self._tracer.start_span(span.name, context=set_span_in_context(span), attributes=attributes,
+                                       start_time=span.start_time)
+        copy.end(end_time=span.start_time)
+
+
+def test_logfires_pending_spans_count_for_nothing(tmp_path: Path, collector: RunningCollector) -> None:
+    """The same run with every span also exported, when it starts, as Logfire's pending copy: a lead calls a
+    tool, its model (PROMPT + COMPLETION tokens) and a worker (the same): one tool call, two turns, one
+    spawn."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(_PendingSpans(provider))
+
+    @ot.agent
+    def worker() -> None:
+        ask("work")
+
+    @ot.agent
+    def lead() -> None:
+        search("facts")
+        ask("plan")
+        worker()
+
+    def app() -> None:
+        with ot.task("pending"):
+            lead()
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert tokens_by_agent(turns) == {"lead": PROMPT_TOKENS + COMPLETION_TOKENS,
+                                          "worker": PROMPT_TOKENS + COMPLETION_TOKENS}, way
+        assert trace["costs"]["tool_calls"] == 1, way
+        assert [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"] == [
+            ("pending", "lead"), ("lead", "worker")], way

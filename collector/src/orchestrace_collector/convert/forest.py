@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..spans import Span, continued_link
 from .classify import K_ACTOR, K_MODEL, K_OTHER, K_TOOL, MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
-from .vocabularies import DESCRIBED_AGAIN, MESSAGING_KEYS
+from .vocabularies import DESCRIBED_AGAIN, LOGFIRE_PENDING_SPAN, LOGFIRE_SPAN_TYPE, MESSAGING_KEYS
 
 if TYPE_CHECKING:
     from .actors import Instance
@@ -69,6 +69,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     again = _described_again(spans)
     aside: dict[tuple[str, str], str | None] = {}  # spans set aside -> their parent span id
     for span in spans:
+        if span.end_ns == span.start_ns and span.attributes.get(LOGFIRE_SPAN_TYPE) == LOGFIRE_PENDING_SPAN:
+            continue  # Logfire's copy of a span in progress (a leaf): the span itself is there too
         if again and span.scope in again:
             aside.setdefault((span.trace_id, span.span_id), span.parent_span_id)
             continue

@@ -61,6 +61,11 @@ TL_LANGGRAPH_NODE: Final = "traceloop.association.properties.langgraph_node"
 TL_LANGGRAPH_STEP: Final = "traceloop.association.properties.langgraph_step"
 TL_REQUEST_TYPE: Final = "llm.request.type"
 
+# --- Logfire: exports a zero-length copy of each span when it starts (to show it in progress), with all its
+#     attributes and this one added; the span itself follows when it ends.
+LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
+LOGFIRE_PENDING_SPAN: Final = "pending_span"
+
 # --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
 
