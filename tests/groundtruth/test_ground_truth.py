@@ -706,3 +706,40 @@ def test_logfires_pending_spans_count_for_nothing(tmp_path: Path, collector: Run
         assert trace["costs"]["tool_calls"] == 1, way
         assert [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"] == [
             ("pending", "lead"), ("lead", "worker")], way
+
+
+def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
+                                                             collector: RunningCollector) -> None:
+    """A run recorded by Langfuse's OTel SDK (``langfuse.observation.type``, usage as a JSON object): the
+    researcher's generation (12 + 3) and tool, the writer it runs (5 + 2) and the writer's embedding (50,
+    no sample)."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("langfuse-sdk")
+
+    def observation(name: str, kind: str, usage: dict[str, int] | None = None) -> Any:
+        attributes = {"langfuse.observation.type": kind}
+        if usage is not None:
+            attributes["langfuse.observation.model.name"] = "m-1"
+            attributes["langfuse.observation.usage_details"] = json.dumps(usage)
+        return tracer.start_as_current_span(name, attributes=attributes)
+
+    def app() -> None:
+        with observation("research-run", "span"), observation("researcher", "agent"):
+            with observation("llm", "generation", {"input": 12, "output": 3, "total": 15}):
+                pass
+            with observation("search", "tool"):
+                pass
+            with observation("writer", "agent"):
+                with observation("llm", "generation", {"input": 5, "output": 2}):
+                    pass
+                with observation("embed", "embedding", {"input": 50}):
+                    pass
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert tokens_by_agent(turns) == {"researcher": 15, "writer": 7}, way
+        assert {t["model"] for t in turns} == {"m-1"}, way
+        assert trace["costs"]["tokens"] == 22 and trace["costs"]["tool_calls"] == 1, way
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("research-run", "researcher"), ("researcher", "writer")], way

@@ -12,10 +12,12 @@ Recognised vocabularies, in order of precedence:
    is a LangGraph node) and its older ``llm.request.type`` for model calls.
 4. OpenInference ``openinference.span.kind`` (``AGENT``; ``CHAIN`` that is a root or a LangGraph node;
    ``TOOL``; ``LLM``).
-5. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
+5. Langfuse's ``langfuse.observation.type`` (``agent``; ``tool``; ``generation`` a model call; ``embedding``
+   none).
+6. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
    OpenAI Agents spans), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like ``create_agent``,
    an explicit transfer of control (a handoff delegate) from the agent it runs in.
-6. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
+7. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
    *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
    span naming a tool (``gen_ai.tool.name``: older PydanticAI's ``running tool``) is a tool.
@@ -36,6 +38,8 @@ from ..spans import Span
 from .vocabularies import (
     GEN_AI_HANDOFF_TO_AGENT,
     INPUT_TOKENS,
+    LF_MODEL_NAME,
+    LF_OBSERVATION_TYPE,
     NON_GENERATIVE_OPERATIONS,
     OI_AGENT_NAME,
     OI_GRAPH_NODE_NAME,
@@ -103,6 +107,12 @@ _OPENINFERENCE_KINDS: dict[str, tuple[Kind, str]] = {
     "TOOL": (Kind.TOOL, ""),
     "LLM": (Kind.MODEL, ""),
 }
+_LANGFUSE_KINDS: dict[str, tuple[Kind, str]] = {
+    "agent": (Kind.ACTOR, AGENT),
+    "tool": (Kind.TOOL, ""),
+    "generation": (Kind.MODEL, ""),
+    "embedding": (Kind.OTHER, ""),
+}
 _OPERATION_PREFIXES = tuple(f"{op} " for op in _GENAI_KINDS)
 USAGE_KEYS = (*INPUT_TOKENS, *OUTPUT_TOKENS)
 
@@ -148,6 +158,11 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
                 return Kind.ACTOR, WORKFLOW
             if _is_langgraph_node(span.name, _metadata_node(attrs.get(OI_METADATA)), parent):
                 return Kind.ACTOR, NODE
+    lf_type = attrs.get(LF_OBSERVATION_TYPE)
+    if isinstance(lf_type, str):
+        found = _LANGFUSE_KINDS.get(lf_type)
+        if found is not None:
+            return found
     request_type = attrs.get(TL_REQUEST_TYPE)
     if request_type in ("chat", "completion"):
         return Kind.MODEL, ""
@@ -251,7 +266,10 @@ def created_agent_name(span: Span, sub_kind: str) -> str:
 def model_name(span: Span) -> str | None:
     attrs = span.attributes
     name = (
-        attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL) or attrs.get(OI_MODEL_NAME)
+        attrs.get(sc.GEN_AI_RESPONSE_MODEL)
+        or attrs.get(sc.GEN_AI_REQUEST_MODEL)
+        or attrs.get(OI_MODEL_NAME)
+        or attrs.get(LF_MODEL_NAME)
     )
     return str(name) if name else None
 

@@ -13,6 +13,7 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from .vocabularies import (
     GEN_AI_PROMPT,
     GEN_AI_PROMPT_EVENT,
     INPUT_TOKENS,
+    LF_USAGE_DETAILS,
     OUTPUT_TOKENS,
 )
 
@@ -76,6 +78,9 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     return None
 
 
+#: Langfuse usage key -> the GenAI attribute it stands for.
+_USAGE_DETAILS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "output"))
+
 #: Span event -> (its attribute, the span attribute it stands for).
 _EVENT_MESSAGES = {
     GEN_AI_DETAILS_EVENT: [(key, key) for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
@@ -98,6 +103,21 @@ def _with_event_messages(span: Span) -> Attributes:
     return {**found, **attrs} if found else attrs
 
 
+def _with_usage_details(attrs: Attributes) -> Attributes:
+    """Langfuse's usage (a JSON object in one attribute) as the GenAI token counts (which win)."""
+    raw = attrs.get(LF_USAGE_DETAILS)
+    if not isinstance(raw, str):
+        return attrs
+    try:
+        usage = json.loads(raw)
+    except ValueError:
+        return attrs
+    if not isinstance(usage, dict):
+        return attrs
+    found = {key: usage[name] for key, name in _USAGE_DETAILS if name in usage}
+    return {**found, **attrs}
+
+
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     """The turns in start order; sets their instances' ``turn_starts`` (``link_turns`` links the events)."""
     turns: list[TurnRec] = []
@@ -105,6 +125,8 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         owner = node.instance
         assert owner is not None
         attrs = _with_event_messages(node.span)
+        if LF_USAGE_DETAILS in attrs:
+            attrs = _with_usage_details(attrs)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
             node,

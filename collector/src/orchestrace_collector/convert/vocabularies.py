@@ -66,6 +66,12 @@ TL_REQUEST_TYPE: Final = "llm.request.type"
 LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
 LOGFIRE_PENDING_SPAN: Final = "pending_span"
 
+# --- Langfuse (its OTel-based SDKs): an observation's type, model and usage (a JSON object, ``input`` and
+#     ``output`` among its counts); agents and tools are named by their span's name.
+LF_OBSERVATION_TYPE: Final = "langfuse.observation.type"
+LF_MODEL_NAME: Final = "langfuse.observation.model.name"
+LF_USAGE_DETAILS: Final = "langfuse.observation.usage_details"
+
 # --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
 
