@@ -716,18 +716,23 @@ def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
     provider = TracerProvider(shutdown_on_exit=False)
     tracer = provider.get_tracer("langfuse-sdk")
 
-    def observation(name: str, kind: str, usage: dict[str, int] | None = None) -> Any:
+    prompt = json.dumps([{"role": "user", "content": "find facts"}])
+    reply = json.dumps({"role": "assistant", "content": "searching"})
+
+    def observation(name: str, kind: str, usage: dict[str, int] | None = None, **content: str) -> Any:
         attributes = {"langfuse.observation.type": kind}
         if usage is not None:
             attributes["langfuse.observation.model.name"] = "m-1"
             attributes["langfuse.observation.usage_details"] = json.dumps(usage)
+        attributes.update({f"langfuse.observation.{key}": value for key, value in content.items()})
         return tracer.start_as_current_span(name, attributes=attributes)
 
     def app() -> None:
         with observation("research-run", "span"), observation("researcher", "agent"):
-            with observation("llm", "generation", {"input": 12, "output": 3, "total": 15}):
+            with observation("llm", "generation", {"input": 12, "output": 3, "total": 15}, input=prompt,
+                             output=reply):
                 pass
-            with observation("search", "tool"):
+            with observation("search", "tool", input='{"query": "facts"}'):
                 pass
             with observation("writer", "agent"):
                 with observation("llm", "generation", {"input": 5, "output": 2}):
@@ -743,3 +748,9 @@ def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
         assert trace["costs"]["tokens"] == 22 and trace["costs"]["tool_calls"] == 1, way
         spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
         assert spawns == [("research-run", "researcher"), ("researcher", "writer")], way
+        (first, _) = sorted(turns, key=lambda t: t["t"])
+        assert first["input_ref"] == ot.content_ref(prompt), way
+        assert first["output_ref"] == ot.content_ref(reply), way
+        assert first["prompt"] == [{"role": "user", "content": "find facts"}], way
+        (call,) = [e for e in trace["events"] if e["type"] == "tool_call"]
+        assert call["content_ref"] == ot.content_ref('{"query": "facts"}'), way

@@ -36,6 +36,9 @@ from .vocabularies import (
     GEN_AI_PROMPT,
     GEN_AI_PROMPT_EVENT,
     INPUT_TOKENS,
+    LF_INPUT,
+    LF_OBSERVATION_TYPE,
+    LF_OUTPUT,
     LF_USAGE_DETAILS,
     OUTPUT_TOKENS,
 )
@@ -103,19 +106,22 @@ def _with_event_messages(span: Span) -> Attributes:
     return {**found, **attrs} if found else attrs
 
 
-def _with_usage_details(attrs: Attributes) -> Attributes:
-    """Langfuse's usage (a JSON object in one attribute) as the GenAI token counts (which win)."""
+def _with_langfuse(attrs: Attributes) -> Attributes:
+    """A Langfuse generation's usage (a JSON object in one attribute) as the GenAI token counts, and its
+    captured input and output as the GenAI messages (the GenAI attributes win)."""
+    found: Attributes = {}
     raw = attrs.get(LF_USAGE_DETAILS)
-    if not isinstance(raw, str):
-        return attrs
-    try:
-        usage = json.loads(raw)
-    except ValueError:
-        return attrs
-    if not isinstance(usage, dict):
-        return attrs
-    found = {key: usage[name] for key, name in _USAGE_DETAILS if name in usage}
-    return {**found, **attrs}
+    if isinstance(raw, str):
+        try:
+            usage = json.loads(raw)
+        except ValueError:
+            usage = None
+        if isinstance(usage, dict):
+            found = {key: usage[name] for key, name in _USAGE_DETAILS if name in usage}
+    for key, lf_key in ((sc.GEN_AI_INPUT_MESSAGES, LF_INPUT), (sc.GEN_AI_OUTPUT_MESSAGES, LF_OUTPUT)):
+        if lf_key in attrs:
+            found[key] = attrs[lf_key]
+    return {**found, **attrs} if found else attrs
 
 
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
@@ -125,8 +131,8 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         owner = node.instance
         assert owner is not None
         attrs = _with_event_messages(node.span)
-        if LF_USAGE_DETAILS in attrs:
-            attrs = _with_usage_details(attrs)
+        if LF_OBSERVATION_TYPE in attrs:
+            attrs = _with_langfuse(attrs)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
             node,

@@ -71,6 +71,8 @@ LOGFIRE_PENDING_SPAN: Final = "pending_span"
 LF_OBSERVATION_TYPE: Final = "langfuse.observation.type"
 LF_MODEL_NAME: Final = "langfuse.observation.model.name"
 LF_USAGE_DETAILS: Final = "langfuse.observation.usage_details"
+LF_INPUT: Final = "langfuse.observation.input"
+LF_OUTPUT: Final = "langfuse.observation.output"
 
 # --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
