@@ -754,3 +754,35 @@ def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
         assert first["prompt"] == [{"role": "user", "content": "find facts"}], way
         (call,) = [e for e in trace["events"] if e["type"] == "tool_call"]
         assert call["content_ref"] == ot.content_ref('{"query": "facts"}'), way
+
+
+def test_messages_on_one_event_each_give_the_turns_content(tmp_path: Path,
+                                                           collector: RunningCollector) -> None:
+    """A chat span recorded in the GenAI conventions' older form (Strands' default): an event per message
+    sent (``gen_ai.system.message``, ``gen_ai.user.message``, with ``content``) and ``gen_ai.choice`` with
+    the reply's ``message``; 3 + 1 tokens."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("strands.telemetry.tracer")
+    sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+
+    @ot.agent
+    def helper() -> None:
+        with tracer.start_as_current_span("chat", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1}) as chat:
+            for message in sent:
+                chat.add_event(f"gen_ai.{message['role']}.message", {"content": message["content"]})
+            chat.add_event("gen_ai.choice", {"message": "yo", "finish_reason": "end_turn"})
+
+    def app() -> None:
+        with ot.task("event-messages"):
+            helper()
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        _, turns = outputs[way].only()
+        (turn,) = turns
+        assert (turn["input_tokens"], turn["output_tokens"]) == (3, 1), way
+        assert turn["prompt"] == sent, way
+        assert turn["completion"] == [{"role": "assistant", "content": "yo"}], way
+        assert turn["input_ref"] == ot.content_ref(json.dumps(sent)), way

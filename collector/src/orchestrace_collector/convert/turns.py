@@ -30,6 +30,7 @@ from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
 from .vocabularies import (
+    GEN_AI_CHOICE_EVENT,
     GEN_AI_COMPLETION,
     GEN_AI_COMPLETION_EVENT,
     GEN_AI_DETAILS_EVENT,
@@ -84,6 +85,11 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
 #: Langfuse usage key -> the GenAI attribute it stands for.
 _USAGE_DETAILS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "output"))
 
+#: The GenAI conventions' older events of one message each, as span events: event -> the message's role.
+_MESSAGE_EVENTS = {f"gen_ai.{role}.message": role for role in ("system", "user", "assistant", "tool")}
+_EVENT_CONTENT = "content"
+_CHOICE_MESSAGE = "message"
+
 #: Span event -> (its attribute, the span attribute it stands for).
 _EVENT_MESSAGES = {
     GEN_AI_DETAILS_EVENT: [(key, key) for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
@@ -95,14 +101,27 @@ _EVENT_MESSAGES = {
 
 def _with_event_messages(span: Span) -> Attributes:
     """A model call's attributes, with the messages an instrumentation recorded on span events instead (see
-    ``vocabularies.GEN_AI_DETAILS_EVENT``) as the span attributes they stand for; the span's own win."""
+    ``vocabularies.GEN_AI_DETAILS_EVENT``) as the span attributes they stand for; the span's own win. Events
+    of one message each (``gen_ai.<role>.message`` with its ``content``, then ``gen_ai.choice`` with the
+    reply's ``message``) stand for a JSON list of ``{"role", "content"}`` messages, in event order."""
     attrs = span.attributes
     found: dict[str, object] = {}
+    sent: list[dict[str, object]] = []
+    chosen: list[dict[str, object]] = []
     for event in span.events:
         for key, as_key in _EVENT_MESSAGES.get(event.name, ()):
             value = event.attributes.get(key)
             if value is not None:
                 found.setdefault(as_key, value)
+        role = _MESSAGE_EVENTS.get(event.name)
+        if role is not None and event.attributes.get(_EVENT_CONTENT) is not None:
+            sent.append({"role": role, "content": event.attributes[_EVENT_CONTENT]})
+        elif event.name == GEN_AI_CHOICE_EVENT and event.attributes.get(_CHOICE_MESSAGE) is not None:
+            chosen.append({"role": "assistant", "content": event.attributes[_CHOICE_MESSAGE]})
+    if sent:
+        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
+    if chosen:
+        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
     return {**found, **attrs} if found else attrs
 
 

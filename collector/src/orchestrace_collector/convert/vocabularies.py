@@ -93,6 +93,8 @@ GEN_AI_TOOL_CALLS_SUFFIX: Final = ".tool_calls."
 GEN_AI_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 GEN_AI_PROMPT_EVENT: Final = "gen_ai.content.prompt"
 GEN_AI_COMPLETION_EVENT: Final = "gen_ai.content.completion"
+#: The reply in the older one-event-per-message form (``gen_ai.<role>.message`` events before it).
+GEN_AI_CHOICE_EVENT: Final = "gen_ai.choice"
 GEN_AI_PROMPT: Final = _g.GEN_AI_PROMPT
 GEN_AI_COMPLETION: Final = _g.GEN_AI_COMPLETION
 
