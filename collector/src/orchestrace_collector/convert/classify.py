@@ -128,8 +128,6 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
             if found[1] == AGENT and attrs.get(TL_SPAN_KIND) == "workflow":
                 return Kind.ACTOR, WORKFLOW  # OpenLLMetry's graph run, which it also calls an agent
             return found
-    if isinstance(attrs.get(GEN_AI_HANDOFF_TO_AGENT), str):
-        return Kind.CREATE_AGENT, HANDOFF
     orch_op = attrs.get(sc.ORCH_OPERATION)
     if orch_op == sc.OPERATION_NODE:
         return Kind.ACTOR, NODE
@@ -158,6 +156,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
                 return Kind.ACTOR, WORKFLOW
             if _is_langgraph_node(span.name, _metadata_node(attrs.get(OI_METADATA)), parent):
                 return Kind.ACTOR, NODE
+    if isinstance(attrs.get(GEN_AI_HANDOFF_TO_AGENT), str):
+        return Kind.CREATE_AGENT, HANDOFF
     lf_type = attrs.get(LF_OBSERVATION_TYPE)
     if isinstance(lf_type, str):
         found = _LANGFUSE_KINDS.get(lf_type)
