@@ -863,6 +863,16 @@ def test_a_root_messaging_span_belongs_to_the_service(key: str) -> None:
     assert {e["agent"] for e in w["events"]} == {"team-app", "writer"}
 
 
+def test_messaging_spans_alone_are_the_services_run() -> None:
+    # A runtime's acknowledgement in a trace of its own (no agent in it): written, not dropped for lack of
+    # an event, closed by the service's stand-in.
+    s = Spans(resource={"service.name": "team-app"})
+    root = s.span("ack topic_3f2a", 0, 2, attrs={"messaging.operation": "ack"})
+    s.span("publish topic_3f2a", 1, 2, root, attrs={"messaging.operation": "publish"})
+    w = checked(convert_episode(s.spans))
+    assert [(e["type"], e["agent"]) for e in w["events"]] == [("return", "team-app")]
+
+
 def test_system_instructions_and_older_flattened_prompts_become_chat_lists() -> None:
     s = Spans()
     agent = s.agent("a", 0, 5)

@@ -222,8 +222,8 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
             _span_event(b, event, node, owner, spawns, evaluations)
 
     _spawns_and_returns(b, actors, spawns)
-    if not b.events and model_nodes:
-        _lone_calls_return(b, model_nodes)
+    if not b.events and forest.nodes:
+        _stand_in_return(b, model_nodes or forest.nodes)
     return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
 
 
@@ -471,11 +471,12 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 _explicit(b, sp, None)
 
 
-def _lone_calls_return(b: _Builder, model_nodes: list[Node]) -> None:
-    """Model calls with no actor, tool or orchestration span around them (an app calling a model directly)
-    are the stand-in's: its ``return`` at the end of the last call closes the episode, so that the calls
-    are written as the single-turn samples they are instead of yielding nothing."""
-    last = max(model_nodes, key=attrgetter("end_ns"))
+def _stand_in_return(b: _Builder, nodes: list[Node]) -> None:
+    """Spans with no actor, tool or orchestration span among them are the stand-in's: model calls (an app
+    calling a model directly), or a runtime's messaging spans alone. Its ``return`` at the end of the last
+    of ``nodes`` closes the episode, so that it is written (the calls as the single-turn samples they are)
+    instead of yielding nothing."""
+    last = max(nodes, key=attrgetter("end_ns"))
     assert last.instance is not None  # assign_instances gives every node one (here the stand-in)
     _return(b, last.instance, last)
 
