@@ -99,13 +99,22 @@ _EVENT_MESSAGES = {
 }
 
 
-def _with_event_messages(span: Span) -> Attributes:
-    """A model call's attributes, with the messages an instrumentation recorded on span events instead (see
-    ``vocabularies.GEN_AI_DETAILS_EVENT``) as the span attributes they stand for; the span's own win. Events
-    of one message each (``gen_ai.<role>.message`` with its ``content``, then ``gen_ai.choice`` with the
-    reply's ``message``) stand for a JSON list of ``{"role", "content"}`` messages, in event order."""
+def _as_genai(span: Span) -> Attributes:
+    """A model call's attributes, with what other forms of a call's record say as the GenAI attributes they
+    stand for: messages on span events (see ``vocabularies.GEN_AI_DETAILS_EVENT``; events of one message each,
+    ``gen_ai.<role>.message`` with its ``content`` then ``gen_ai.choice`` with the reply's ``message``, stand
+    for a JSON list of ``{"role", "content"}`` messages in event order), then a Langfuse generation's usage (a
+    JSON object in one attribute) and captured input and output. The span's own attributes win."""
     attrs = span.attributes
     found: dict[str, object] = {}
+    if span.events:
+        _event_messages(span, found)
+    if LF_OBSERVATION_TYPE in attrs:
+        _langfuse(attrs, found)
+    return {**found, **attrs} if found else attrs
+
+
+def _event_messages(span: Span, found: dict[str, object]) -> None:
     sent: list[dict[str, object]] = []
     chosen: list[dict[str, object]] = []
     for event in span.events:
@@ -122,13 +131,9 @@ def _with_event_messages(span: Span) -> Attributes:
         found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
     if chosen:
         found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
-    return {**found, **attrs} if found else attrs
 
 
-def _with_langfuse(attrs: Attributes) -> Attributes:
-    """A Langfuse generation's usage (a JSON object in one attribute) as the GenAI token counts, and its
-    captured input and output as the GenAI messages (the GenAI attributes win)."""
-    found: Attributes = {}
+def _langfuse(attrs: Attributes, found: dict[str, object]) -> None:
     raw = attrs.get(LF_USAGE_DETAILS)
     if isinstance(raw, str):
         try:
@@ -136,11 +141,12 @@ def _with_langfuse(attrs: Attributes) -> Attributes:
         except ValueError:
             usage = None
         if isinstance(usage, dict):
-            found = {key: usage[name] for key, name in _USAGE_DETAILS if name in usage}
+            for key, name in _USAGE_DETAILS:
+                if name in usage:
+                    found.setdefault(key, usage[name])
     for key, lf_key in ((sc.GEN_AI_INPUT_MESSAGES, LF_INPUT), (sc.GEN_AI_OUTPUT_MESSAGES, LF_OUTPUT)):
         if lf_key in attrs:
-            found[key] = attrs[lf_key]
-    return {**found, **attrs} if found else attrs
+            found.setdefault(key, attrs[lf_key])
 
 
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
@@ -149,9 +155,7 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
         owner = node.instance
         assert owner is not None
-        attrs = _with_event_messages(node.span)
-        if LF_OBSERVATION_TYPE in attrs:
-            attrs = _with_langfuse(attrs)
+        attrs = _as_genai(node.span)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
             node,
