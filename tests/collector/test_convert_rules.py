@@ -1097,6 +1097,52 @@ def test_plain_openai_and_langchain_tool_calls_are_kept() -> None:
     ]
 
 
+def test_tool_call_and_tool_result_content_parts_are_kept() -> None:
+    """Tool calls and answers as parts of a plain message's content: Anthropic's ``tool_use`` /
+    ``tool_result`` (answers sent in a ``user`` message beside text) and the AI SDK's ``tool-call`` /
+    ``tool-result`` (``output`` as ``{"type", "value"}``; older releases ``args`` / ``result``)."""
+    s = Spans()
+    root = s.agent("solver", 0, 5)
+    messages = [
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "a1", "name": "f", "input": {"x": 1}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a1", "content": [{"type": "text", "text": "one"}]},
+            {"type": "text", "text": "Go on."},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "toolCallId": "v1", "toolName": "g", "input": {"y": 2}},
+            {"type": "tool-call", "toolCallId": "v2", "toolName": "h", "args": '{"z": 3}'},
+        ]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "v1", "toolName": "g",
+             "output": {"type": "json", "value": {"r": 2}}},
+        ]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "v2", "toolName": "h", "result": "three"},
+        ]},
+        {"role": "user", "content": [{"type": [], "text": "unhashable type"}, {"type": "tool_result"}]},
+    ]
+    s.chat(1, 2, root, **{sc.GEN_AI_INPUT_MESSAGES: json.dumps(messages)})
+    (turn,) = convert_episode(s.spans).turns
+    assert [m.model_dump(exclude_none=True) for m in turn.prompt or []] == [
+        {"role": "assistant", "content": "Checking.",
+         "tool_calls": [{"id": "a1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
+        {"role": "tool", "content": "one", "tool_call_id": "a1"},
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "v1", "type": "function", "function": {"name": "g", "arguments": {"y": 2}}},
+            {"id": "v2", "type": "function", "function": {"name": "h", "arguments": {"z": 3}}},
+        ]},
+        {"role": "tool", "content": '{"r": 2}', "tool_call_id": "v1", "name": "g"},
+        {"role": "tool", "content": "three", "tool_call_id": "v2", "name": "h"},
+        {"role": "tool", "content": ""},
+        {"role": "user", "content": ""},
+    ]
+
+
 def test_spans_that_ended_in_error_mark_their_closing_event() -> None:
     s = Spans()
     root = s.agent("lead", 0, 10)

@@ -756,6 +756,81 @@ def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
         assert call["content_ref"] == ot.content_ref('{"query": "facts"}'), way
 
 
+def test_vercel_ai_sdk_calls_give_agents_tools_and_samples(tmp_path: Path,
+                                                           collector: RunningCollector) -> None:
+    """A run recorded by Vercel's AI SDK (``ai.*`` spans): a ``generateText`` the caller named ``supervisor``
+    calls a model (10 + 4), which asks for ``research``; the tool runs a ``generateText`` named
+    ``researcher`` (6 + 3); the supervisor's second call (20 + 5) answers. An unnamed ``generateText`` inside
+    the researcher is its own model use (1 + 1), an embedding no sample."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("ai")
+    ask = [{"role": "system", "content": "Delegate."},
+           {"role": "user", "content": [{"type": "text", "text": "Why is the sky blue?"}]}]
+    call = {"type": "tool-call", "toolCallId": "call-1", "toolName": "research", "input": {"topic": "sky"}}
+    answered = [*ask, {"role": "assistant", "content": [call]},
+                {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "call-1",
+                                              "toolName": "research",
+                                              "output": {"type": "text", "value": "scattering"}}]}]
+
+    def ai(operation: str, function_id: str | None = None, **attributes: Any) -> Any:
+        attributes = {"ai.operationId": operation, "operation.name": operation, **attributes}
+        if function_id is not None:
+            attributes["ai.telemetry.functionId"] = function_id
+        return tracer.start_as_current_span(operation, attributes=attributes)
+
+    def provider_call(function_id: str | None, tokens: tuple[int, int], **attributes: Any) -> Any:
+        return ai("ai.generateText.doGenerate", function_id, **{
+            "gen_ai.system": "openai.chat", "gen_ai.request.model": "gpt-x", "ai.model.id": "gpt-x",
+            "gen_ai.usage.input_tokens": tokens[0], "gen_ai.usage.output_tokens": tokens[1],
+            "ai.usage.promptTokens": tokens[0], "ai.usage.completionTokens": tokens[1], **attributes})
+
+    def app() -> None:
+        usage = {"ai.usage.promptTokens": 30, "ai.usage.completionTokens": 9}
+        with ai("ai.generateText", "supervisor", **usage):
+            with provider_call("supervisor", (10, 4), **{"ai.prompt.messages": json.dumps(ask),
+                                                          "ai.response.toolCalls": json.dumps([call])}):
+                pass
+            with ai("ai.toolCall", **{"ai.toolCall.name": "research", "ai.toolCall.id": "call-1",
+                                      "ai.toolCall.args": '{"topic":"sky"}',
+                                      "ai.toolCall.result": '"scattering"'}):
+                with ai("ai.generateText", "researcher"):
+                    with provider_call("researcher", (6, 3)):
+                        pass
+                    with ai("ai.generateText"), provider_call(None, (1, 1)):
+                        pass
+                with ai("ai.embed", **{"ai.usage.tokens": 50, "ai.model.id": "embedder"}):
+                    pass
+            with provider_call("supervisor", (20, 5), **{"ai.prompt.messages": json.dumps(answered),
+                                                          "ai.response.text": "Rayleigh scattering."}):
+                pass
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert tokens_by_agent(turns) == {"supervisor": 39, "researcher": 11}, way
+        assert trace["costs"]["tokens"] == 50 and trace["costs"]["tool_calls"] == 1, way
+        (tool_call,) = [e for e in trace["events"] if e["type"] == "tool_call"]
+        assert (tool_call["agent"], tool_call["tool"]) == ("supervisor", "research"), way
+        assert tool_call["content_ref"] == ot.content_ref('{"topic":"sky"}'), way
+        (result,) = [e for e in trace["events"] if e["type"] == "tool_result"]
+        assert result["content_ref"] == ot.content_ref('"scattering"'), way
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("supervisor", "researcher")], way
+        first, _, _, last = sorted(turns, key=lambda t: t["t"])
+        assert first["prompt"] == [{"role": "system", "content": "Delegate."},
+                                   {"role": "user", "content": "Why is the sky blue?"}], way
+        assert first["input_ref"] == ot.content_ref(json.dumps(ask)), way
+        assert first["completion"] == [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call-1", "type": "function",
+             "function": {"name": "research", "arguments": {"topic": "sky"}}}]}], way
+        assert last["prompt"][2:] == [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call-1", "type": "function",
+                 "function": {"name": "research", "arguments": {"topic": "sky"}}}]},
+            {"role": "tool", "content": "scattering", "tool_call_id": "call-1", "name": "research"}], way
+        assert last["completion"] == [{"role": "assistant", "content": "Rayleigh scattering."}], way
+
+
 def test_messages_on_one_event_each_give_the_turns_content(tmp_path: Path,
                                                            collector: RunningCollector) -> None:
     """A chat span recorded in the GenAI conventions' older form (Strands' default): an event per message

@@ -129,9 +129,15 @@ def _structured(raw: object) -> list[ChatMessage] | None:
             if reasoning:
                 message["reasoning_content"] = reasoning
         else:
-            message["content"] = _text_of(item.get("content"))
+            content = item.get("content")
             calls = [c for c in map(_plain_tool_call, item.get("tool_calls") or ()) if c is not None]
             call_id = item.get("tool_call_id")
+            if isinstance(content, list) and any(_part_kind(part) in _CALL_OR_RESULT for part in content):
+                content = _call_and_result_parts(content, message, calls, messages)
+                if content is None:
+                    continue
+                call_id = call_id or message.pop("tool_call_id", None)
+            message["content"] = message.get("content") or _text_of(content)
             if item.get("name") and message["role"] == "tool":
                 message["name"] = str(item["name"])
             if isinstance(item.get("reasoning_content"), str) and item["reasoning_content"]:
@@ -162,6 +168,61 @@ def _answers_apart(item: dict[str, object], role: str,
         messages.append(tool)
     rest = [p for p in parts if not (isinstance(p, dict) and p.get("type") == "tool_call_response")]
     return {**item, "parts": rest} if rest else None
+
+
+#: Content parts of plain messages that call tools or answer them: the AI SDK's (``tool-call`` with
+#: ``toolCallId`` / ``toolName`` / ``input``, older ``args``; ``tool-result`` with ``output`` as
+#: ``{"type", "value"}``, older ``result``) and Anthropic's (``tool_use`` with ``id`` / ``name`` / ``input``;
+#: ``tool_result`` with ``tool_use_id`` / ``content``).
+_CALL_PARTS = frozenset({"tool-call", "tool_use"})
+_RESULT_PARTS = frozenset({"tool-result", "tool_result"})
+_CALL_OR_RESULT = _CALL_PARTS | _RESULT_PARTS
+
+
+def _call_and_result_parts(content: list[Any], message: ChatMessage, calls: list[ChatMessage],
+                           messages: list[ChatMessage]) -> list[Any] | None:
+    """Reads a plain message's tool-call parts into ``calls`` and its tool-result parts: a ``tool`` message's
+    one answer is the message's content (and ``tool_call_id`` / ``name``); any other answers become ``tool``
+    messages of their own in ``messages``, as chat templates expect (Anthropic sends them in a ``user``
+    message). Returns the parts left for the message's text, ``None`` when nothing is left of it."""
+    rest: list[Any] = []
+    answers: list[dict[str, Any]] = []
+    for part in content:
+        kind = _part_kind(part)
+        if kind in _CALL_PARTS:
+            name = part.get("toolName") or part.get("name")
+            if name:
+                calls.append(_tool_call(part.get("toolCallId") or part.get("id"), name,
+                                        part.get("input", part.get("args"))))
+        elif kind in _RESULT_PARTS:
+            answers.append(part)
+        else:
+            rest.append(part)
+    if message["role"] == "tool" and len(answers) == 1 and not rest:
+        _answer(message, answers[0])
+        return rest
+    for answer in answers:
+        tool: ChatMessage = {"role": "tool"}
+        _answer(tool, answer)
+        messages.append(tool)
+    return rest if rest or calls or not answers else None
+
+
+def _part_kind(part: object) -> str:
+    kind = part.get("type") if isinstance(part, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def _answer(message: ChatMessage, part: dict[str, Any]) -> None:
+    output = part.get("output", part.get("result", part.get("content")))
+    if isinstance(output, dict) and "value" in output:  # the AI SDK's ``{"type": "text" | "json", "value"}``
+        output = output["value"]
+    message["content"] = _text_of(output)
+    call_id = part.get("toolCallId") or part.get("tool_use_id")
+    if call_id:
+        message["tool_call_id"] = str(call_id)
+    if part.get("toolName"):
+        message["name"] = str(part["toolName"])
 
 
 def _structured_parts(raw: object) -> tuple[str, list[ChatMessage], object]:

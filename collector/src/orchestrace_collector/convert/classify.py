@@ -14,10 +14,12 @@ Recognised vocabularies, in order of precedence:
    ``TOOL``; ``LLM``).
 5. Langfuse's ``langfuse.observation.type`` (``agent``; ``tool``; ``generation`` a model call; ``embedding``
    none).
-6. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
+6. Vercel's AI SDK: an ``ai.toolCall`` span is a tool; an ``ai.generateText`` / ``ai.streamText`` call the
+   caller named (``ai.telemetry.functionId``) an agent of that name (its provider calls are model-like, 8).
+7. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
    OpenAI Agents spans), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like ``create_agent``,
    an explicit transfer of control (a handoff delegate) from the agent it runs in.
-7. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
+8. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
    *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
    span naming a tool (``gen_ai.tool.name``: older PydanticAI's ``running tool``) is a tool.
@@ -36,6 +38,11 @@ import orchestrace_semconv as sc
 
 from ..spans import Span
 from .vocabularies import (
+    AI_AGENT_OPERATIONS,
+    AI_FUNCTION_ID,
+    AI_OPERATION_ID,
+    AI_TOOL_CALL,
+    AI_TOOL_CALL_NAME,
     GEN_AI_HANDOFF_TO_AGENT,
     INPUT_TOKENS,
     LF_MODEL_NAME,
@@ -156,6 +163,12 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
                 return Kind.ACTOR, WORKFLOW
             if _is_langgraph_node(span.name, _metadata_node(attrs.get(OI_METADATA)), parent):
                 return Kind.ACTOR, NODE
+    ai_op = attrs.get(AI_OPERATION_ID)
+    if isinstance(ai_op, str):
+        if ai_op == AI_TOOL_CALL:
+            return Kind.TOOL, ""
+        if ai_op in AI_AGENT_OPERATIONS and attrs.get(AI_FUNCTION_ID):
+            return Kind.ACTOR, AGENT
     if isinstance(attrs.get(GEN_AI_HANDOFF_TO_AGENT), str):
         return Kind.CREATE_AGENT, HANDOFF
     lf_type = attrs.get(LF_OBSERVATION_TYPE)
@@ -245,13 +258,19 @@ def actor_name(span: Span, sub_kind: str) -> str:
             or attrs.get(OI_AGENT_NAME)
             or attrs.get(OI_GRAPH_NODE_NAME)
             or attrs.get(TL_ENTITY_NAME)
+            or attrs.get(AI_FUNCTION_ID)
         )
     return str(name) if name else (_strip_operation(span.name) or "agent")
 
 
 def tool_name(span: Span) -> str:
     attrs = span.attributes
-    name = attrs.get(sc.GEN_AI_TOOL_NAME) or attrs.get(OI_TOOL_NAME) or attrs.get(TL_ENTITY_NAME)
+    name = (
+        attrs.get(sc.GEN_AI_TOOL_NAME)
+        or attrs.get(OI_TOOL_NAME)
+        or attrs.get(TL_ENTITY_NAME)
+        or attrs.get(AI_TOOL_CALL_NAME)
+    )
     return str(name) if name else (_strip_operation(span.name) or "tool")
 
 

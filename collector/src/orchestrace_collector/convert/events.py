@@ -15,6 +15,7 @@ from operator import attrgetter
 import orchestrace_semconv as sc
 
 from ..spans import STATUS_ERROR, Attributes, Span, SpanEvent
+from . import as_genai
 from .actors import Actors, Instance
 from .classify import (
     AGENT,
@@ -261,7 +262,7 @@ def _aggregate_links(node: Node) -> list[str]:
 
 
 def _tool(b: _Builder, node: Node, owner: Instance) -> None:
-    attrs = node.span.attributes
+    attrs = as_genai.tool_call(node.span.attributes)
     name = tool_name(node.span)
     call = b.at_start("tool_call", node, owner)
     call.tool = name

@@ -13,15 +13,14 @@ messages than ``orchestrace.content.input_message_count`` says) keeps what exist
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
 import orchestrace_semconv as sc
 
-from ..spans import Attributes, Span
-from . import call_details
+from ..spans import Attributes
+from . import as_genai, call_details
 from .actors import Instance
 from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
@@ -29,20 +28,7 @@ from .classify import model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
-from .vocabularies import (
-    GEN_AI_CHOICE_EVENT,
-    GEN_AI_COMPLETION,
-    GEN_AI_COMPLETION_EVENT,
-    GEN_AI_DETAILS_EVENT,
-    GEN_AI_PROMPT,
-    GEN_AI_PROMPT_EVENT,
-    INPUT_TOKENS,
-    LF_INPUT,
-    LF_OBSERVATION_TYPE,
-    LF_OUTPUT,
-    LF_USAGE_DETAILS,
-    OUTPUT_TOKENS,
-)
+from .vocabularies import INPUT_TOKENS, OUTPUT_TOKENS
 
 
 @dataclass(slots=True, eq=False)
@@ -82,80 +68,13 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     return None
 
 
-#: Langfuse usage key -> the GenAI attribute it stands for.
-_USAGE_DETAILS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "output"))
-
-#: The GenAI conventions' older events of one message each, as span events: event -> the message's role.
-_MESSAGE_EVENTS = {f"gen_ai.{role}.message": role for role in ("system", "user", "assistant", "tool")}
-_EVENT_CONTENT = "content"
-_CHOICE_MESSAGE = "message"
-
-#: Span event -> (its attribute, the span attribute it stands for).
-_EVENT_MESSAGES = {
-    GEN_AI_DETAILS_EVENT: [(key, key) for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
-                                                   sc.GEN_AI_SYSTEM_INSTRUCTIONS)],
-    GEN_AI_PROMPT_EVENT: [(GEN_AI_PROMPT, sc.GEN_AI_INPUT_MESSAGES)],
-    GEN_AI_COMPLETION_EVENT: [(GEN_AI_COMPLETION, sc.GEN_AI_OUTPUT_MESSAGES)],
-}
-
-
-def _as_genai(span: Span) -> Attributes:
-    """A model call's attributes, with what other forms of a call's record say as the GenAI attributes they
-    stand for: messages on span events (see ``vocabularies.GEN_AI_DETAILS_EVENT``; events of one message each,
-    ``gen_ai.<role>.message`` with its ``content`` then ``gen_ai.choice`` with the reply's ``message``, stand
-    for a JSON list of ``{"role", "content"}`` messages in event order), then a Langfuse generation's usage (a
-    JSON object in one attribute) and captured input and output. The span's own attributes win."""
-    attrs = span.attributes
-    found: dict[str, object] = {}
-    if span.events:
-        _event_messages(span, found)
-    if LF_OBSERVATION_TYPE in attrs:
-        _langfuse(attrs, found)
-    return {**found, **attrs} if found else attrs
-
-
-def _event_messages(span: Span, found: dict[str, object]) -> None:
-    sent: list[dict[str, object]] = []
-    chosen: list[dict[str, object]] = []
-    for event in span.events:
-        for key, as_key in _EVENT_MESSAGES.get(event.name, ()):
-            value = event.attributes.get(key)
-            if value is not None:
-                found.setdefault(as_key, value)
-        role = _MESSAGE_EVENTS.get(event.name)
-        if role is not None and event.attributes.get(_EVENT_CONTENT) is not None:
-            sent.append({"role": role, "content": event.attributes[_EVENT_CONTENT]})
-        elif event.name == GEN_AI_CHOICE_EVENT and event.attributes.get(_CHOICE_MESSAGE) is not None:
-            chosen.append({"role": "assistant", "content": event.attributes[_CHOICE_MESSAGE]})
-    if sent:
-        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
-    if chosen:
-        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
-
-
-def _langfuse(attrs: Attributes, found: dict[str, object]) -> None:
-    raw = attrs.get(LF_USAGE_DETAILS)
-    if isinstance(raw, str):
-        try:
-            usage = json.loads(raw)
-        except ValueError:
-            usage = None
-        if isinstance(usage, dict):
-            for key, name in _USAGE_DETAILS:
-                if name in usage:
-                    found.setdefault(key, usage[name])
-    for key, lf_key in ((sc.GEN_AI_INPUT_MESSAGES, LF_INPUT), (sc.GEN_AI_OUTPUT_MESSAGES, LF_OUTPUT)):
-        if lf_key in attrs:
-            found.setdefault(key, attrs[lf_key])
-
-
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     """The turns in start order; sets their instances' ``turn_starts`` (``link_turns`` links the events)."""
     turns: list[TurnRec] = []
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
         owner = node.instance
         assert owner is not None
-        attrs = _as_genai(node.span)
+        attrs = as_genai.model_call(node.span)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
             node,

@@ -74,6 +74,25 @@ LF_USAGE_DETAILS: Final = "langfuse.observation.usage_details"
 LF_INPUT: Final = "langfuse.observation.input"
 LF_OUTPUT: Final = "langfuse.observation.output"
 
+# --- Vercel's AI SDK (JavaScript): ``ai.*`` spans, named after ``ai.operationId``; its provider calls
+#     (``ai.generateText.doGenerate``, ``ai.streamText.doStream``, ...) also carry the GenAI model and usage.
+AI_OPERATION_ID: Final = "ai.operationId"
+AI_FUNCTION_ID: Final = "ai.telemetry.functionId"
+#: Its calls that run a model in a loop with tools: an agent when the caller names it (``functionId``).
+AI_AGENT_OPERATIONS: Final = frozenset({"ai.generateText", "ai.streamText"})
+AI_TOOL_CALL: Final = "ai.toolCall"
+AI_TOOL_CALL_NAME: Final = "ai.toolCall.name"
+#: A tool call's attribute -> the GenAI attribute it stands for.
+AI_TOOL_CALL_AS_GENAI: Final = (
+    ("ai.toolCall.id", _sc.GEN_AI_TOOL_CALL_ID),
+    ("ai.toolCall.args", _sc.GEN_AI_TOOL_CALL_ARGUMENTS),
+    ("ai.toolCall.result", _sc.GEN_AI_TOOL_CALL_RESULT),
+)
+#: A provider call's prompt (a JSON message list), reply text and tool calls (older: ``ai.result.*``).
+AI_PROMPT_MESSAGES: Final = "ai.prompt.messages"
+AI_RESPONSE_TEXT: Final = ("ai.response.text", "ai.result.text")
+AI_RESPONSE_TOOL_CALLS: Final = ("ai.response.toolCalls", "ai.result.toolCalls")
+
 # --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
 

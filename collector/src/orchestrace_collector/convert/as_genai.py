@@ -1,0 +1,134 @@
+"""Other forms of a model call's or tool call's record, as the GenAI attributes they stand for.
+
+Conversion reads GenAI attributes (and the flattened vocabularies ``chat`` reads); the records here say the
+same in another form and are overlaid on a span's attributes, the span's own attributes winning:
+
+- messages on span events (see ``vocabularies.GEN_AI_DETAILS_EVENT``); events of one message each,
+  ``gen_ai.<role>.message`` with its ``content`` then ``gen_ai.choice`` with the reply's ``message``, stand
+  for a JSON list of ``{"role", "content"}`` messages in event order;
+- a Langfuse generation's usage (a JSON object in one attribute) and captured input and output;
+- a Vercel AI SDK provider call's prompt (``ai.prompt.messages``) and reply (its text and tool calls, as one
+  assistant message), and its tool call's id, arguments and result.
+"""
+
+from __future__ import annotations
+
+import json
+
+import orchestrace_semconv as sc
+
+from ..spans import Attributes, Span
+from .vocabularies import (
+    AI_OPERATION_ID,
+    AI_PROMPT_MESSAGES,
+    AI_RESPONSE_TEXT,
+    AI_RESPONSE_TOOL_CALLS,
+    AI_TOOL_CALL_AS_GENAI,
+    AI_TOOL_CALL_NAME,
+    GEN_AI_CHOICE_EVENT,
+    GEN_AI_COMPLETION,
+    GEN_AI_COMPLETION_EVENT,
+    GEN_AI_DETAILS_EVENT,
+    GEN_AI_PROMPT,
+    GEN_AI_PROMPT_EVENT,
+    LF_INPUT,
+    LF_OBSERVATION_TYPE,
+    LF_OUTPUT,
+    LF_USAGE_DETAILS,
+)
+
+#: Langfuse usage key -> the GenAI attribute it stands for.
+_USAGE_DETAILS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "output"))
+
+#: The GenAI conventions' older events of one message each, as span events: event -> the message's role.
+_MESSAGE_EVENTS = {f"gen_ai.{role}.message": role for role in ("system", "user", "assistant", "tool")}
+_EVENT_CONTENT = "content"
+_CHOICE_MESSAGE = "message"
+
+#: Span event -> (its attribute, the span attribute it stands for).
+_EVENT_MESSAGES = {
+    GEN_AI_DETAILS_EVENT: [(key, key) for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
+                                                   sc.GEN_AI_SYSTEM_INSTRUCTIONS)],
+    GEN_AI_PROMPT_EVENT: [(GEN_AI_PROMPT, sc.GEN_AI_INPUT_MESSAGES)],
+    GEN_AI_COMPLETION_EVENT: [(GEN_AI_COMPLETION, sc.GEN_AI_OUTPUT_MESSAGES)],
+}
+
+
+def model_call(span: Span) -> Attributes:
+    """A model call's attributes with its record's other forms overlaid (see the module docstring)."""
+    attrs = span.attributes
+    found: dict[str, object] = {}
+    if span.events:
+        _event_messages(span, found)
+    if LF_OBSERVATION_TYPE in attrs:
+        _langfuse(attrs, found)
+    if AI_OPERATION_ID in attrs:
+        _ai_sdk_call(attrs, found)
+    return {**found, **attrs} if found else attrs
+
+
+def tool_call(attrs: Attributes) -> Attributes:
+    """A tool span's attributes, with an AI SDK tool call's as the GenAI ones they stand for."""
+    if AI_TOOL_CALL_NAME not in attrs:
+        return attrs
+    return {**{genai: attrs[key] for key, genai in AI_TOOL_CALL_AS_GENAI if key in attrs}, **attrs}
+
+
+def _event_messages(span: Span, found: dict[str, object]) -> None:
+    sent: list[dict[str, object]] = []
+    chosen: list[dict[str, object]] = []
+    for event in span.events:
+        for key, as_key in _EVENT_MESSAGES.get(event.name, ()):
+            value = event.attributes.get(key)
+            if value is not None:
+                found.setdefault(as_key, value)
+        role = _MESSAGE_EVENTS.get(event.name)
+        if role is not None and event.attributes.get(_EVENT_CONTENT) is not None:
+            sent.append({"role": role, "content": event.attributes[_EVENT_CONTENT]})
+        elif event.name == GEN_AI_CHOICE_EVENT and event.attributes.get(_CHOICE_MESSAGE) is not None:
+            chosen.append({"role": "assistant", "content": event.attributes[_CHOICE_MESSAGE]})
+    if sent:
+        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
+    if chosen:
+        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
+
+
+def _langfuse(attrs: Attributes, found: dict[str, object]) -> None:
+    usage = _json(attrs.get(LF_USAGE_DETAILS))
+    if isinstance(usage, dict):
+        for key, name in _USAGE_DETAILS:
+            if name in usage:
+                found.setdefault(key, usage[name])
+    for key, lf_key in ((sc.GEN_AI_INPUT_MESSAGES, LF_INPUT), (sc.GEN_AI_OUTPUT_MESSAGES, LF_OUTPUT)):
+        if lf_key in attrs:
+            found.setdefault(key, attrs[lf_key])
+
+
+def _ai_sdk_call(attrs: Attributes, found: dict[str, object]) -> None:
+    if AI_PROMPT_MESSAGES in attrs:
+        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, attrs[AI_PROMPT_MESSAGES])
+    text = _first(attrs, AI_RESPONSE_TEXT)
+    calls = _json(_first(attrs, AI_RESPONSE_TOOL_CALLS))
+    # The reply as the AI SDK's own assistant message: a text part, then its tool-call parts (older releases
+    # record the calls without a ``type``).
+    parts: list[object] = [] if text is None else [{"type": "text", "text": text}]
+    if isinstance(calls, list):
+        parts += [{"type": "tool-call", **call} for call in calls if isinstance(call, dict)]
+    if parts:
+        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "content": parts}]))
+
+
+def _first(attrs: Attributes, keys: tuple[str, ...]) -> object:
+    for key in keys:
+        if key in attrs:
+            return attrs[key]
+    return None
+
+
+def _json(raw: object) -> object:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
