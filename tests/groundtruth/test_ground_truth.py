@@ -393,6 +393,34 @@ def test_model_calls_outside_any_agent_are_written_as_samples(tmp_path: Path,
                 "unknown_service:python", PROMPT_TOKENS, COMPLETION_TOKENS, ["e1"]), way
 
 
+def test_an_agent_that_calls_itself_is_one_activation_per_call(tmp_path: Path,
+                                                                collector: RunningCollector) -> None:
+    """Recursion: ``solve(2)`` calls ``solve(1)``, which calls ``solve(0)``, which alone asks the model; the
+    two outer calls hold nothing but the call they make (the shape of a wrapper span around the same agent,
+    which is one activation). Three activations, each delegating to the next, each returning to its caller."""
+
+    @ot.agent
+    def solve(depth: int) -> str:
+        if depth:
+            return solve(depth - 1)
+        ask("base case")
+        return "solved"
+
+    def app() -> None:
+        with ot.task("recursion"):
+            solve(2)
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("recursion", "solve#1"), ("solve", "solve#2"), ("solve", "solve#3")], way
+        returns = [(e["from"], e.get("to")) for e in trace["events"] if e["type"] == "return"]
+        assert returns[:3] == [("solve#3", "solve#2"), ("solve#2", "solve#1"), ("solve#1", "recursion")], way
+        (turn,) = turns
+        assert (turn["agent"], turn["input_tokens"]) == ("solve", PROMPT_TOKENS), way
+
+
 @pytest.mark.parametrize("call", ["spawn", "delegate"])
 @pytest.mark.parametrize("first", ["p1", "p2"])
 def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path, collector: RunningCollector,

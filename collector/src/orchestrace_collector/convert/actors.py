@@ -3,7 +3,8 @@
 An instance is one actor span (one agent invocation, one node execution, one workflow run), with two merges: a
 wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
 ``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps; never a graph run and one of its
-node executions, which may share its name), and top-level actors of the same name in different OTel traces of
+node executions, which may share its name, nor an agent and the call it makes to itself, which names its
+caller in ``orchestrace.agent.parent_id``), and top-level actors of the same name in different OTel traces of
 one episode are one instance (a LangGraph run and its resume after an interrupt).
 
 An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
@@ -147,6 +148,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             and len(parent.children) == 1
             and enclosing.name == name
             and not _step_of_run(parent, node)
+            and sc.ORCH_AGENT_PARENT_ID not in node.span.attributes  # an agent calling itself (recursion)
         ):
             inst = enclosing  # a wrapper span around the same actor
             if node.sub_kind == WORKFLOW and node.span.attributes.get(TL_SPAN_KIND) == "workflow":
