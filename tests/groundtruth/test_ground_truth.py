@@ -421,6 +421,57 @@ def test_an_agent_that_calls_itself_is_one_activation_per_call(tmp_path: Path,
         assert (turn["agent"], turn["input_tokens"]) == ("solve", PROMPT_TOKENS), way
 
 
+def test_an_announced_spawn_is_carried_out_by_the_spawners_own_worker(tmp_path: Path,
+                                                                      collector: RunningCollector) -> None:
+    """Two threads: ``announcer`` records ``ot.spawn("worker")``, then waits while ``bystander`` runs a
+    ``worker`` of its own (no announcement), then runs its worker. The spawn is the announcer's worker's
+    (the second), not the first worker to start after it; each worker returns to the agent that ran it."""
+    announced, bystander_done = threading.Event(), threading.Event()
+
+    @ot.agent
+    def worker(tag: str) -> str:
+        ask(tag)
+        return tag
+
+    @ot.agent
+    def announcer() -> str:
+        ot.spawn("worker")
+        announced.set()
+        assert bystander_done.wait(10)
+        return worker("announced")
+
+    @ot.agent
+    def bystander() -> str:
+        assert announced.wait(10)
+        try:
+            return worker("meanwhile")
+        finally:
+            bystander_done.set()
+
+    @ot.agent
+    def lead() -> None:
+        with ot.ThreadPoolExecutor(2) as pool:
+            for future in [pool.submit(announcer), pool.submit(bystander)]:
+                future.result()
+
+    def app() -> None:
+        announced.clear()
+        bystander_done.clear()
+        with ot.task("threads"):
+            lead()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        spawns = {(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"}
+        assert {s for s in spawns if s[1].startswith("worker")} == {("bystander", "worker#1"),
+                                                                   ("announcer", "worker#2")}, way
+        (decision,) = [e for e in trace["events"] if e.get("decision") == "spawn"]
+        assert (decision["agent"], decision["to"]) == ("announcer", "worker#2"), way
+        returns = {(e["from"], e.get("to")) for e in trace["events"] if e["type"] == "return"}
+        assert {("worker#1", "bystander"), ("worker#2", "announcer")} <= returns, way
+
+
 @pytest.mark.parametrize("call", ["spawn", "delegate"])
 @pytest.mark.parametrize("first", ["p1", "p2"])
 def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path, collector: RunningCollector,

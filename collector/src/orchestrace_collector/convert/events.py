@@ -524,7 +524,7 @@ def _match(
     inst: Instance,
 ) -> _Spawn | None:
     """The earliest unmatched explicit spawn of this name before the instance started (target id
-    permitting); of those, the first whose content is the instance's input when one is (the payloads of a
+    permitting; not one its spawner's own child carries out); of those, the first whose content is the instance's input when one is (the payloads of a
     fan-out are sent in program order, their workers start in whatever order their threads do)."""
     candidates = pending.get(key)
     if not candidates:
@@ -547,6 +547,8 @@ def _match(
         wanted = sp.attrs.get(sc.ORCH_TARGET_ID)
         if wanted and inst.agent_id and str(wanted) != inst.agent_id:
             continue
+        if sp.owner is not inst.parent and _carried_out_by_own_child(sp, inst):
+            continue
         looked += 1
         if given is not None and sp.attrs.get(sc.ORCH_CONTENT_REF) == given:
             earliest = sp
@@ -556,6 +558,15 @@ def _match(
     if earliest is not None:
         earliest.matched = True
     return earliest
+
+
+def _carried_out_by_own_child(sp: _Spawn, inst: Instance) -> bool:
+    """Whether a child of the spawner's own, of that name, starts after ``inst`` (so not matched yet) and
+    after the spawn: it carries the spawn out, not ``inst``, an instance of that name another agent started
+    meanwhile (threads). A spawner without such a child may have handed over to an instance that is not its
+    child (a handoff to a sibling)."""
+    after = max(sp.t_ns, inst.start_ns)
+    return any(c is not inst and c.name == inst.name and c.start_ns >= after for c in sp.owner.children)
 
 
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
