@@ -524,8 +524,9 @@ def _match(
     inst: Instance,
 ) -> _Spawn | None:
     """The earliest unmatched explicit spawn of this name before the instance started (target id
-    permitting; not one its spawner's own child carries out); of those, the first whose content is the instance's input when one is (the payloads of a
-    fan-out are sent in program order, their workers start in whatever order their threads do)."""
+    permitting; not one its spawner's own child carries out); of those, the first whose content is the
+    instance's input when one is (the payloads of a fan-out are sent in program order, their workers start
+    in whatever order their threads do)."""
     candidates = pending.get(key)
     if not candidates:
         return None
