@@ -1,0 +1,197 @@
+"""Random multi-agent apps on the SDK alone, whose true answer is known by construction.
+
+A seed draws a tree of agent calls: any names (a pool with spaces, ``#``, non-ASCII, 80 characters, names
+other integrations give their actors), run one after another, under ``asyncio.gather`` or on threads
+(``ot.ThreadPoolExecutor``), some announced with ``ot.spawn`` / ``ot.delegate`` before the call, some
+raising; each agent makes model calls (plain, or streamed and sometimes abandoned after the first chunk),
+tool calls and messages, may reward itself and may aggregate its children's results. :func:`truth` is what
+the written trace must say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orchestrace as ot
+
+NAMES = ("lead", "worker", "critic", "Ag ent", "agent#1", "研究者", "a/b", "x" * 80, "tool", "workflow",
+         "LangGraph")
+
+
+@dataclass
+class Call:
+    """One agent call: what it does, then its children."""
+
+    name: str
+    calls: list[tuple[int, int]]  # (prompt, completion) tokens of each plain model call
+    streams: list[tuple[int, int, bool]]  # streamed calls: tokens, and whether abandoned after one chunk
+    tools: int
+    messages: int
+    mode: str  # how the children run: "seq", "gather" or "threads"
+    announce: str | None  # "spawn" / "delegate": the parent announces this call first
+    fails: bool
+    reward: float | None
+    aggregates: bool
+    children: list[Call] = field(default_factory=list)
+
+
+def draw(seed: int) -> Call:
+    rng = random.Random(seed)
+
+    def one(depth: int) -> Call:
+        call = Call(
+            name=rng.choice(NAMES if depth else NAMES[:3]),
+            calls=[(rng.randint(0, 50), rng.randint(0, 9)) for _ in range(rng.randint(0, 3))],
+            streams=[(rng.randint(1, 30), rng.randint(1, 5), rng.random() < 0.3)
+                     for _ in range(rng.choice((0, 0, 1, 2)))],
+            tools=rng.randint(0, 2),
+            messages=rng.randint(0, 2),
+            mode=rng.choice(("seq", "gather", "threads")),
+            announce=rng.choice((None, "spawn", "delegate")),
+            fails=depth > 0 and rng.random() < 0.1,
+            reward=round(rng.uniform(-1, 1), 2) if rng.random() < 0.5 else None,
+            aggregates=rng.random() < 0.3,
+        )
+        if depth < 3:
+            call.children = [one(depth + 1) for _ in range(rng.choice((0, 0, 1, 2, 3)))]
+        return call
+
+    return one(0)
+
+
+@dataclass
+class Truth:
+    tokens: Counter[str] = field(default_factory=Counter)  # per agent name
+    turns: int = 0
+    tool_calls: int = 0
+    messages: int = 0
+    individual: float = 0.0
+    aggregates: int = 0
+    children: Counter[tuple[str, str]] = field(default_factory=Counter)  # (parent, child) names
+
+
+def truth(root: Call) -> Truth:
+    t = Truth()
+
+    def visit(call: Call) -> None:
+        t.tokens[call.name] += sum(p + c for p, c in call.calls)
+        t.tokens[call.name] += sum(p + c for p, c, abandoned in call.streams if not abandoned)
+        t.turns += len(call.calls) + len(call.streams)
+        t.tool_calls += call.tools
+        t.messages += call.messages
+        if call.reward is not None and (call.calls or call.streams):
+            t.individual += call.reward
+        t.aggregates += call.aggregates and bool(call.children)
+        for child in call.children:
+            t.children[(call.name, child.name)] += 1
+            visit(child)
+
+    visit(root)
+    t.tokens = +t.tokens
+    return t
+
+
+class Failed(Exception):
+    pass
+
+
+@ot.llm("random-model", provider="test")
+def _complete(messages: list[dict[str, str]], prompt: int, completion: int) -> dict[str, Any]:
+    return {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
+
+
+@ot.llm("random-model", provider="test")
+def _stream(messages: list[dict[str, str]], prompt: int, completion: int) -> Iterator[dict[str, Any]]:
+    for k in range(completion):
+        yield {"choices": [{"index": 0, "delta": {"content": f"t{k}"}}]}
+    yield {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
+
+
+@ot.tool
+def _lookup(query: str) -> str:
+    return query * 2
+
+
+def _work(call: Call) -> None:
+    for i, (prompt, completion) in enumerate(call.calls):
+        _complete([{"role": "user", "content": f"{call.name} {i}"}], prompt, completion)
+    for i, (prompt, completion, abandoned) in enumerate(call.streams):
+        chunks = _stream([{"role": "user", "content": f"stream {i}"}], prompt, completion)
+        for _ in chunks:
+            if abandoned:
+                chunks.close()
+                break
+    for i in range(call.tools):
+        _lookup(str(i))
+    for i in range(call.messages):
+        ot.message("peer", content=f"note {i}")
+    if call.reward is not None and (call.calls or call.streams):
+        ot.reward(call.reward, family="individual", unit="agent", target=ot.current_agent())
+    for child in call.children:
+        if child.announce == "spawn":
+            ot.spawn(child.name)
+        elif child.announce == "delegate":
+            ot.delegate(child.name)
+
+
+def _finish(call: Call, results: list[object]) -> str:
+    if call.aggregates and call.children:
+        with ot.aggregate([r for r in results if r is not None]) as merge:
+            merge.set_result("merged")
+    if call.fails:
+        raise Failed(call.name)
+    return "done"
+
+
+def build(call: Call) -> Callable[[], Any]:
+    """The agent function for ``call`` (a coroutine function unless its children run on threads)."""
+    children = [build(child) for child in call.children]
+
+    def run_on_thread(child: Callable[[], Any]) -> Any:
+        return asyncio.run(child()) if asyncio.iscoroutinefunction(child) else child()
+
+    if call.mode == "threads":
+        def threaded() -> str:
+            _work(call)
+            results: list[object] = []
+            with ot.ThreadPoolExecutor(max(1, len(children))) as pool:
+                for future in [pool.submit(run_on_thread, child) for child in children]:
+                    with contextlib.suppress(Failed):
+                        results.append(future.result())
+            return _finish(call, results)
+
+        return ot.agent(call.name)(threaded)
+
+    async def one(child: Callable[[], Any]) -> object:
+        try:
+            if asyncio.iscoroutinefunction(child):
+                return await child()
+            return await asyncio.get_running_loop().run_in_executor(None, ot.wrap_context(child))
+        except Failed:
+            return None
+
+    async def awaited() -> str:
+        _work(call)
+        if call.mode == "gather":
+            results = list(await asyncio.gather(*(one(child) for child in children)))
+        else:
+            results = [await one(child) for child in children]
+        return _finish(call, results)
+
+    return ot.agent(call.name)(awaited)
+
+
+def run(root: Call, task_id: str) -> None:
+    agent = build(root)
+    with ot.task(task_id):
+        if asyncio.iscoroutinefunction(agent):
+            asyncio.run(agent())
+        else:
+            agent()
