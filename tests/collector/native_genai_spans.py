@@ -18,6 +18,15 @@ OUT``):
 
 * ``autogen_unwrapped``: the same team with no span around the run, so AutoGen's runtime starts a trace per
   message, each linked to the span that sent it (``golden/autogen_spans_unwrapped.jsonl``, made the same way).
+* ``adk``: Google's ADK (``google-adk``) with its own GenAI spans, content captured: a ``coordinator`` agent
+  whose model transfers to its sub-agent ``researcher`` (``transfer_to_agent``), which uses a tool and
+  answers, on scripted ``BaseLlm`` models. ADK's dependencies are too many to join the workspace for one dump;
+  it is committed (``golden/adk_spans.jsonl``), made with
+
+      OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental \
+      OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY uv run --isolated --no-project \
+          --with ./semconv --with ./sdk --with google-adk==2.13.0 \
+          python tests/collector/native_genai_spans.py adk tests/collector/golden/adk_spans.jsonl
 """
 
 # No ``from __future__ import annotations``: PydanticAI reads the tool's type hints at run time.
@@ -117,12 +126,66 @@ def run_autogen(tp: TracerProvider, wrapped: bool = True) -> None:
     assert result.messages[-1].to_text() == "APPROVE", result
 
 
+def run_adk(tp: TracerProvider) -> None:
+    """coordinator (10 + 2 tokens) transfers to researcher, whose two calls (20 + 3 each) use ``search``."""
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    trace.set_tracer_provider(tp)  # ADK records on the global provider
+
+    class Scripted(BaseLlm):
+        script: list[Any]
+        tokens: tuple[int, int]
+
+        async def generate_content_async(self, llm_request: LlmRequest,
+                                         stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+            step = self.script.pop(0)
+            part = (types.Part(text=step) if isinstance(step, str)
+                    else types.Part(function_call=types.FunctionCall(name=step[0], args=step[1])))
+            prompt, completion = self.tokens
+            yield LlmResponse(
+                content=types.Content(role="model", parts=[part]),
+                usage_metadata=types.GenerateContentResponseUsageMetadata(
+                    prompt_token_count=prompt, candidates_token_count=completion,
+                    total_token_count=prompt + completion))
+
+    def search(query: str) -> dict[str, str]:
+        """Search the notes."""
+        return {"result": f"notes on {query}"}
+
+    researcher = LlmAgent(
+        name="researcher", description="Finds facts", instruction="Research.", tools=[search],
+        model=Scripted(model="fake-r", script=[("search", {"query": "sky"}), "Rayleigh scattering."],
+                       tokens=(20, 3)))
+    coordinator = LlmAgent(
+        name="coordinator", instruction="Route.", sub_agents=[researcher],
+        model=Scripted(model="fake-c", script=[("transfer_to_agent", {"agent_name": "researcher"})],
+                       tokens=(10, 2)))
+
+    async def run() -> None:
+        runner = InMemoryRunner(agent=coordinator, app_name="adk-app")
+        await runner.session_service.create_session(app_name="adk-app", user_id="u", session_id="s")
+        question = types.Content(role="user", parts=[types.Part(text="Why is the sky blue?")])
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=question):
+            pass
+
+    asyncio.run(run())
+
+
 def main(which: str, out: str) -> None:
     tp = provider(out, f"{which}-app")
     if which == "pydantic_ai":
         run_pydantic_ai(tp)
     elif which in ("autogen", "autogen_unwrapped"):
         run_autogen(tp, wrapped=which == "autogen")
+    elif which == "adk":
+        run_adk(tp)
     else:
         raise SystemExit(f"unknown framework {which!r}")
     tp.shutdown()

@@ -343,3 +343,24 @@ def test_autogen_with_no_span_around_the_run() -> None:
     assert spawns == [(service, "writer"), ("writer", "reviewer")]
     assert {e["agent"] for e in w["events"]} == {service, "writer", "reviewer", "count_words"}
     assert [e["agent"] for e in by_type(w, "return")][-1] == "reviewer"
+
+
+def test_adk_sub_agents_are_their_root_agents() -> None:
+    """Google ADK's own spans (``golden/adk_spans.jsonl``): ADK names its run (``invoke_workflow``) after its
+    root agent and runs the root agent and the sub-agent it transfers to side by side in it. The run is the
+    root agent's: ``coordinator`` asks its model (10 + 2), which calls ``transfer_to_agent``, and spawns
+    ``researcher``, whose two calls (20 + 3 each) use ``search``; no second ``coordinator``."""
+    episode = convert_episode(list(decode_file(GOLDEN / "adk_spans.jsonl")))
+    w = checked(episode)
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("coordinator", "researcher")]
+    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [
+        ("coordinator", "transfer_to_agent"), ("researcher", "search")]
+    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
+        ("researcher", "coordinator"), ("coordinator", None)]
+    tokens: dict[str, int] = {}
+    for turn in episode.turns:
+        tokens[turn.agent] = tokens.get(turn.agent, 0) + (turn.input_tokens or 0) + (turn.output_tokens or 0)
+    assert tokens == {"coordinator": 12, "researcher": 46}
+    first = min(episode.turns, key=lambda t: t.t)
+    assert first.completion is not None and first.completion[0].tool_calls is not None
+    assert first.completion[0].tool_calls[0].function.name == "transfer_to_agent"

@@ -910,6 +910,46 @@ def test_vercel_ai_sdk_calls_give_agents_tools_and_samples(tmp_path: Path,
         assert last["completion"] == [{"role": "assistant", "content": "Rayleigh scattering."}], way
 
 
+def test_a_run_named_after_its_root_agent_is_that_agents(tmp_path: Path,
+                                                        collector: RunningCollector) -> None:
+    """ADK's shape: a run (``invoke_workflow boss``) named after its root agent, in which the root agent
+    (``invoke_agent boss``: 9 + 1 tokens, then a transfer tool) and the agent it transfers to
+    (``invoke_agent helper``: 4 + 2) run side by side. One ``boss``, which spawns ``helper``."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    tracer = provider.get_tracer("gcp.vertex.agent")
+
+    def span(name: str, **attributes: Any) -> Any:
+        return tracer.start_as_current_span(name, attributes=attributes)
+
+    def model_call(tokens: tuple[int, int]) -> Any:
+        return span("generate_content m", **{
+            "gen_ai.operation.name": "generate_content", "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": tokens[0], "gen_ai.usage.output_tokens": tokens[1]})
+
+    def app() -> None:
+        with span("invoke_workflow boss", **{"gen_ai.operation.name": "invoke_workflow",
+                                             "gen_ai.workflow.name": "boss"}):
+            with span("invoke_agent boss", **{"gen_ai.operation.name": "invoke_agent",
+                                              "gen_ai.agent.name": "boss"}):
+                with model_call((9, 1)):
+                    pass
+                with span("execute_tool transfer_to_agent", **{"gen_ai.operation.name": "execute_tool",
+                                                               "gen_ai.tool.name": "transfer_to_agent"}):
+                    pass
+            with span("invoke_agent helper", **{"gen_ai.operation.name": "invoke_agent",
+                                                "gen_ai.agent.name": "helper"}), model_call((4, 2)):
+                pass
+
+    outputs = run_three_ways(tmp_path, collector, app, provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert tokens_by_agent(turns) == {"boss": 10, "helper": 6}, way
+        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("boss", "helper")], way
+        assert [(e["agent"], e.get("to")) for e in trace["events"] if e["type"] == "return"] == [
+            ("helper", "boss"), ("boss", None)], way
+
+
 def test_messages_on_one_event_each_give_the_turns_content(tmp_path: Path,
                                                            collector: RunningCollector) -> None:
     """A chat span recorded in the GenAI conventions' older form (Strands' default): an event per message

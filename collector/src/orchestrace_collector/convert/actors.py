@@ -4,7 +4,9 @@ An instance is one actor span (one agent invocation, one node execution, one wor
 wrapper span that holds nothing but an actor span of the same name is one instance with it (OpenLLMetry's
 ``invoke_agent X`` around ``X.workflow``: a workflow, the graph run it wraps; never a graph run and one of its
 node executions, which may share its name, nor an agent and the call it makes to itself, which names its
-caller in ``orchestrace.agent.parent_id``), and top-level actors of the same name in different OTel traces of
+caller in ``orchestrace.agent.parent_id``); so is an agent span of the same name as the workflow run it is
+directly in, whatever else runs in that run (ADK names its run after its root agent, whose sub-agents run
+beside it: they are the root agent's), and top-level actors of the same name in different OTel traces of
 one episode are one instance (a LangGraph run and its resume after an interrupt).
 
 An agent's inner working is not an actor: a graph node or graph run (``node`` / ``workflow`` span) whose
@@ -145,7 +147,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             enclosing is not None
             and parent is not None
             and parent.kind is K_ACTOR
-            and len(parent.children) == 1
+            and (len(parent.children) == 1 or (parent.sub_kind == WORKFLOW and node.sub_kind == AGENT))
             and enclosing.name == name
             and not _step_of_run(parent, node)
             and sc.ORCH_AGENT_PARENT_ID not in node.span.attributes  # an agent calling itself (recursion)
