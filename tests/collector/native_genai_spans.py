@@ -27,6 +27,17 @@ OUT``):
       OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY uv run --isolated --no-project \
           --with ./semconv --with ./sdk --with google-adk==2.13.0 \
           python tests/collector/native_genai_spans.py adk tests/collector/golden/adk_spans.jsonl
+
+* ``agents_openinference`` / ``agents_openllmetry``: the OpenAI Agents SDK (the workspace's version) under
+  OpenInference's and OpenLLMetry's instrumentors instead of orchestrace's: ``triage`` hands off to ``math``,
+  which uses ``add``; then an ``orchestrator`` calls two agents as tools in one turn (``agents_apps``'s
+  ``triage_app`` and ``parallel_tools_app``). Committed (``golden/agents_<which>.jsonl``), made with
+
+      uv run --isolated --no-project --with ./semconv --with ./sdk --with openai-agents==0.24.0 \\
+          --with openinference-instrumentation-openai-agents==2.6.0 \\
+          --with opentelemetry-instrumentation-openai-agents==0.62.4 \\
+          python tests/collector/native_genai_spans.py agents_openinference \\
+          tests/collector/golden/agents_openinference.jsonl
 """
 
 # No ``from __future__ import annotations``: PydanticAI reads the tool's type hints at run time.
@@ -178,6 +189,28 @@ def run_adk(tp: TracerProvider) -> None:
     asyncio.run(run())
 
 
+def run_agents(tp: TracerProvider, which: str) -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(root), str(root / "tests" / "openai_agents")]
+    from agents import Runner
+    from agents_apps import parallel_tools_app, triage_app
+
+    if which == "agents_openinference":
+        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+    else:
+        from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+    trace.set_tracer_provider(tp)
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=tp)
+
+    async def run() -> None:
+        await Runner.run(triage_app(), "What is 2 + 3?")
+        await Runner.run(parallel_tools_app(2, 0.01), "Research")
+
+    asyncio.run(run())
+
+
 def main(which: str, out: str) -> None:
     tp = provider(out, f"{which}-app")
     if which == "pydantic_ai":
@@ -186,6 +219,8 @@ def main(which: str, out: str) -> None:
         run_autogen(tp, wrapped=which == "autogen")
     elif which == "adk":
         run_adk(tp)
+    elif which in ("agents_openinference", "agents_openllmetry"):
+        run_agents(tp, which)
     else:
         raise SystemExit(f"unknown framework {which!r}")
     tp.shutdown()

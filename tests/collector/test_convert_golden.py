@@ -364,3 +364,35 @@ def test_adk_sub_agents_are_their_root_agents() -> None:
     first = min(episode.turns, key=lambda t: t.t)
     assert first.completion is not None and first.completion[0].tool_calls is not None
     assert first.completion[0].tool_calls[0].function.name == "transfer_to_agent"
+
+
+@pytest.mark.parametrize("which", ["openinference", "openllmetry"])
+def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
+    """The OpenAI Agents SDK under OpenInference's or OpenLLMetry's instrumentor (``golden/agents_*.jsonl``):
+    ``triage`` (7 + 3) hands off to ``math`` (12 + 6, ``add``, 20 + 4), a handoff decision of triage's whose
+    spawn is math's, whether the span names the target (OpenInference's ``handoff to math``) or not
+    (OpenLLMetry's ``triage → unknown``); then ``orchestrator`` (30 + 10, 50 + 8) asks two agents as tools
+    (10 + 2, 11 + 3)."""
+    runs = _by_trace(decode_file(GOLDEN / f"agents_{which}.jsonl"))
+    traces = {min(t.turns, key=lambda u: u.t).agent: t for t in map(convert_episode, runs)}
+    handoff, tools = traces["triage"], traces["orchestrator"]
+    w = checked(handoff)
+    (decision,) = [e for e in by_type(w, "orchestrator_decision") if e["agent"] == "triage"]
+    assert (decision["decision"], decision["to"], decision.get("handoff")) == ("delegate", "math", True)
+    (spawn,) = [e for e in by_type(w, "spawn") if e["to"] == "math"]
+    assert spawn["agent"] == "triage"
+    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [("math", "add")]
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in handoff.turns] == [
+        ("triage", 7, 3), ("math", 12, 6), ("math", 20, 4)]
+    w = checked(tools)
+    assert sorted(e["tool"] for e in by_type(w, "tool_call")) == ["ask_researcher0", "ask_researcher1"]
+    assert sorted((t.agent, t.input_tokens, t.output_tokens) for t in tools.turns) == [
+        ("orchestrator", 30, 10), ("orchestrator", 50, 8), ("researcher0", 10, 2), ("researcher1", 11, 3)]
+    assert w["costs"]["tokens"] == 124
+
+
+def _by_trace(spans: Iterator[Any]) -> list[list[Any]]:
+    traces: dict[str, list[Any]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    return list(traces.values())

@@ -16,9 +16,10 @@ Recognised vocabularies, in order of precedence:
    none).
 6. Vercel's AI SDK: an ``ai.toolCall`` span is a tool; an ``ai.generateText`` / ``ai.streamText`` call the
    caller named (``ai.telemetry.functionId``) an agent of that name (its provider calls are model-like, 8).
-7. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent`` (OpenLLMetry's
-   OpenAI Agents spans), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like ``create_agent``,
-   an explicit transfer of control (a handoff delegate) from the agent it runs in.
+7. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent``, OpenLLMetry's
+   OpenAI Agents ``handoff`` operation (which often records no target: then the next agent to start beside
+   the one handing off), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like
+   ``create_agent``, an explicit transfer of control (a handoff delegate) from the agent it runs in.
 8. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
    *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
@@ -57,6 +58,7 @@ from .vocabularies import (
     OI_SPAN_KIND,
     OI_SYSTEM,
     OI_TOOL_NAME,
+    OP_HANDOFF,
     OUTPUT_TOKENS,
     TL_ENTITY_NAME,
     TL_LANGGRAPH_NODE,
@@ -135,6 +137,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
             if found[1] == AGENT and attrs.get(TL_SPAN_KIND) == "workflow":
                 return Kind.ACTOR, WORKFLOW  # OpenLLMetry's graph run, which it also calls an agent
             return found
+        if op == OP_HANDOFF:
+            return Kind.CREATE_AGENT, HANDOFF
     orch_op = attrs.get(sc.ORCH_OPERATION)
     if orch_op == sc.OPERATION_NODE:
         return Kind.ACTOR, NODE
@@ -275,10 +279,13 @@ def tool_name(span: Span) -> str:
 
 
 def created_agent_name(span: Span, sub_kind: str) -> str:
-    """The agent a ``CREATE_AGENT`` span spawns, or hands off to."""
+    """The agent a ``CREATE_AGENT`` span spawns, or hands off to (``""`` for a handoff that does not say to
+    whom: the next agent to start beside the one handing off, see ``events``)."""
     if sub_kind == HANDOFF:
         target = span.attributes.get(GEN_AI_HANDOFF_TO_AGENT)
-        return str(target) if target else span.name.removeprefix(OI_HANDOFF_PREFIX) or "agent"
+        if target:
+            return str(target)
+        return span.name[len(OI_HANDOFF_PREFIX):] if span.name.startswith(OI_HANDOFF_PREFIX) else ""
     return actor_name(span, AGENT)
 
 

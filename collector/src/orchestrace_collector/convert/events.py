@@ -216,6 +216,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
         elif kind is K_CREATE_AGENT:
             target = created_agent_name(node.span, node.sub_kind)
             if node.sub_kind == HANDOFF:
+                target = target or _next_beside(actors, owner, node.start_ns)
                 spawns.append(_Spawn(node.start_ns, node, owner, target, _HANDOFF, sc.DECISION_DELEGATE))
             else:
                 spawns.append(_Spawn(node.start_ns, node, owner, target, attrs, sc.DECISION_SPAWN))
@@ -226,6 +227,15 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     if not b.events and forest.nodes:
         _stand_in_return(b, model_nodes or forest.nodes)
     return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
+
+
+def _next_beside(actors: Actors, owner: Instance, t_ns: int) -> str:
+    """The name of the first instance to start at or after ``t_ns`` beside ``owner`` (same parent): whom a
+    handoff that does not say it hands over to."""
+    for inst in actors.instances:  # in start order
+        if inst.start_ns >= t_ns and inst.parent is owner.parent and inst is not owner:
+            return inst.name
+    return ""
 
 
 def _fan_ins(actors: Actors) -> dict[int, list[str]]:

@@ -94,7 +94,10 @@ AI_RESPONSE_TEXT: Final = ("ai.response.text", "ai.result.text")
 AI_RESPONSE_TOOL_CALLS: Final = ("ai.response.toolCalls", "ai.result.toolCalls")
 
 # --- handoffs: not in the GenAI conventions; OpenLLMetry's OpenAI Agents spans, Sentry and others write these
+#     (OpenLLMetry's operation ``handoff`` with the agent handing off, its target often unknown when the span
+#     starts and then not recorded)
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
+OP_HANDOFF: Final = "handoff"
 
 # --- deprecated GenAI names (older OpenLLMetry releases)
 GEN_AI_USAGE_PROMPT_TOKENS: Final = _g.GEN_AI_USAGE_PROMPT_TOKENS
