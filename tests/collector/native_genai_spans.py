@@ -38,6 +38,15 @@ OUT``):
           --with opentelemetry-instrumentation-openai-agents==0.62.4 \\
           python tests/collector/native_genai_spans.py agents_openinference \\
           tests/collector/golden/agents_openinference.jsonl
+
+* ``strands``: a Strands Agents swarm with its own spans, content captured (Strands records messages as span
+  events of Bedrock content blocks): ``researcher`` uses ``search``, hands off to ``writer``
+  (``handoff_to_agent``) and stops; ``writer`` answers; scripted ``Model``s. Committed
+  (``golden/strands_swarm.jsonl``), made with
+
+      OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true uv run --isolated --no-project \\
+          --with ./semconv --with ./sdk --with strands-agents==1.62.0 \\
+          python tests/collector/native_genai_spans.py strands tests/collector/golden/strands_swarm.jsonl
 """
 
 # No ``from __future__ import annotations``: PydanticAI reads the tool's type hints at run time.
@@ -211,6 +220,62 @@ def run_agents(tp: TracerProvider, which: str) -> None:
     asyncio.run(run())
 
 
+def run_strands(tp: TracerProvider) -> None:
+    """researcher (20 + 3 per call): search, handoff_to_agent writer, done; writer (8 + 4) answers."""
+    import json
+    from collections.abc import AsyncIterator
+
+    from strands import Agent, tool
+    from strands.models.model import Model
+    from strands.multiagent import Swarm
+
+    trace.set_tracer_provider(tp)  # Strands records on the global provider
+
+    class Scripted(Model):
+        def __init__(self, script: list[Any], tokens: tuple[int, int]) -> None:
+            self.script, self.tokens = list(script), tokens
+
+        def update_config(self, **model_config: Any) -> None:
+            pass
+
+        def get_config(self) -> Any:
+            return {"model_id": "scripted"}
+
+        async def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+            yield
+
+        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            step = self.script.pop(0)
+            yield {"messageStart": {"role": "assistant"}}
+            if isinstance(step, str):
+                yield {"contentBlockDelta": {"delta": {"text": step}}}
+                stop = "end_turn"
+            else:
+                call = {"toolUseId": f"t-{step[0]}", "name": step[0]}
+                yield {"contentBlockStart": {"start": {"toolUse": call}}}
+                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(step[1])}}}}
+                stop = "tool_use"
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": stop}}
+            prompt, completion = self.tokens
+            usage = {"inputTokens": prompt, "outputTokens": completion, "totalTokens": prompt + completion}
+            yield {"metadata": {"usage": usage, "metrics": {"latencyMs": 1}}}
+
+    @tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        return f"notes on {query}"
+
+    handoff = ("handoff_to_agent", {"agent_name": "writer", "message": "write it up"})
+    researcher = Agent(name="researcher", system_prompt="Research.", tools=[search], callback_handler=None,
+                       model=Scripted([("search", {"query": "sky"}), handoff, "Handed off."], (20, 3)))
+    writer = Agent(name="writer", system_prompt="Write.", callback_handler=None,
+                   model=Scripted(["Rayleigh scattering."], (8, 4)))
+    result = Swarm([researcher, writer])("Why is the sky blue?")
+    assert [node.node_id for node in result.node_history] == ["researcher", "writer"], result
+
+
 def main(which: str, out: str) -> None:
     tp = provider(out, f"{which}-app")
     if which == "pydantic_ai":
@@ -221,6 +286,8 @@ def main(which: str, out: str) -> None:
         run_adk(tp)
     elif which in ("agents_openinference", "agents_openllmetry"):
         run_agents(tp, which)
+    elif which == "strands":
+        run_strands(tp)
     else:
         raise SystemExit(f"unknown framework {which!r}")
     tp.shutdown()

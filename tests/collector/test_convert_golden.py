@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orchestrace as ot
 import pytest
 from convert_support import GOLDEN, by_type, checked, edges_of
 from opentelemetry.sdk.trace import TracerProvider
@@ -348,13 +349,15 @@ def test_autogen_with_no_span_around_the_run() -> None:
 def test_adk_sub_agents_are_their_root_agents() -> None:
     """Google ADK's own spans (``golden/adk_spans.jsonl``): ADK names its run (``invoke_workflow``) after its
     root agent and runs the root agent and the sub-agent it transfers to side by side in it. The run is the
-    root agent's: ``coordinator`` asks its model (10 + 2), which calls ``transfer_to_agent``, and spawns
+    root agent's: ``coordinator`` asks its model (10 + 2), which calls ``transfer_to_agent``: a handoff to
     ``researcher``, whose two calls (20 + 3 each) use ``search``; no second ``coordinator``."""
     episode = convert_episode(list(decode_file(GOLDEN / "adk_spans.jsonl")))
     w = checked(episode)
     assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("coordinator", "researcher")]
-    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [
-        ("coordinator", "transfer_to_agent"), ("researcher", "search")]
+    # The transfer is the coordinator's handoff, as the Agents SDK's is: a decision, no tool call.
+    (decision,) = by_type(w, "orchestrator_decision")
+    assert (decision["agent"], decision["to"], decision.get("handoff")) == ("coordinator", "researcher", True)
+    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [("researcher", "search")]
     assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
         ("researcher", "coordinator"), ("coordinator", None)]
     tokens: dict[str, int] = {}
@@ -396,3 +399,31 @@ def _by_trace(spans: Iterator[Any]) -> list[list[Any]]:
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)
     return list(traces.values())
+
+
+def test_strands_swarm_handoff_and_content_blocks() -> None:
+    """A Strands swarm (``golden/strands_swarm.jsonl``): ``researcher`` (20 + 3 per call) uses ``search``,
+    then calls ``handoff_to_agent``: a handoff to ``writer`` (8 + 4), not the swarm starting it. Strands
+    records messages as span events whose content is a JSON list of Bedrock content blocks: they are chat
+    messages with tool calls and tool answers, and the tool's arguments and result are its content."""
+    episode = convert_episode(list(decode_file(GOLDEN / "strands_swarm.jsonl")))
+    w = checked(episode)
+    handoffs = [(e["agent"], e["to"]) for e in by_type(w, "orchestrator_decision") if e.get("handoff")]
+    assert handoffs == [("researcher", "writer")]
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("invoke_swarm", "researcher"),
+                                                                   ("researcher", "writer")]
+    (call,) = by_type(w, "tool_call")
+    assert (call["agent"], call["tool"], call["content_ref"]) == (
+        "researcher", "search", ot.content_ref('{"query": "sky"}'))
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("researcher", 20, 3), ("researcher", 20, 3), ("researcher", 20, 3), ("writer", 8, 4)]
+    second = episode.turns[1]
+    assert [m.model_dump(exclude_none=True) for m in second.prompt or []][2:] == [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "t-search", "type": "function",
+             "function": {"name": "search", "arguments": {"query": "sky"}}}]},
+        {"role": "tool", "content": "notes on sky", "tool_call_id": "t-search"}]
+    assert second.completion is not None and second.completion[0].tool_calls is not None
+    assert second.completion[0].tool_calls[0].function.name == "handoff_to_agent"
+    assert [m.model_dump(exclude_none=True) for m in episode.turns[-1].completion or []] == [
+        {"role": "assistant", "content": "Rayleigh scattering."}]

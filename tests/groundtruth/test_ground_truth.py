@@ -946,6 +946,9 @@ def test_a_run_named_after_its_root_agent_is_that_agents(tmp_path: Path,
         assert tokens_by_agent(turns) == {"boss": 10, "helper": 6}, way
         spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
         assert spawns == [("boss", "helper")], way
+        # The transfer names no target (content not captured): a handoff to the agent that runs next.
+        (decision,) = [e for e in trace["events"] if e["type"] == "orchestrator_decision"]
+        assert (decision["agent"], decision["to"], decision.get("handoff")) == ("boss", "helper", True), way
         assert [(e["agent"], e.get("to")) for e in trace["events"] if e["type"] == "return"] == [
             ("helper", "boss"), ("boss", None)], way
 

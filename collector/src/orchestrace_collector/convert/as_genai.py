@@ -5,7 +5,8 @@ same in another form and are overlaid on a span's attributes, the span's own att
 
 - messages on span events (see ``vocabularies.GEN_AI_DETAILS_EVENT``); events of one message each,
   ``gen_ai.<role>.message`` with its ``content`` then ``gen_ai.choice`` with the reply's ``message``, stand
-  for a JSON list of ``{"role", "content"}`` messages in event order;
+  for a JSON list of ``{"role", "content"}`` messages in event order (a content of Bedrock content blocks,
+  Strands' form, as text and tool-use and tool-result parts); on a tool span, the arguments and result;
 - a Langfuse generation's usage (a JSON object in one attribute) and captured input and output;
 - a Vercel AI SDK provider call's prompt (``ai.prompt.messages``) and reply (its text and tool calls, as one
   assistant message), and its tool call's id, arguments and result.
@@ -44,6 +45,12 @@ _USAGE_DETAILS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTP
 _MESSAGE_EVENTS = {f"gen_ai.{role}.message": role for role in ("system", "user", "assistant", "tool")}
 _EVENT_CONTENT = "content"
 _CHOICE_MESSAGE = "message"
+_TOOL_MESSAGE_EVENT = "gen_ai.tool.message"
+
+#: Content blocks of Amazon Bedrock's Converse API (Strands records a message's content as a JSON list of
+#: them): each a one-key object.
+_BEDROCK_BLOCKS = frozenset({"text", "toolUse", "toolResult", "image", "document", "video",
+                             "reasoningContent", "cachePoint", "guardContent", "citationsContent"})
 
 #: Span event -> (its attribute, the span attribute it stands for).
 _EVENT_MESSAGES = {
@@ -67,11 +74,20 @@ def model_call(span: Span) -> Attributes:
     return {**found, **attrs} if found else attrs
 
 
-def tool_call(attrs: Attributes) -> Attributes:
-    """A tool span's attributes, with an AI SDK tool call's as the GenAI ones they stand for."""
-    if AI_TOOL_CALL_NAME not in attrs:
-        return attrs
-    return {**{genai: attrs[key] for key, genai in AI_TOOL_CALL_AS_GENAI if key in attrs}, **attrs}
+def tool_call(span: Span) -> Attributes:
+    """A tool span's attributes, with an AI SDK tool call's, and the arguments and result of the older
+    events of one message each (Strands: ``gen_ai.tool.message`` with the arguments as ``content``, then
+    ``gen_ai.choice`` with the result as ``message``), as the GenAI ones they stand for."""
+    attrs = span.attributes
+    found: dict[str, object] = {}
+    if AI_TOOL_CALL_NAME in attrs:
+        found.update((genai, attrs[key]) for key, genai in AI_TOOL_CALL_AS_GENAI if key in attrs)
+    for event in span.events:
+        if event.name == _TOOL_MESSAGE_EVENT and event.attributes.get(_EVENT_CONTENT) is not None:
+            found.setdefault(sc.GEN_AI_TOOL_CALL_ARGUMENTS, event.attributes[_EVENT_CONTENT])
+        elif event.name == GEN_AI_CHOICE_EVENT and event.attributes.get(_CHOICE_MESSAGE) is not None:
+            found.setdefault(sc.GEN_AI_TOOL_CALL_RESULT, event.attributes[_CHOICE_MESSAGE])
+    return {**found, **attrs} if found else attrs
 
 
 def _event_messages(span: Span, found: dict[str, object]) -> None:
@@ -84,13 +100,39 @@ def _event_messages(span: Span, found: dict[str, object]) -> None:
                 found.setdefault(as_key, value)
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None and event.attributes.get(_EVENT_CONTENT) is not None:
-            sent.append({"role": role, "content": event.attributes[_EVENT_CONTENT]})
+            sent.append({"role": role, "content": _blocks_as_parts(event.attributes[_EVENT_CONTENT])})
         elif event.name == GEN_AI_CHOICE_EVENT and event.attributes.get(_CHOICE_MESSAGE) is not None:
-            chosen.append({"role": "assistant", "content": event.attributes[_CHOICE_MESSAGE]})
+            reply = _blocks_as_parts(event.attributes[_CHOICE_MESSAGE])
+            chosen.append({"role": "assistant", "content": reply})
     if sent:
         found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
     if chosen:
         found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
+
+
+def _blocks_as_parts(content: object) -> object:
+    """A message's content given as a JSON list of Bedrock content blocks, as the content parts ``chat``
+    reads (text; Anthropic's ``tool_use`` and ``tool_result``, which Bedrock's blocks mirror); any other
+    content as it is."""
+    if not (isinstance(content, str) and content.startswith("[{")):
+        return content
+    blocks = _json(content)
+    if not isinstance(blocks, list) or not all(
+        isinstance(b, dict) and len(b) == 1 and next(iter(b)) in _BEDROCK_BLOCKS for b in blocks
+    ):
+        return content
+    parts: list[object] = []
+    for block in blocks:
+        ((kind, value),) = block.items()
+        if kind == "text":
+            parts.append({"type": "text", "text": value})
+        elif kind == "toolUse" and isinstance(value, dict):
+            parts.append({"type": "tool_use", "id": value.get("toolUseId"), "name": value.get("name"),
+                          "input": value.get("input")})
+        elif kind == "toolResult" and isinstance(value, dict):
+            parts.append({"type": "tool_result", "tool_use_id": value.get("toolUseId"),
+                          "content": value.get("content")})
+    return parts
 
 
 def _langfuse(attrs: Attributes, found: dict[str, object]) -> None:

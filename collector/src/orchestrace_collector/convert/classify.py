@@ -17,9 +17,11 @@ Recognised vocabularies, in order of precedence:
 6. Vercel's AI SDK: an ``ai.toolCall`` span is a tool; an ``ai.generateText`` / ``ai.streamText`` call the
    caller named (``ai.telemetry.functionId``) an agent of that name (its provider calls are model-like, 8).
 7. A handoff span of another library: one naming its target in ``gen_ai.handoff.to_agent``, OpenLLMetry's
-   OpenAI Agents ``handoff`` operation (which often records no target: then the next agent to start beside
-   the one handing off), or OpenInference's ``TOOL`` span named ``handoff to <agent>``: like
-   ``create_agent``, an explicit transfer of control (a handoff delegate) from the agent it runs in.
+   OpenAI Agents ``handoff`` operation, OpenInference's ``TOOL`` span named ``handoff to <agent>``, or the
+   call of a tool that hands over (ADK's ``transfer_to_agent``, Strands' ``handoff_to_agent``: the target
+   in its arguments): like ``create_agent``, an explicit transfer of control (a handoff delegate) from the
+   agent it runs in. When the span does not say to whom, the next agent to start beside the one handing off
+   (or under it: ADK runs its root agent's sub-agents in the root agent's run).
 8. Any other span naming a model (``gen_ai.request.model`` / ``gen_ai.response.model``) and reporting token
    usage (an instrumentation that sets no operation name: ADK's ``call_llm``, older GenAI operation names) is
    *model-like*: a model call, unless a recognised model call runs inside it (``forest`` decides); any other
@@ -37,7 +39,7 @@ from typing import Final
 
 import orchestrace_semconv as sc
 
-from ..spans import Span
+from ..spans import Attributes, Span
 from .vocabularies import (
     AI_AGENT_OPERATIONS,
     AI_FUNCTION_ID,
@@ -45,6 +47,7 @@ from .vocabularies import (
     AI_TOOL_CALL,
     AI_TOOL_CALL_NAME,
     GEN_AI_HANDOFF_TO_AGENT,
+    HANDOFF_TOOLS,
     INPUT_TOKENS,
     LF_MODEL_NAME,
     LF_OBSERVATION_TYPE,
@@ -136,6 +139,8 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
         if found is not None:
             if found[1] == AGENT and attrs.get(TL_SPAN_KIND) == "workflow":
                 return Kind.ACTOR, WORKFLOW  # OpenLLMetry's graph run, which it also calls an agent
+            if found[0] is K_TOOL and _handoff_tool(attrs) is not None:
+                return Kind.CREATE_AGENT, HANDOFF
             return found
         if op == OP_HANDOFF:
             return Kind.CREATE_AGENT, HANDOFF
@@ -198,6 +203,12 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     return Kind.OTHER, ""
 
 
+def _handoff_tool(attrs: Attributes) -> str | None:
+    """The argument naming the target, for a tool that hands control to another agent."""
+    name = attrs.get(sc.GEN_AI_TOOL_NAME)
+    return HANDOFF_TOOLS.get(name) if isinstance(name, str) else None
+
+
 def _is_langgraph_node(name: object, node: object, parent: Span | None) -> bool:
     # A LangGraph node's own span carries its node name; the runnables inside it inherit the node name in
     # their metadata but have names of their own.
@@ -215,11 +226,18 @@ def _metadata_node(metadata: object) -> object:
 def _metadata_value(metadata: object, key: str) -> object:
     if not isinstance(metadata, str) or key not in metadata:
         return None
+    parsed = _json_object(metadata)
+    return parsed.get(key) if parsed is not None else None
+
+
+def _json_object(raw: object) -> dict[str, object] | None:
+    if not isinstance(raw, str):
+        return None
     try:
-        parsed = json.loads(metadata)
+        parsed = json.loads(raw)
     except ValueError:
         return None
-    return parsed.get(key) if isinstance(parsed, dict) else None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def foreign_step(span: Span) -> int | None:
@@ -282,9 +300,15 @@ def created_agent_name(span: Span, sub_kind: str) -> str:
     """The agent a ``CREATE_AGENT`` span spawns, or hands off to (``""`` for a handoff that does not say to
     whom: the next agent to start beside the one handing off, see ``events``)."""
     if sub_kind == HANDOFF:
-        target = span.attributes.get(GEN_AI_HANDOFF_TO_AGENT)
+        attrs = span.attributes
+        target = attrs.get(GEN_AI_HANDOFF_TO_AGENT)
         if target:
             return str(target)
+        argument = _handoff_tool(attrs)
+        if argument is not None:
+            arguments = _json_object(attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+            target = arguments.get(argument) if arguments is not None else None
+            return target if isinstance(target, str) else ""
         return span.name[len(OI_HANDOFF_PREFIX):] if span.name.startswith(OI_HANDOFF_PREFIX) else ""
     return actor_name(span, AGENT)
 

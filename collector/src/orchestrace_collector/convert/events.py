@@ -230,10 +230,11 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
 
 
 def _next_beside(actors: Actors, owner: Instance, t_ns: int) -> str:
-    """The name of the first instance to start at or after ``t_ns`` beside ``owner`` (same parent): whom a
-    handoff that does not say it hands over to."""
+    """The name of the first instance to start at or after ``t_ns`` beside ``owner`` (same parent) or under
+    it: whom a handoff that does not say it hands over to."""
     for inst in actors.instances:  # in start order
-        if inst.start_ns >= t_ns and inst.parent is owner.parent and inst is not owner:
+        beside = inst.parent is owner.parent or inst.parent is owner
+        if beside and inst.start_ns >= t_ns and inst is not owner:
             return inst.name
     return ""
 
@@ -272,7 +273,7 @@ def _aggregate_links(node: Node) -> list[str]:
 
 
 def _tool(b: _Builder, node: Node, owner: Instance) -> None:
-    attrs = as_genai.tool_call(node.span.attributes)
+    attrs = as_genai.tool_call(node.span)
     name = tool_name(node.span)
     call = b.at_start("tool_call", node, owner)
     call.tool = name

@@ -98,6 +98,9 @@ AI_RESPONSE_TOOL_CALLS: Final = ("ai.response.toolCalls", "ai.result.toolCalls")
 #     starts and then not recorded)
 GEN_AI_HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
 OP_HANDOFF: Final = "handoff"
+#: Tools that hand control to another agent (the target in their arguments, when captured): Google ADK's
+#: ``transfer_to_agent``, Strands' swarm ``handoff_to_agent``.
+HANDOFF_TOOLS: Final = {"transfer_to_agent": "agent_name", "handoff_to_agent": "agent_name"}
 
 # --- deprecated GenAI names (older OpenLLMetry releases)
 GEN_AI_USAGE_PROMPT_TOKENS: Final = _g.GEN_AI_USAGE_PROMPT_TOKENS
