@@ -47,6 +47,16 @@ OUT``):
       OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true uv run --isolated --no-project \\
           --with ./semconv --with ./sdk --with strands-agents==1.62.0 \\
           python tests/collector/native_genai_spans.py strands tests/collector/golden/strands_swarm.jsonl
+
+* ``smolagents``: a smolagents manager with two managed ``ToolCallingAgent``s, under OpenInference's
+  smolagents instrumentor (which names an agent's span ``<name>.run`` and records each agent's token totals
+  on it), on an ``OpenAIModel`` whose client is scripted. Committed (``golden/smolagents_managed.jsonl``),
+  made with
+
+      uv run --isolated --no-project --with ./semconv --with ./sdk --with smolagents==1.26.0 \\
+          --with openinference-instrumentation-smolagents==0.1.43 \\
+          python tests/collector/native_genai_spans.py smolagents \
+          tests/collector/golden/smolagents_managed.jsonl
 """
 
 # No ``from __future__ import annotations``: PydanticAI reads the tool's type hints at run time.
@@ -276,6 +286,58 @@ def run_strands(tp: TracerProvider) -> None:
     assert [node.node_id for node in result.node_history] == ["researcher", "writer"], result
 
 
+def run_smolagents(tp: TracerProvider) -> None:
+    """manager (10 + 2 per call) calls web_agent (20 + 3 per call; search, then final_answer), then
+    docs_agent (5 + 1; final_answer), then answers."""
+    import json
+    from types import SimpleNamespace as NS
+
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+    from smolagents import ToolCallingAgent, tool
+    from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction, OpenAIModel
+
+    SmolagentsInstrumentor().instrument(tracer_provider=tp)
+
+    class Scripted(OpenAIModel):
+        """An OpenAI model (the instrumentor wraps smolagents' own model classes) whose client replies from a
+        script of tool calls, arguments as JSON text as OpenAI sends them."""
+
+        def __init__(self, script: list[tuple[str, dict[str, str]]], tokens: tuple[int, int]) -> None:
+            self.script, self.tokens = list(script), tokens
+            super().__init__(model_id="scripted")
+
+        def create_client(self) -> Any:
+            def create(**kwargs: Any) -> Any:
+                name, args = self.script.pop(0)
+                function = ChatMessageToolCallFunction(name=name, arguments=json.dumps(args))
+                call = ChatMessageToolCall(function=function, id=f"call-{name}", type="function")
+                message = NS(role="assistant", content=None, tool_calls=[call])
+                usage = NS(prompt_tokens=self.tokens[0], completion_tokens=self.tokens[1])
+                return NS(choices=[NS(message=message)], usage=usage)
+
+            return NS(chat=NS(completions=NS(create=create)))
+
+    @tool
+    def search(query: str) -> str:
+        """Search the notes.
+
+        Args:
+            query: what to look for
+        """
+        return f"notes on {query}"
+
+    web = ToolCallingAgent(
+        tools=[search], name="web_agent", description="Searches the web.", max_steps=3,
+        model=Scripted([("search", {"query": "sky"}), ("final_answer", {"answer": "scattering"})], (20, 3)))
+    docs = ToolCallingAgent(tools=[search], name="docs_agent", description="Reads docs.", max_steps=3,
+                            model=Scripted([("final_answer", {"answer": "no docs"})], (5, 1)))
+    script = [("web_agent", {"task": "why blue"}), ("docs_agent", {"task": "docs"}),
+              ("final_answer", {"answer": "Rayleigh"})]
+    manager = ToolCallingAgent(tools=[], managed_agents=[web, docs], name="manager", max_steps=5,
+                               model=Scripted(script, (10, 2)))
+    assert manager.run("Why is the sky blue?") == "Rayleigh"
+
+
 def main(which: str, out: str) -> None:
     tp = provider(out, f"{which}-app")
     if which == "pydantic_ai":
@@ -288,6 +350,8 @@ def main(which: str, out: str) -> None:
         run_agents(tp, which)
     elif which == "strands":
         run_strands(tp)
+    elif which == "smolagents":
+        run_smolagents(tp)
     else:
         raise SystemExit(f"unknown framework {which!r}")
     tp.shutdown()

@@ -427,3 +427,25 @@ def test_strands_swarm_handoff_and_content_blocks() -> None:
     assert second.completion[0].tool_calls[0].function.name == "handoff_to_agent"
     assert [m.model_dump(exclude_none=True) for m in episode.turns[-1].completion or []] == [
         {"role": "assistant", "content": "Rayleigh scattering."}]
+
+
+def test_smolagents_managed_agents_under_openinference() -> None:
+    """smolagents under OpenInference (``golden/smolagents_managed.jsonl``): agent spans are named
+    ``<name>.run`` and carry each agent's token totals. The agents are named as the manager calls them
+    (``web_agent``, ``docs_agent``), their totals are not counted again, and each managed agent is the
+    manager's spawn after the model call that asked for it."""
+    episode = convert_episode(list(decode_file(GOLDEN / "smolagents_managed.jsonl")))
+    w = checked(episode)
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("manager", "web_agent"),
+                                                                   ("manager", "docs_agent")]
+    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [
+        ("web_agent", "search"), ("web_agent", "final_answer"), ("docs_agent", "final_answer"),
+        ("manager", "final_answer")]
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("manager", 10, 2), ("web_agent", 20, 3), ("web_agent", 20, 3), ("manager", 10, 2),
+        ("docs_agent", 5, 1), ("manager", 10, 2)]
+    assert w["costs"]["tokens"] == 88
+    first = episode.turns[0]
+    assert first.completion is not None and first.completion[0].tool_calls is not None
+    assert first.completion[0].tool_calls[0].function.name == "web_agent"
+    assert first.completion[0].tool_calls[0].function.arguments == {"task": "why blue"}

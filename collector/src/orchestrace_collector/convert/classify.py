@@ -58,6 +58,8 @@ from .vocabularies import (
     OI_METADATA,
     OI_MODEL_NAME,
     OI_PROVIDER,
+    OI_SMOLAGENTS_KEY,
+    OI_SMOLAGENTS_RUN_SUFFIX,
     OI_SPAN_KIND,
     OI_SYSTEM,
     OI_TOOL_NAME,
@@ -273,8 +275,8 @@ def actor_name(span: Span, sub_kind: str) -> str:
             or attrs.get(TL_ENTITY_NAME)
         )
     else:
-        # OpenInference's agent spans are named after the agent's class (smolagents' "ToolCallingAgent.run"):
-        # two agents of one class are told apart by the name it records, not the span's.
+        # OpenInference's agent spans may be named after the agent's class ("ToolCallingAgent.run"): two
+        # agents of one class are told apart by the name it records, not the span's.
         name = (
             attrs.get(sc.GEN_AI_AGENT_NAME)
             or attrs.get(OI_AGENT_NAME)
@@ -282,6 +284,8 @@ def actor_name(span: Span, sub_kind: str) -> str:
             or attrs.get(TL_ENTITY_NAME)
             or attrs.get(AI_FUNCTION_ID)
         )
+        if not name and OI_SMOLAGENTS_KEY in attrs and span.name.endswith(OI_SMOLAGENTS_RUN_SUFFIX):
+            name = span.name[: -len(OI_SMOLAGENTS_RUN_SUFFIX)]  # the name a manager calls it by as a tool
     return str(name) if name else (_strip_operation(span.name) or "agent")
 
 

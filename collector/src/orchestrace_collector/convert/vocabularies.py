@@ -51,6 +51,10 @@ OI_CALL_ARGS: Final = ".tool_call.function.arguments"
 
 #: OpenInference's OpenAI Agents instrumentation records a handoff as a ``TOOL`` span named after its target.
 OI_HANDOFF_PREFIX: Final = "handoff to "
+#: OpenInference's smolagents instrumentation names an agent's span ``<agent name>.run`` and records the name
+#: nowhere else; its agent spans carry ``smolagents.max_steps``.
+OI_SMOLAGENTS_RUN_SUFFIX: Final = ".run"
+OI_SMOLAGENTS_KEY: Final = "smolagents.max_steps"
 
 # --- OpenLLMetry / Traceloop
 TL_SPAN_KIND: Final = "traceloop.span.kind"
