@@ -196,40 +196,39 @@ def test_deep_nesting_does_not_recurse() -> None:
 
 
 def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
-    from orchestrace_collector.convert.vocabularies import OI_SPAN_KIND, TL_SPAN_KIND
+    """Every attribute conversion reads, ours and other libraries' (``vocabularies``), set to values of any
+    type, including ones that name kinds, operations and handoff tools or look like the JSON some carry."""
+    from orchestrace_collector.convert import vocabularies
 
     odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes"]
-    odd_values += [float("nan"), float("inf"), -1, 2**63]
+    odd_values += [float("nan"), float("inf"), -1, 2**63, ["a", 1], [{"x": 1}]]
+    odd_values += ["AGENT", "TOOL", "LLM", "CHAIN", "agent", "tool", "generation", "workflow", "handoff",
+                   "ai.toolCall", "ai.generateText", "transfer_to_agent", "handoff_to_agent", "chat",
+                   "invoke_agent", "execute_tool", "embeddings", "[{", '[{"toolUse": 1}]', '[{"text": 5}]',
+                   '{"agent_name": 5}', '{"agent_name": "w"}', '[{"type": "tool-call"}]', '{"input": "x"}',
+                   '[{"role": "tool", "content": [{"type": "tool_result"}]}]', "pending_span"]
     keys = [
         value
-        for name, value in vars(sc).items()
+        for module in (sc, vocabularies)
+        for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str) and "." in value and not name.startswith("EVENT_")
-    ] + [OI_SPAN_KIND, TL_SPAN_KIND]
+    ]
+    event_names = [sc.EVENT_SPAWN, sc.EVENT_MESSAGE, sc.EVENT_DECISION, sc.EVENT_EVALUATION_RESULT,
+                   sc.EVENT_SAFETY, sc.EVENT_HUMAN_INTERVENTION, sc.EVENT_STOP, sc.EVENT_DELEGATE,
+                   "gen_ai.choice", "gen_ai.tool.message", "gen_ai.user.message",
+                   vocabularies.GEN_AI_DETAILS_EVENT, vocabularies.GEN_AI_PROMPT_EVENT]
+    keys += ["content", "message"]
     rng = random.Random(3)
-    for round_ in range(30):
+    for round_ in range(300):
         s = Spans()
         root = s.agent("lead", 0, 10)
         spans = [root, s.tool("t", 1, 2, root), s.chat(2, 3, root), s.agent("w", 3, 4, root)]
         for span in spans:
-            for key in rng.sample(keys, 12):
+            for key in rng.sample(keys, 30):
                 span.attributes[key] = rng.choice(odd_values)
             span.events.append(
-                event(
-                    rng.choice(
-                        [
-                            sc.EVENT_SPAWN,
-                            sc.EVENT_MESSAGE,
-                            sc.EVENT_DECISION,
-                            sc.EVENT_EVALUATION_RESULT,
-                            sc.EVENT_SAFETY,
-                            sc.EVENT_HUMAN_INTERVENTION,
-                            sc.EVENT_STOP,
-                            sc.EVENT_DELEGATE,
-                        ]
-                    ),
-                    1.5,
-                    **{key: rng.choice(odd_values) for key in rng.sample(keys, 12)},
-                )
+                event(rng.choice(event_names), 1.5,
+                      **{key: rng.choice(odd_values) for key in rng.sample(keys, 30)})
             )
         try:
             checked(convert_episode(s.spans))
@@ -248,3 +247,17 @@ def test_token_counts_that_are_not_counts_are_left_out(count: object) -> None:
     checked(episode)
     (turn,) = episode.turns
     assert turn.input_tokens is None and turn.output_tokens == 5
+
+
+def test_message_events_and_reply_attributes_of_bytes_still_give_the_turn() -> None:
+    """A model call whose messages come as span events (and an AI SDK reply) with bytes values, as an OTLP
+    ``bytesValue`` decodes: the turn is written, the bytes as their text."""
+    s = Spans()
+    root = s.agent("lead", 0, 10)
+    call = s.chat(1, 2, root, **{"ai.operationId": "ai.generateText.doGenerate", "ai.response.text": b"hi"})
+    call.events.append(event("gen_ai.user.message", 1.1, content=b"raw"))
+    call.events.append(event("gen_ai.choice", 1.9, message=b"reply"))
+    episode = convert_episode(s.spans)
+    checked(episode)
+    (turn,) = episode.turns
+    assert turn.prompt is not None and turn.prompt[0].content == "b'raw'"

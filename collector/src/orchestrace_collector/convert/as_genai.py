@@ -105,9 +105,9 @@ def _event_messages(span: Span, found: dict[str, object]) -> None:
             reply = _blocks_as_parts(event.attributes[_CHOICE_MESSAGE])
             chosen.append({"role": "assistant", "content": reply})
     if sent:
-        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, json.dumps(sent))
+        found.setdefault(sc.GEN_AI_INPUT_MESSAGES, _json_text(sent))
     if chosen:
-        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(chosen))
+        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, _json_text(chosen))
 
 
 def _blocks_as_parts(content: object) -> object:
@@ -157,7 +157,12 @@ def _ai_sdk_call(attrs: Attributes, found: dict[str, object]) -> None:
     if isinstance(calls, list):
         parts += [{"type": "tool-call", **call} for call in calls if isinstance(call, dict)]
     if parts:
-        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "content": parts}]))
+        found.setdefault(sc.GEN_AI_OUTPUT_MESSAGES, _json_text([{"role": "assistant", "content": parts}]))
+
+
+def _json_text(messages: list[dict[str, object]]) -> str:
+    # Attribute values may be of any type an exporter sends (bytes among them): written as their text.
+    return json.dumps(messages, default=str)
 
 
 def _first(attrs: Attributes, keys: tuple[str, ...]) -> object:
