@@ -1457,3 +1457,17 @@ def test_a_span_naming_a_tool_is_a_tool_call() -> None:
     trace = checked(convert_episode(s.spans))
     assert [(e["agent"], e["tool"]) for e in by_type(trace, "tool_call")] == [("lead", "search")]
     assert len(by_type(trace, "tool_result")) == 1
+
+
+@pytest.mark.parametrize("ours", [False, True])
+def test_an_agent_named_like_the_run_it_is_in_is_that_run_unless_the_run_is_a_task(ours: bool) -> None:
+    """Another library's run named after its root agent (ADK), with the root agent and a sub-agent side by
+    side in it: one ``boss``, which spawns ``helper``. An orchestrace task named like the agent it calls
+    twice keeps the two calls as activations of their own."""
+    s = Spans()
+    run = s.workflow("boss", 0, 10, **({sc.ORCH_TASK_ID: "boss"} if ours else {}))
+    s.agent("boss", 1, 4, run)
+    s.agent("helper" if not ours else "boss", 5, 9, run)
+    w = checked(convert_episode(s.spans))
+    spawns = [(e["agent"], e["to"]) for e in by_type(w, "spawn")]
+    assert spawns == ([("boss", "boss#2"), ("boss", "boss#3")] if ours else [("boss", "helper")])

@@ -147,7 +147,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             enclosing is not None
             and parent is not None
             and parent.kind is K_ACTOR
-            and (len(parent.children) == 1 or (parent.sub_kind == WORKFLOW and node.sub_kind == AGENT))
+            and (len(parent.children) == 1 or _named_after_its_root_agent(parent, node))
             and enclosing.name == name
             and not _step_of_run(parent, node)
             and sc.ORCH_AGENT_PARENT_ID not in node.span.attributes  # an agent calling itself (recursion)
@@ -238,6 +238,14 @@ def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
         if at is not None and at[0] <= inst.start_ns:
             return at[0], at[1], inst.start_ns
     return inst.start_ns, 0, inst.start_ns
+
+
+def _named_after_its_root_agent(parent: Node, node: Node) -> bool:
+    """Whether ``parent`` is another library's workflow run and ``node`` an agent directly in it (the caller
+    checks the names match): ADK's run and its root agent. An orchestrace task named like the agents it
+    calls holds each call as an activation of its own."""
+    own_task = sc.ORCH_TASK_ID in parent.span.attributes
+    return parent.sub_kind == WORKFLOW and node.sub_kind == AGENT and not own_task
 
 
 def _step_of_run(parent: Node, node: Node) -> bool:

@@ -9,6 +9,7 @@ order break the remaining ties.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -191,6 +192,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     model_nodes: list[Node] = []
     evaluations: list[tuple[Node, SpanEvent]] = []
     spawns: list[_Spawn] = []
+    starts: list[int] | None = None  # the instances' start times, when a handoff needs them
     fan_ins = _fan_ins(actors)
     for node in forest.nodes:
         owner = node.instance
@@ -216,7 +218,9 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
         elif kind is K_CREATE_AGENT:
             target = created_agent_name(node.span, node.sub_kind)
             if node.sub_kind == HANDOFF:
-                target = target or _next_beside(actors, owner, node.start_ns)
+                if not target:
+                    starts = starts if starts is not None else [i.start_ns for i in actors.instances]
+                    target = _next_beside(actors.instances, starts, owner, node.start_ns)
                 spawns.append(_Spawn(node.start_ns, node, owner, target, _HANDOFF, sc.DECISION_DELEGATE))
             else:
                 spawns.append(_Spawn(node.start_ns, node, owner, target, attrs, sc.DECISION_SPAWN))
@@ -229,12 +233,12 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
 
 
-def _next_beside(actors: Actors, owner: Instance, t_ns: int) -> str:
+def _next_beside(instances: list[Instance], starts: list[int], owner: Instance, t_ns: int) -> str:
     """The name of the first instance to start at or after ``t_ns`` beside ``owner`` (same parent) or under
-    it: whom a handoff that does not say it hands over to."""
-    for inst in actors.instances:  # in start order
-        beside = inst.parent is owner.parent or inst.parent is owner
-        if beside and inst.start_ns >= t_ns and inst is not owner:
+    it: whom a handoff that does not say it hands over to. ``instances`` are in start order, ``starts``
+    their start times."""
+    for inst in instances[bisect_left(starts, t_ns):]:
+        if inst is not owner and (inst.parent is owner.parent or inst.parent is owner):
             return inst.name
     return ""
 
