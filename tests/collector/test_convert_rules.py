@@ -844,12 +844,18 @@ def test_embeddings_and_retrieval_are_no_turns() -> None:
     for start, op in ((1, "embeddings"), (2, "retrieval")):
         s.span(f"{op} e-1", start, start + 1, agent, attrs={sc.GEN_AI_OPERATION_NAME: op, **usage})
     # OpenLLMetry's older embedding spans: no operation name, a request type.
-    s.span("openai.embeddings", 3, 4, agent, attrs={"llm.request.type": "embedding", **usage})
+    embed = s.span("openai.embeddings", 3, 4, agent, attrs={"llm.request.type": "embedding", **usage})
+    # The same call told again by a second instrumentation inside the first: counted once.
+    s.span("embeddings e-1", 3.1, 3.9, embed, attrs={sc.GEN_AI_OPERATION_NAME: "embeddings", **usage})
+    # Langfuse's embedding observation, usage as a JSON object.
+    s.span("embed", 4, 5, agent, attrs={"langfuse.observation.type": "embedding",
+                                        "langfuse.observation.usage_details": '{"input": 20}'})
     s.chat(5, 6, agent)
     episode = convert_episode(s.spans)
     w = checked(episode)
     assert [(t.model, t.input_tokens, t.output_tokens) for t in episode.turns] == [("fake-model", 10, 5)]
     assert w["costs"]["tokens"] == 15
+    assert w["costs"]["embedding_tokens"] == 3 * 50 + 20
 
 
 @pytest.mark.parametrize("key", ["messaging.operation", "messaging.operation.type", "messaging.system"])

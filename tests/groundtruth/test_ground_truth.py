@@ -711,7 +711,8 @@ def test_work_handed_over_by_message_stays_in_the_run(tmp_path: Path, collector:
 
 def test_embeddings_and_retrieval_are_no_samples(tmp_path: Path, collector: RunningCollector) -> None:
     """A retrieval agent embeds its question (50 tokens, recorded by an instrumentation with the GenAI
-    ``embeddings`` operation), retrieves, then calls its model (7 + 1): one turn, 8 tokens."""
+    ``embeddings`` operation), retrieves (50), then calls its model (7 + 1): one turn, 8 tokens; the 100
+    tokens of the model used without generating in ``costs.embedding_tokens``."""
     provider = TracerProvider(shutdown_on_exit=False)
     tracer = provider.get_tracer("an-embeddings-client")
 
@@ -737,6 +738,7 @@ def test_embeddings_and_retrieval_are_no_samples(tmp_path: Path, collector: Runn
         trace, turns = outputs[way].only()
         assert [(t["model"], t["input_tokens"], t["output_tokens"]) for t in turns] == [("m", 7, 1)], way
         assert trace["costs"]["tokens"] == 8, way
+        assert trace["costs"]["embedding_tokens"] == 100, way  # embeddings and retrieval, 50 each
 
 
 class _PendingSpans(SpanProcessor):

@@ -95,7 +95,11 @@ class Edge(BaseModel):
 
 
 class Costs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The schema's costs; it allows other costs, numbers (``embedding_tokens``: the tokens of models used
+    without generating, embeddings and retrievals, which are no turns)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, float] = Field(init=False)
 
     tokens: float = Field(ge=0)
     wall_clock_s: float = Field(ge=0)

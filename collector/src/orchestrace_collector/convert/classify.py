@@ -102,6 +102,9 @@ TOOL_NODE = "tool_node"
 HANDOFF = "handoff"
 #: Non-actor sub-kind until ``forest`` decides: a span of no known kind that names a model and reports tokens.
 MODEL_LIKE = "model_like"
+#: Non-actor sub-kind: a model used without generating (an embedding, a retrieval, a rerank): no turn, its
+#: tokens in ``costs.embedding_tokens``.
+EMBEDDING = "embedding"
 
 _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_INVOKE_WORKFLOW: (Kind.ACTOR, WORKFLOW),
@@ -109,7 +112,7 @@ _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_EXECUTE_TOOL: (Kind.TOOL, ""),
     sc.OP_CREATE_AGENT: (Kind.CREATE_AGENT, ""),
     **{op: (Kind.MODEL, "") for op in sc.MODEL_CALL_OPERATIONS},
-    **{op: (Kind.OTHER, "") for op in NON_GENERATIVE_OPERATIONS},
+    **{op: (Kind.OTHER, EMBEDDING) for op in NON_GENERATIVE_OPERATIONS},
 }
 _TRACELOOP_KINDS: dict[str, tuple[Kind, str]] = {
     "workflow": (Kind.ACTOR, WORKFLOW),
@@ -125,7 +128,7 @@ _LANGFUSE_KINDS: dict[str, tuple[Kind, str]] = {
     "agent": (Kind.ACTOR, AGENT),
     "tool": (Kind.TOOL, ""),
     "generation": (Kind.MODEL, ""),
-    "embedding": (Kind.OTHER, ""),
+    "embedding": (Kind.OTHER, EMBEDDING),
 }
 _OPERATION_PREFIXES = tuple(f"{op} " for op in _GENAI_KINDS)
 USAGE_KEYS = (*INPUT_TOKENS, *OUTPUT_TOKENS)
@@ -191,7 +194,7 @@ def classify(span: Span, parent: Span | None) -> tuple[Kind, str]:
     if request_type in ("chat", "completion"):
         return Kind.MODEL, ""
     if request_type in ("embedding", "rerank"):
-        return Kind.OTHER, ""  # no generation, as the GenAI ``embeddings`` operation
+        return Kind.OTHER, EMBEDDING  # no generation, as the GenAI ``embeddings`` operation
     if attrs.get(sc.LANGGRAPH_NODE) is not None and _is_langgraph_node(
         span.name, attrs.get(sc.LANGGRAPH_NODE), parent
     ):

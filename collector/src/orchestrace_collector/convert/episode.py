@@ -21,7 +21,7 @@ from .gcpause import gc_paused
 from .metrics import structural_metrics
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
-from .turns import TurnRec, build_turns, link_turns
+from .turns import TurnRec, build_turns, embedding_tokens, link_turns
 from .written import Episode, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
@@ -116,6 +116,9 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         "tool_calls": float(sum(1 for ev in events if ev.type == "tool_call")),
         "messages": float(sum(1 for ev in events if ev.type == "message")),
     }
+    embedded = embedding_tokens(forest.nodes)
+    if embedded:
+        trace["costs"]["embedding_tokens"] = float(embedded)
     trace["metrics"] = metrics
     turns = [_turn(t, trace_id, str(task), t0, c) for t, c in zip(turn_recs, turn_credit, strict=True)]
     return Episode(trace, turns, store.contents)

@@ -24,7 +24,7 @@ from . import as_genai, call_details
 from .actors import Instance
 from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
-from .classify import model_name, provider_name
+from .classify import EMBEDDING, model_name, provider_name
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
@@ -97,6 +97,27 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
         _rebuild_prompts(turns)
     return turns
+
+
+def embedding_tokens(nodes: list[Node]) -> int:
+    """Tokens of the model uses that are no turns (embeddings, retrievals, reranks): for ``costs``, each
+    counted once (not again for one recorded inside another, as two instrumentations of one call do)."""
+    total = 0
+    for node in nodes:
+        if node.sub_kind != EMBEDDING or _inside_embedding(node):
+            continue
+        attrs = as_genai.model_call(node.span)
+        total += (_count(attrs, INPUT_TOKENS) or 0) + (_count(attrs, OUTPUT_TOKENS) or 0)
+    return total
+
+
+def _inside_embedding(node: Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.sub_kind == EMBEDDING:
+            return True
+        parent = parent.parent
+    return False
 
 
 def link_turns(turns: list[TurnRec], batches: Batches) -> None:
