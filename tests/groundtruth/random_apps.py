@@ -4,7 +4,8 @@ A seed draws a tree of agent calls: any names (a pool with spaces, ``#``, non-AS
 other integrations give their actors), run one after another, under ``asyncio.gather`` or on threads
 (``ot.ThreadPoolExecutor``), some announced with ``ot.spawn`` / ``ot.delegate`` before the call, some
 raising; each agent makes model calls (plain, or streamed and sometimes abandoned after the first chunk),
-tool calls and messages, may reward itself and may aggregate its children's results. :func:`truth` is what
+tool calls and messages (some to the instance that called it, by its handle), may record a safety event or a
+human intervention, reward itself and aggregate its children's results. :func:`truth` is what
 the written trace must say.
 """
 
@@ -38,6 +39,9 @@ class Call:
     fails: bool
     reward: float | None
     aggregates: bool
+    replies: bool  # sends a message to the instance that called it (its handle)
+    safety: bool
+    human: bool
     children: list[Call] = field(default_factory=list)
 
 
@@ -57,6 +61,9 @@ def draw(seed: int) -> Call:
             fails=depth > 0 and rng.random() < 0.1,
             reward=round(rng.uniform(-1, 1), 2) if rng.random() < 0.5 else None,
             aggregates=rng.random() < 0.3,
+            replies=depth > 0 and rng.random() < 0.3,
+            safety=rng.random() < 0.2,
+            human=rng.random() < 0.2,
         )
         if depth < 3:
             call.children = [one(depth + 1) for _ in range(rng.choice((0, 0, 1, 2, 3)))]
@@ -73,7 +80,10 @@ class Truth:
     messages: int = 0
     individual: float = 0.0
     aggregates: int = 0
+    safety_events: int = 0
+    human_interventions: int = 0
     children: Counter[tuple[str, str]] = field(default_factory=Counter)  # (parent, child) names
+    replies: Counter[tuple[str, str]] = field(default_factory=Counter)  # (sender, caller) names
 
 
 def truth(root: Call) -> Truth:
@@ -84,16 +94,20 @@ def truth(root: Call) -> Truth:
         t.tokens[call.name] += sum(p + c for p, c, abandoned in call.streams if not abandoned)
         t.turns += len(call.calls) + len(call.streams)
         t.tool_calls += call.tools
-        t.messages += call.messages
+        t.messages += call.messages + call.replies
         if call.reward is not None and (call.calls or call.streams):
             t.individual += call.reward
         t.aggregates += call.aggregates and bool(call.children)
+        t.safety_events += call.safety
+        t.human_interventions += call.human
         for child in call.children:
             t.children[(call.name, child.name)] += 1
+            t.replies[(child.name, call.name)] += child.replies
             visit(child)
 
     visit(root)
     t.tokens = +t.tokens
+    t.replies = +t.replies
     return t
 
 
@@ -119,7 +133,7 @@ def _lookup(query: str) -> str:
     return query * 2
 
 
-def _work(call: Call) -> None:
+def _work(call: Call, caller: Any) -> None:
     for i, (prompt, completion) in enumerate(call.calls):
         _complete([{"role": "user", "content": f"{call.name} {i}"}], prompt, completion)
     for i, (prompt, completion, abandoned) in enumerate(call.streams):
@@ -132,6 +146,12 @@ def _work(call: Call) -> None:
         _lookup(str(i))
     for i in range(call.messages):
         ot.message("peer", content=f"note {i}")
+    if call.replies and caller is not None:
+        ot.message(caller, content="progress")
+    if call.safety:
+        ot.safety_event("pii", severity="low", action="redact")
+    if call.human:
+        ot.human_intervention("feedback", actor="reviewer")
     if call.reward is not None and (call.calls or call.streams):
         ot.reward(call.reward, family="individual", unit="agent", target=ot.current_agent())
     for child in call.children:
@@ -150,39 +170,42 @@ def _finish(call: Call, results: list[object]) -> str:
     return "done"
 
 
-def build(call: Call) -> Callable[[], Any]:
-    """The agent function for ``call`` (a coroutine function unless its children run on threads)."""
+def build(call: Call) -> Callable[[Any], Any]:
+    """The agent function for ``call`` (a coroutine function unless its children run on threads), called
+    with its caller's handle (``ot.current_agent()``, ``None`` for the root)."""
     children = [build(child) for child in call.children]
 
-    def run_on_thread(child: Callable[[], Any]) -> Any:
-        return asyncio.run(child()) if asyncio.iscoroutinefunction(child) else child()
+    def run_on_thread(child: Callable[[Any], Any], caller: Any) -> Any:
+        return asyncio.run(child(caller)) if asyncio.iscoroutinefunction(child) else child(caller)
 
     if call.mode == "threads":
-        def threaded() -> str:
-            _work(call)
+        def threaded(caller: Any) -> str:
+            _work(call, caller)
+            me = ot.current_agent()
             results: list[object] = []
             with ot.ThreadPoolExecutor(max(1, len(children))) as pool:
-                for future in [pool.submit(run_on_thread, child) for child in children]:
+                for future in [pool.submit(run_on_thread, child, me) for child in children]:
                     with contextlib.suppress(Failed):
                         results.append(future.result())
             return _finish(call, results)
 
         return ot.agent(call.name)(threaded)
 
-    async def one(child: Callable[[], Any]) -> object:
+    async def one(child: Callable[[Any], Any], me: Any) -> object:
         try:
             if asyncio.iscoroutinefunction(child):
-                return await child()
-            return await asyncio.get_running_loop().run_in_executor(None, ot.wrap_context(child))
+                return await child(me)
+            return await asyncio.get_running_loop().run_in_executor(None, ot.wrap_context(child), me)
         except Failed:
             return None
 
-    async def awaited() -> str:
-        _work(call)
+    async def awaited(caller: Any) -> str:
+        _work(call, caller)
+        me = ot.current_agent()
         if call.mode == "gather":
-            results = list(await asyncio.gather(*(one(child) for child in children)))
+            results = list(await asyncio.gather(*(one(child, me) for child in children)))
         else:
-            results = [await one(child) for child in children]
+            results = [await one(child, me) for child in children]
         return _finish(call, results)
 
     return ot.agent(call.name)(awaited)
@@ -192,6 +215,6 @@ def run(root: Call, task_id: str) -> None:
     agent = build(root)
     with ot.task(task_id):
         if asyncio.iscoroutinefunction(agent):
-            asyncio.run(agent())
+            asyncio.run(agent(None))
         else:
-            agent()
+            agent(None)

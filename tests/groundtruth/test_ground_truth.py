@@ -421,6 +421,35 @@ def test_an_agent_that_calls_itself_is_one_activation_per_call(tmp_path: Path,
         assert (turn["agent"], turn["input_tokens"]) == ("solve", PROMPT_TOKENS), way
 
 
+def test_a_message_to_a_handle_reaches_that_activation(tmp_path: Path, collector: RunningCollector) -> None:
+    """``lead`` runs ``worker`` twice, then thanks the first by its handle (``ot.current_agent()`` inside
+    it): the message is to ``worker#1``, not to the latest worker, which its name alone would give."""
+    handles: list[Any] = []
+
+    @ot.agent
+    def worker(i: int) -> int:
+        handles.append(ot.current_agent())
+        ask(f"part {i}")
+        return i
+
+    @ot.agent
+    def lead() -> None:
+        worker(1)
+        worker(2)
+        ot.message(handles[0], content="thanks")
+
+    def app() -> None:
+        handles.clear()
+        with ot.task("handles"):
+            lead()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        (message,) = [e for e in trace["events"] if e["type"] == "message"]
+        assert (message["agent"], message["to"]) == ("lead", "worker#1"), way
+
+
 def test_an_announced_spawn_is_carried_out_by_the_spawners_own_worker(tmp_path: Path,
                                                                       collector: RunningCollector) -> None:
     """Two threads: ``announcer`` records ``ot.spawn("worker")``, then waits while ``bystander`` runs a

@@ -29,7 +29,7 @@ def _pairs(events: list[dict[str, Any]], kind: str) -> Counter[tuple[str, str]]:
     return Counter((_base(e.get("to")), e["agent"]) for e in events if e["type"] == "return" and e.get("to"))
 
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", range(30))
 def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     app = draw(seed)
     want = truth(app)
@@ -55,6 +55,11 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
         returns = _pairs(events, "return")
         assert {pair: n for pair, n in spawns.items() if pair[0] != task} == want.children, way
         assert {pair: n for pair, n in returns.items() if pair[0] != task} == want.children, way
+        replies = Counter((e["agent"], _base(e["to"])) for e in events
+                          if e["type"] == "message" and e.get("to") != "peer")
+        assert +replies == want.replies, way
+        assert sum(e["type"] == "safety_event" for e in events) == want.safety_events, way
+        assert sum(e["type"] == "human_intervention" for e in events) == want.human_interventions, way
         metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
         written[way] = json.dumps({**trace, "metrics": metrics}, sort_keys=True)
     assert written["trace_dir"] == written["convert"] == written["collect"]

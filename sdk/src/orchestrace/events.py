@@ -16,18 +16,22 @@ from opentelemetry.trace import Span
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig
 from orchestrace.content import capture, content_ref
+from orchestrace.context import AgentFrame
 from orchestrace.decorators import decorated_spec
 from orchestrace.failsafe import failsafe
 from orchestrace.invocation import AgentSpec
 
 Attributes = dict[str, Any]
-AgentRef = Any  # a name, or an @ot.agent-decorated callable
+AgentRef = Any  # a name, an @ot.agent-decorated callable, or an instance handle (``ot.current_agent()``)
 
 
 def agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
-    """The name (and declared role) of an agent given by name or as its ``@ot.agent`` function."""
+    """The name (and declared role) of an agent given by name, as its ``@ot.agent`` function or by an
+    instance handle."""
     if isinstance(agent, str):
         return agent, None
+    if isinstance(agent, AgentFrame):
+        return agent.name, agent.role
     declared = decorated_spec((agent,), AgentSpec)
     if declared is not None:
         return declared.name, declared.role
@@ -105,6 +109,8 @@ class Events:
         name."""
         if self.span.is_recording():
             attributes: Attributes = {sc.ORCH_TO: agent_name_role(to)[0]}
+            if isinstance(to, AgentFrame):
+                attributes[sc.ORCH_TARGET_ID] = to.id  # that instance, not the latest of its name
             if sender is not None:
                 attributes[sc.ORCH_FROM] = agent_name_role(sender)[0]
             self._content(attributes, content)

@@ -103,6 +103,10 @@ class Actors:
             return candidates[i - 1]
         return candidates[i] if i < len(candidates) else candidates[-1]
 
+    def with_id(self, name: str, agent_id: str) -> Instance | None:
+        """The instance of that name with that raw id (``gen_ai.agent.id``), if any."""
+        return next((inst for inst in self.by_name.get(name, ()) if inst.agent_id == agent_id), None)
+
     def label_of(self, name: str, t_ns: int, *, started: bool = False) -> str:
         inst = self.resolve(name, t_ns, started=started)
         return inst.label if inst is not None else name

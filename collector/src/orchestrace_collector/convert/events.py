@@ -328,7 +328,9 @@ def _span_event(
         ev.frm = sender_label
         recipient = attrs.get(sc.ORCH_TO)
         if recipient:
-            ev.recipient = b.actors.resolve(str(recipient), event.time_ns)
+            named = attrs.get(sc.ORCH_TARGET_ID)  # a message to one instance (its handle)
+            exact = b.actors.with_id(str(recipient), str(named)) if named else None
+            ev.recipient = exact or b.actors.resolve(str(recipient), event.time_ns)
             ev.to = ev.recipient.label if ev.recipient is not None else str(recipient)
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         ev.trusted = True
