@@ -1477,3 +1477,18 @@ def test_an_agent_named_like_the_run_it_is_in_is_that_run_unless_the_run_is_a_ta
     w = checked(convert_episode(s.spans))
     spawns = [(e["agent"], e["to"]) for e in by_type(w, "spawn")]
     assert spawns == ([("boss", "boss#2"), ("boss", "boss#3")] if ours else [("boss", "helper")])
+
+
+def test_names_of_openinference_crewai_runs_are_the_same_every_rollout() -> None:
+    """OpenInference's CrewAI spans: the crew's run is ``Crew_<uuid>.kickoff`` (a new uuid every run) and an
+    agent's ``<role>._execute_core`` with the role in ``graph.node.id``. The run is ``Crew.kickoff`` and the
+    agents their roles; a node id the span's name does not start with is not taken for a name."""
+    s = Spans()
+    chain = {"openinference.span.kind": "CHAIN"}
+    run = s.span("Crew_ff2f457c-bb1f-4d04-bbd7-03fb25cccc75.kickoff", 0, 10, attrs=chain)
+    agent = {"openinference.span.kind": "AGENT"}
+    s.span("Researcher._execute_core", 1, 4, run, attrs={**agent, "graph.node.id": "Researcher"})
+    s.span("Writer._execute_core", 5, 9, run, attrs={**agent, "graph.node.id": "0b8f1c2e"})
+    w = checked(convert_episode(s.spans))
+    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
+        ("Crew.kickoff", "Researcher"), ("Crew.kickoff", "Writer._execute_core")]

@@ -34,6 +34,7 @@ actor that encloses it.
 from __future__ import annotations
 
 import json
+import re
 from enum import IntEnum
 from typing import Final
 
@@ -53,6 +54,7 @@ from .vocabularies import (
     LF_OBSERVATION_TYPE,
     NON_GENERATIVE_OPERATIONS,
     OI_AGENT_NAME,
+    OI_GRAPH_NODE_ID,
     OI_GRAPH_NODE_NAME,
     OI_HANDOFF_PREFIX,
     OI_METADATA,
@@ -265,6 +267,18 @@ def _strip_operation(name: str) -> str:
     return name
 
 
+#: A UUID in a span's name (with the separator before it): made per run, so no part of a stable name.
+_UUID = re.compile(r"[-_:. ]?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _span_name_as_actor(span: Span) -> str:
+    """An actor's name from its span's name (nothing better recorded): without the operation, and without
+    UUIDs, which differ every run (OpenInference's CrewAI root ``Crew_<uuid>.kickoff``) while the name must
+    be the same in every rollout to group them."""
+    name = _strip_operation(span.name)
+    return _UUID.sub("", name) if "-" in name else name
+
+
 def actor_name(span: Span, sub_kind: str) -> str:
     """The agent name an actor span plays (never empty)."""
     attrs = span.attributes
@@ -289,7 +303,13 @@ def actor_name(span: Span, sub_kind: str) -> str:
         )
         if not name and OI_SMOLAGENTS_KEY in attrs and span.name.endswith(OI_SMOLAGENTS_RUN_SUFFIX):
             name = span.name[: -len(OI_SMOLAGENTS_RUN_SUFFIX)]  # the name a manager calls it by as a tool
-    return str(name) if name else (_strip_operation(span.name) or "agent")
+        if not name:
+            # OpenInference's CrewAI names an agent's span "<role>._execute_core" and its node id the role;
+            # a node id the span's name does not start with may be any id, not a name.
+            node_id = attrs.get(OI_GRAPH_NODE_ID)
+            if isinstance(node_id, str) and node_id and span.name.startswith(node_id):
+                name = node_id
+    return str(name) if name else (_span_name_as_actor(span) or "agent")
 
 
 def tool_name(span: Span) -> str:

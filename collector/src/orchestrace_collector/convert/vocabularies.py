@@ -29,6 +29,7 @@ OI_METADATA: Final = "metadata"  # JSON; LangGraph runs put ``langgraph_node`` i
 OI_TOOL_NAME: Final = "tool.name"
 OI_AGENT_NAME: Final = "agent.name"
 OI_GRAPH_NODE_NAME: Final = "graph.node.name"
+OI_GRAPH_NODE_ID: Final = "graph.node.id"
 OI_MODEL_NAME: Final = "llm.model_name"
 OI_PROVIDER: Final = "llm.provider"
 OI_SYSTEM: Final = "llm.system"
