@@ -375,7 +375,7 @@ def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
     ``triage`` (7 + 3) hands off to ``math`` (12 + 6, ``add``, 20 + 4), a handoff decision of triage's whose
     spawn is math's, whether the span names the target (OpenInference's ``handoff to math``) or not
     (OpenLLMetry's ``triage → unknown``); then ``orchestrator`` (30 + 10, 50 + 8) asks two agents as tools
-    (10 + 2, 11 + 3)."""
+    (10 + 2, 11 + 3), which are its spawns though OpenLLMetry records them beside it."""
     runs = _by_trace(decode_file(GOLDEN / f"agents_{which}.jsonl"))
     traces = {min(t.turns, key=lambda u: u.t).agent: t for t in map(convert_episode, runs)}
     handoff, tools = traces["triage"], traces["orchestrator"]
@@ -389,6 +389,10 @@ def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
         ("triage", 7, 3), ("math", 12, 6), ("math", 20, 4)]
     w = checked(tools)
     assert sorted(e["tool"] for e in by_type(w, "tool_call")) == ["ask_researcher0", "ask_researcher1"]
+    # The agents called as tools are the orchestrator's (OpenLLMetry puts their spans beside it in the run).
+    assert sorted((e["agent"], e["to"]) for e in by_type(w, "spawn")) == [
+        ("Agent workflow" if which == "openinference" else "Agent Workflow", "orchestrator"),
+        ("orchestrator", "researcher0"), ("orchestrator", "researcher1")]
     assert sorted((t.agent, t.input_tokens, t.output_tokens) for t in tools.turns) == [
         ("orchestrator", 30, 10), ("orchestrator", 50, 8), ("researcher0", 10, 2), ("researcher1", 11, 3)]
     assert w["costs"]["tokens"] == 124

@@ -1492,3 +1492,20 @@ def test_names_of_openinference_crewai_runs_are_the_same_every_rollout() -> None
     w = checked(convert_episode(s.spans))
     assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
         ("Crew.kickoff", "Researcher"), ("Crew.kickoff", "Writer._execute_core")]
+
+
+def test_an_agent_beside_its_caller_in_the_run_is_the_callers_when_called_as_a_tool() -> None:
+    """OpenLLMetry's Agents SDK spans put an agent called as a tool beside its caller in the run. An agent
+    that runs the whole time of a tool call named after it is that caller's; one that merely runs meanwhile
+    (another name) stays the run's."""
+    s = Spans()
+    run = s.workflow("team", 0, 20)
+    lead = s.agent("lead", 1, 15, run)
+    s.tool("ask_helper", 2, 10, lead)
+    s.agent("helper", 3, 9, run)
+    s.agent("bystander", 4, 8, run)
+    w = checked(convert_episode(s.spans))
+    assert sorted((e["agent"], e["to"]) for e in by_type(w, "spawn")) == [
+        ("lead", "helper"), ("team", "bystander"), ("team", "lead")]
+    returns = {(e["agent"], e.get("to")) for e in by_type(w, "return")}
+    assert returns >= {("helper", "lead"), ("bystander", "team")}

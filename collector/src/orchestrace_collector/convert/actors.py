@@ -36,7 +36,18 @@ from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
 
-from .classify import AGENT, K_ACTOR, K_OTHER, NODE, TOOL_NODE, WORKFLOW, actor_name, agent_id
+from .classify import (
+    AGENT,
+    K_ACTOR,
+    K_OTHER,
+    K_TOOL,
+    NODE,
+    TOOL_NODE,
+    WORKFLOW,
+    actor_name,
+    agent_id,
+    tool_name,
+)
 from .forest import Forest, Node
 from .vocabularies import TL_SPAN_KIND
 
@@ -126,9 +137,16 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     top_level: dict[str, Instance] = {}
     stand_in: Instance | None = None
     tool_nodes: set[str] = set()
+    tools_in_run: dict[int, list[Node]] = {}  # id(run instance) -> tool calls of the agents directly in it
     for node in forest.nodes:  # parents before children
         parent = node.parent
         enclosing = parent.instance if parent is not None else None
+        run = enclosing.parent if enclosing is not None else None
+        if node.kind is K_TOOL and run is not None and run.sub_kind == WORKFLOW:
+            tools_in_run.setdefault(id(run), []).append(node)
+        elif node.kind is K_ACTOR and node.sub_kind == AGENT and id(enclosing) in tools_in_run:
+            assert enclosing is not None  # only instances are keys
+            enclosing = _caller_by_tool(tools_in_run[id(enclosing)], node) or enclosing
         if node.kind is not K_ACTOR:
             if node.sub_kind == TOOL_NODE and enclosing is not None:
                 name = actor_name(node.span, NODE)
@@ -242,6 +260,18 @@ def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
         if at is not None and at[0] <= inst.start_ns:
             return at[0], at[1], inst.start_ns
     return inst.start_ns, 0, inst.start_ns
+
+
+def _caller_by_tool(tools: list[Node], node: Node) -> Instance | None:
+    """The agent that called ``node`` (an agent the run holds directly) as a tool: one whose tool call, named
+    after it, was running the whole time it ran. OpenLLMetry's OpenAI Agents instrumentation puts an agent
+    called as a tool (``as_tool``) beside its caller in the run instead of under the tool's span."""
+    name = actor_name(node.span, AGENT).lower()
+    for tool in reversed(tools):
+        running = tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns
+        if running and name in tool_name(tool.span).lower():
+            return tool.instance
+    return None
 
 
 def _named_after_its_root_agent(parent: Node, node: Node) -> bool:
