@@ -141,13 +141,11 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     for node in forest.nodes:  # parents before children
         parent = node.parent
         enclosing = parent.instance if parent is not None else None
-        run = enclosing.parent if enclosing is not None else None
-        if node.kind is K_TOOL and run is not None and run.sub_kind == WORKFLOW:
-            tools_in_run.setdefault(id(run), []).append(node)
-        elif node.kind is K_ACTOR and node.sub_kind == AGENT and id(enclosing) in tools_in_run:
-            assert enclosing is not None  # only instances are keys
-            enclosing = _caller_by_tool(tools_in_run[id(enclosing)], node) or enclosing
         if node.kind is not K_ACTOR:
+            if node.kind is K_TOOL and enclosing is not None:
+                run = enclosing.parent
+                if run is not None and run.sub_kind == WORKFLOW:
+                    tools_in_run.setdefault(id(run), []).append(node)
             if node.sub_kind == TOOL_NODE and enclosing is not None:
                 name = actor_name(node.span, NODE)
                 tool_nodes.add(name)
@@ -164,6 +162,9 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             node.instance = enclosing
             continue
         name = actor_name(node.span, node.sub_kind)
+        if node.sub_kind == AGENT and id(enclosing) in tools_in_run:
+            assert enclosing is not None  # only instances are keys
+            enclosing = _caller_by_tool(tools_in_run[id(enclosing)], node, name) or enclosing
         inst = None
         if (
             enclosing is not None
@@ -262,11 +263,12 @@ def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
     return inst.start_ns, 0, inst.start_ns
 
 
-def _caller_by_tool(tools: list[Node], node: Node) -> Instance | None:
-    """The agent that called ``node`` (an agent the run holds directly) as a tool: one whose tool call, named
-    after it, was running the whole time it ran. OpenLLMetry's OpenAI Agents instrumentation puts an agent
-    called as a tool (``as_tool``) beside its caller in the run instead of under the tool's span."""
-    name = actor_name(node.span, AGENT).lower()
+def _caller_by_tool(tools: list[Node], node: Node, name: str) -> Instance | None:
+    """The agent that called ``node`` (an agent named ``name`` the run holds directly) as a tool: one whose
+    tool call, named after it, was running the whole time it ran. OpenLLMetry's OpenAI Agents instrumentation
+    puts an agent called as a tool (``as_tool``) beside its caller in the run instead of under the tool's
+    span."""
+    name = name.lower()
     for tool in reversed(tools):
         running = tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns
         if running and name in tool_name(tool.span).lower():

@@ -116,7 +116,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         "tool_calls": float(sum(1 for ev in events if ev.type == "tool_call")),
         "messages": float(sum(1 for ev in events if ev.type == "message")),
     }
-    embedded = embedding_tokens(forest.nodes)
+    embedded = embedding_tokens(forest.embeddings) if forest.embeddings else 0
     if embedded:
         trace["costs"]["embedding_tokens"] = float(embedded)
     trace["metrics"] = metrics

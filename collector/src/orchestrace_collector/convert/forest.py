@@ -17,7 +17,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..spans import Span, continued_link
-from .classify import K_ACTOR, K_MODEL, K_OTHER, K_TOOL, MODEL_LIKE, WORKFLOW, Kind, classify, tool_name
+from .classify import (
+    EMBEDDING,
+    K_ACTOR,
+    K_MODEL,
+    K_OTHER,
+    K_TOOL,
+    MODEL_LIKE,
+    WORKFLOW,
+    Kind,
+    classify,
+    tool_name,
+)
 from .vocabularies import DESCRIBED_AGAIN, LOGFIRE_PENDING_SPAN, LOGFIRE_SPAN_TYPE, MESSAGING_KEYS
 
 if TYPE_CHECKING:
@@ -47,6 +58,8 @@ class Forest:
     nodes: list[Node]  # parents before children, siblings by start time
     roots: list[Node]
     incomplete: bool
+    #: Spans of models used without generating (``classify.EMBEDDING``): their tokens are a cost of their own.
+    embeddings: list[Node] = field(default_factory=list)
 
 
 def _messaging(span: Span) -> bool:
@@ -130,6 +143,7 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         if node.parent is not None:
             node.parent.children.append(node)
     nodes: list[Node] = []
+    embeddings: list[Node] = []
     model_like = False
     stack = list(reversed(roots))
     while stack:
@@ -143,6 +157,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
             kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
+        elif node.sub_kind == EMBEDDING:
+            embeddings.append(node)
         elif parent is None and kind is K_OTHER and not _messaging(node.span):
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
             # A messaging one is a runtime's plumbing, named after a queue or topic: the service's stand-in
@@ -157,7 +173,7 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     for node in reversed(nodes):
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
-    return Forest(nodes, roots, incomplete)
+    return Forest(nodes, roots, incomplete, embeddings)
 
 
 def _decide_model_like(nodes: list[Node]) -> None:

@@ -99,12 +99,13 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
     return turns
 
 
-def embedding_tokens(nodes: list[Node]) -> int:
-    """Tokens of the model uses that are no turns (embeddings, retrievals, reranks): for ``costs``, each
-    counted once (not again for one recorded inside another, as two instrumentations of one call do)."""
+def embedding_tokens(embeddings: list[Node]) -> int:
+    """Tokens of the model uses that are no turns (``forest.embeddings``: embeddings, retrievals, reranks):
+    for ``costs``, each counted once (not again for one recorded inside another, as two instrumentations of
+    one call do)."""
     total = 0
-    for node in nodes:
-        if node.sub_kind != EMBEDDING or _inside_embedding(node):
+    for node in embeddings:
+        if _inside_embedding(node):
             continue
         attrs = as_genai.model_call(node.span)
         total += (_count(attrs, INPUT_TOKENS) or 0) + (_count(attrs, OUTPUT_TOKENS) or 0)
