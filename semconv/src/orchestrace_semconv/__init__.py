@@ -44,6 +44,8 @@ Content (messages, tool arguments, results) never goes into a written trace: spa
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
@@ -84,6 +86,16 @@ GEN_AI_REQUEST_CHOICE_COUNT: Final = _g.GEN_AI_REQUEST_CHOICE_COUNT
 GEN_AI_TOOL_DEFINITIONS: Final = _g.GEN_AI_TOOL_DEFINITIONS
 GEN_AI_USAGE_INPUT_TOKENS: Final = _g.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = _g.GEN_AI_USAGE_OUTPUT_TOKENS
+#: Input tokens served from a provider's prompt cache (part of ``gen_ai.usage.input_tokens``): one name in
+#: every version of the conventions.
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = _g.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+#: Input tokens written to a provider's prompt cache (part of ``gen_ai.usage.input_tokens``), by its default
+#: name; ``gen_ai_latest_experimental`` renames it (write it through :func:`gen_ai_names`, read both).
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = _g.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+#: Every name of the cache-write count a span may carry, the latest first.
+CACHE_WRITE_INPUT_TOKENS_NAMES: Final = (GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+                                         GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
 GEN_AI_INPUT_MESSAGES: Final = _g.GEN_AI_INPUT_MESSAGES
 GEN_AI_OUTPUT_MESSAGES: Final = _g.GEN_AI_OUTPUT_MESSAGES
 GEN_AI_SYSTEM_INSTRUCTIONS: Final = _g.GEN_AI_SYSTEM_INSTRUCTIONS
@@ -99,8 +111,59 @@ OP_INVOKE_AGENT: Final = _g.GenAiOperationNameValues.INVOKE_AGENT.value
 OP_CREATE_AGENT: Final = _g.GenAiOperationNameValues.CREATE_AGENT.value
 OP_EXECUTE_TOOL: Final = _g.GenAiOperationNameValues.EXECUTE_TOOL.value
 OP_INVOKE_WORKFLOW: Final = _g.GenAiOperationNameValues.INVOKE_WORKFLOW.value
+#: ``semantic-conventions-genai`` after its split from the OTel conventions (not yet in
+#: ``opentelemetry-semantic-conventions``): a framework runner's entrypoint (OpenAI Agents ``Runner.run``, ADK
+#: ``Runner.run``), the span of one conversation turn, formerly ``invoke_workflow``.
+OP_HANDLE_CONVERSATION_TURN: Final = "handle_conversation_turn"
+#: An agent's planning or task decomposition phase; its model call is a child of the ``plan`` span.
+OP_PLAN: Final = "plan"
 #: Operations that are one model call (a turn).
 MODEL_CALL_OPERATIONS: Final = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT})
+
+
+# --- Which version of the GenAI conventions to write ------------------------------------------------------
+#: OTel's opt-in switch: a comma-separated list; ``gen_ai_latest_experimental`` in it selects the latest
+#: (experimental) GenAI names, as in opentelemetry-python-contrib's instrumentations. Readers (the collector)
+#: accept both versions whatever it says.
+OTEL_SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
+GEN_AI_LATEST_EXPERIMENTAL: Final = "gen_ai_latest_experimental"
+
+
+@dataclass(frozen=True)
+class GenAiNames:
+    """The GenAI names that differ between the default and the latest conventions (writers pick one set)."""
+
+    #: ``gen_ai.operation.name`` of a framework runner's entrypoint (one ``Runner.run``).
+    runner_operation: str
+    #: Input tokens written to the provider's prompt cache. Cache counts go on model-call spans only, under
+    #: both settings (the latest conventions removed them from agent spans: summed over models they mislead).
+    cache_write_input_tokens: str
+
+
+#: Today's names (``opentelemetry-semantic-conventions``), the default.
+GEN_AI_DEFAULT: Final = GenAiNames(
+    runner_operation=OP_INVOKE_WORKFLOW,
+    cache_write_input_tokens=GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+)
+#: The latest ``semantic-conventions-genai`` release's names, under ``gen_ai_latest_experimental``.
+GEN_AI_LATEST: Final = GenAiNames(
+    runner_operation=OP_HANDLE_CONVERSATION_TURN,
+    cache_write_input_tokens=GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+)
+
+
+def gen_ai_latest_experimental() -> bool:
+    """Whether ``OTEL_SEMCONV_STABILITY_OPT_IN`` opts in to the latest GenAI names, parsed as contrib's
+    ``_OpenTelemetrySemanticConventionStability`` does (comma-separated, blanks stripped). Read on each call
+    (an environment lookup), so a process that sets the variable before its first span is honoured."""
+    opt_in = os.environ.get(OTEL_SEMCONV_STABILITY_OPT_IN, "")
+    return GEN_AI_LATEST_EXPERIMENTAL in (part.strip() for part in opt_in.split(","))
+
+
+def gen_ai_names() -> GenAiNames:
+    """The GenAI names to write under the current ``OTEL_SEMCONV_STABILITY_OPT_IN``."""
+    return GEN_AI_LATEST if gen_ai_latest_experimental() else GEN_AI_DEFAULT
+
 
 #: Span event name of the GenAI evaluation result, used for rewards.
 EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
