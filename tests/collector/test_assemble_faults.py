@@ -273,3 +273,32 @@ def test_the_written_index_stays_bounded_while_running(tmp_path: Path) -> None:
     assert set(newest) <= set(known)
     restarted = Assembler(writer, wal=WriteAheadLog(tmp_path / "wal"), max_known_episodes=5)
     assert set(restarted._written) == set(newest)
+
+
+def test_spans_sent_again_are_absorbed_held_let_go_or_after_a_restart(tmp_path: Path) -> None:
+    spans = spans_of("sent-again", tools=3)
+    root = next(s for s in spans if s.parent_span_id is None)
+    wal, assembler, _ = _collector_parts(tmp_path, retain_spans=len(spans))
+    assembler.add(spans)
+    assert assembler.flush() == 1
+    assembler.add(spans)  # retained: every span already held
+    assert assembler.open_episodes == 0
+    assembler.add(spans_of("other", tools=3))  # lets the first go
+    assembler.flush()
+    assembler.add([root])  # let go: remembered by its spans' ids
+    assert assembler.open_episodes == 0 and assembler.duplicates == len(spans) + 1
+    wal.close()
+    wal, assembler, _ = _collector_parts(tmp_path, retain_spans=0)  # a restart forgets the ids
+    assembler.add(spans)
+    assert assembler.flush() == 1  # settled as the write written.idx records: nothing written
+    wal.close()
+    wal, assembler, _ = _collector_parts(tmp_path, retain_spans=0)
+    assembler.add([*spans, _late_span(spans)])  # the whole episode again, and one new span
+    assembler.flush()
+    wal.close()
+    lines = [json.loads(line) for line in (tmp_path / "traces-00000.jsonl").read_text().splitlines()]
+    assert [(t["trace_id"], t["metrics"]["revision"]) for t in lines if t["task_id"] == "sent-again"] == [
+        (root.trace_id, 0),
+        (root.trace_id, 1),  # the next revision of the whole trace, not a fragment
+    ]
+    assert lines[-1]["metrics"]["spans"] == len(spans) + 1

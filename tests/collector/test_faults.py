@@ -501,3 +501,46 @@ def test_shutdown_timeout_leaves_what_is_open_in_the_wal(tmp_path: Path) -> None
     assert restarted.stop() == 0
     written = assert_acked_written(sent, out)
     record_fault("SIGTERM with --shutdown-timeout 0 and 20 open episodes, then restart", sent, written, peak)
+
+
+def _written_lines(out: Path) -> dict[str, int]:
+    """How many lines (revisions and fragments) each task has in the written traces."""
+    from orchestrace_collector.output import iter_jsonl, jsonl_files
+
+    lines: dict[str, int] = {}
+    for _, _, trace in iter_jsonl(jsonl_files([out])):
+        lines[trace["task_id"]] = lines.get(trace["task_id"], 0) + 1
+    return lines
+
+
+def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sent = Sent()
+    collector = start_collector(out, "--quiet-period", "0.1")
+    rss = PeakRss(collector.process.pid)
+    bodies = {f"once-{index}": run_body(f"once-{index}") for index in range(12)}
+    with httpx.Client() as client:
+        for task, (body, spans) in bodies.items():
+            assert sent.post(client, collector.http_endpoint, task, body, spans) == 200
+    deadline = time.monotonic() + 30
+    while len(latest_traces([out])) < len(bodies) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the last WRITTEN markers follow the writes
+    collector.kill()
+    peak = rss.stop()
+    # A crash that cut the log's tail: the WRITTEN markers of the last writes are gone (written.idx is not).
+    (segment,) = [p for p in (out / "wal").glob("*.wal") if p.stat().st_size]
+    segment.write_bytes(segment.read_bytes()[:-300])
+    restarted = start_collector(out, "--quiet-period", "0.1")
+    rss = PeakRss(restarted.process.pid)
+    body, spans = bodies["once-0"]
+    with httpx.Client() as client:
+        for _ in range(30):  # a client that sends everything again, again and again
+            assert sent.post(client, restarted.http_endpoint, "once-0", body, spans) == 200
+            time.sleep(0.02)
+    assert restarted.stop() == 0
+    peak = max(peak, rss.stop())
+    written = assert_acked_written(sent, out)
+    assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
+    assert _written_lines(out) == dict.fromkeys(bodies, 1), "an episode written twice"
+    record_fault("kill -9, 300 bytes cut off the WAL, then 30 identical re-sends", sent, written, peak)

@@ -40,6 +40,15 @@ with just those whenever it reaches twice as many lines, at start and while runn
 Conflicts. A span id seen again with different content keeps the first copy; the trace counts the copies it
 refused in ``metrics.span_conflicts``.
 
+Exactly once. A span seen again with the same content (an exporter retry, a client that sends everything
+again) is absorbed: it reopens nothing and makes no revision (:attr:`Assembler.duplicates` counts them). That
+holds for open and retained episodes by their spans, for episodes let go by the ids of their spans (the newest
+``remember_spans``), and across restarts by ``written.idx``, which records with each write its span count and
+a digest of its span ids: an episode about to be written as a fragment whose first spans are exactly a
+recorded write's (a torn WAL tail lost its ``WRITTEN`` marker, or a sender re-sent a released episode) is that
+write. With no more spans it is not written again; with more it is that write's next revision rather than a
+fragment.
+
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
 bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
 spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are.
@@ -77,6 +86,28 @@ log = logging.getLogger(__name__)
 
 #: Next to the WAL segments: one ``{"key": .., "revision": ..}`` line per written episode.
 WRITTEN_INDEX = "written.idx"
+_MASK64 = (1 << 64) - 1
+
+
+def span_hash(span: Span) -> int:
+    """A 64-bit name of a span (its trace and span ids), the same in every process: what the written index's
+    digests and the memory of let-go spans hold instead of the ids."""
+    return (int(span.trace_id, 16) * 0x9E3779B97F4A7C15 ^ int(span.span_id, 16)) & _MASK64
+
+
+def ids_digest(spans: Iterable[Span]) -> int:
+    """An order-free digest of a set of spans' ids (the sum of their :func:`span_hash`)."""
+    return sum(map(span_hash, spans)) & _MASK64
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """What one write of an episode was: its revision and fragment number, how many spans, their digest."""
+
+    revision: int
+    late: int
+    spans: int
+    digest: int
 
 
 class ConvertedEpisode(Protocol):
@@ -200,6 +231,7 @@ class Assembler:
         wal: WriteAheadLog | None = None,
         max_open_episodes: int = 0,
         max_bytes: int = 0,
+        remember_spans: int = 200_000,
         retry_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -217,6 +249,12 @@ class Assembler:
         self._retained: OrderedDict[str, _Episode] = OrderedDict()  # written, oldest first
         self._retained_spans = 0
         self._written: OrderedDict[str, int] = OrderedDict()  # key -> last revision written (bounded)
+        self._writes: dict[str, WriteRecord] = {}  # key -> its last write, for the keys of ``_written``
+        #: :func:`span_hash` of the spans of episodes let go (no longer retained), newest last; bounded.
+        self._released: dict[int, None] = {}
+        self.remember_spans = remember_spans
+        #: Spans absorbed as copies of spans already held or written (retries, re-sends).
+        self.duplicates = 0
         self._trace_keys: dict[str, str] = {}  # OTel trace id -> episode key, for open and retained episodes
         #: OTel trace id not seen yet -> the traces that continue it (their roots arrived first); bounded.
         self._continuing: OrderedDict[str, list[str]] = OrderedDict()
@@ -236,7 +274,7 @@ class Assembler:
         self._index: _WrittenIndex | None = None
         if wal is not None:
             self._index = _WrittenIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
-            self._written.update(self._index.load())
+            self._written, self._writes = self._index.load()
 
     # --- input ----------------------------------------------------------------------------------------------
 
@@ -247,10 +285,21 @@ class Assembler:
         each = nbytes // len(spans) if spans else 0
         with self._lock:
             for span in spans:
+                if self._is_copy(span):
+                    self.duplicates += 1
+                    continue
                 episode = self._episode_for(span)
                 before = episode.nbytes
                 episode.add(span, now, segment, each)
                 self.open_bytes += episode.nbytes - before
+
+    def _is_copy(self, span: Span) -> bool:
+        """Whether ``span`` is one already held with the same content, or one of an episode let go."""
+        key = self._trace_keys.get(span.trace_id)
+        held = (self._open.get(key) or self._retained.get(key)) if key is not None else None
+        if held is not None and span.span_id in held.spans:
+            return held.spans[span.span_id] == span
+        return bool(self._released) and span_hash(span) in self._released
 
     def _episode_for(self, span: Span) -> _Episode:
         named = episode_key_of(span)
@@ -425,7 +474,8 @@ class Assembler:
             for episode in due:
                 if deadline is not None and self.clock() >= deadline:
                     break
-                self._write(episode)
+                if not self._is_last_write(episode):
+                    self._write(episode)
                 written.append(episode)
             if written and self.durable:
                 sync = getattr(self.writer, "sync", None)
@@ -471,6 +521,22 @@ class Assembler:
                 log.warning("orchestrace: WAL marker for %s not written: %s", episode.key, exc)
         self._mark_written(episode)
 
+    def _is_last_write(self, episode: _Episode) -> bool:
+        """A fragment whose first spans are exactly those of its key's last write (see the module docstring)
+        takes that write's revision: True when it holds nothing more (nothing to write); with more spans it
+        becomes the next revision of that write."""
+        write = self._writes.get(episode.key)
+        if not episode.late or write is None or len(episode.spans) < write.spans:
+            return False
+        first = list(episode.spans.values())[: write.spans]
+        if ids_digest(first) != write.digest:
+            return False
+        episode.revision, episode.late = write.revision, write.late
+        if len(episode.spans) == write.spans:
+            return True
+        episode.revision += 1
+        return False
+
     def _write(self, episode: _Episode) -> None:
         """Convert and write one episode. A conversion error is logged and counted (the episode counts as
         written: it would fail again). An ``OSError``, from the writer or the converter (a lazy import
@@ -506,10 +572,13 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
+        self._writes[key] = WriteRecord(
+            episode.revision, episode.late, len(episode.spans), ids_digest(episode.spans.values())
+        )
         while len(self._written) > self.max_known_episodes:
-            self._written.popitem(last=False)
+            self._writes.pop(self._written.popitem(last=False)[0], None)
         if self._index is not None:
-            self._index.append(key, self._written[key], self._written)
+            self._index.append(key, self._written, self._writes)
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
@@ -520,6 +589,10 @@ class Assembler:
         old_key, old = self._retained.popitem(last=False)
         self._retained_spans -= len(old.spans)
         self.retained_bytes -= old.nbytes
+        if self.remember_spans:
+            self._released.update(dict.fromkeys(map(span_hash, old.spans.values())))
+            for _ in range(len(self._released) - self.remember_spans):
+                del self._released[next(iter(self._released))]
         for trace_id in old.otel_traces:
             if self._trace_keys.get(trace_id) == old_key:
                 del self._trace_keys[trace_id]
@@ -568,10 +641,11 @@ class Assembler:
 
 
 class _WrittenIndex:
-    """``written.idx``: the last revision number used per episode key, kept across restarts (and WAL
-    retirement). Rewritten with the newest ``limit`` keys when it holds twice as many lines (at start and
-    while running), so it stays under ``2 * limit`` lines. Not fsync-ed: the WAL markers cover a crash until
-    their segment is retired, long after the page cache reached the disk."""
+    """``written.idx``: the last revision number used per episode key, with its last write (a
+    :class:`WriteRecord`), kept across restarts (and WAL retirement). Rewritten with the newest ``limit``
+    keys when it holds twice as many lines (at start and while running), so it stays under ``2 * limit``
+    lines. Not fsync-ed: the WAL markers cover a crash until their segment is retired, long after the page
+    cache reached the disk."""
 
     def __init__(self, path: Path, limit: int) -> None:
         self.path = path
@@ -580,8 +654,9 @@ class _WrittenIndex:
         self._fd = -1
         self._failing = False
 
-    def load(self) -> OrderedDict[str, int]:
+    def load(self) -> tuple[OrderedDict[str, int], dict[str, WriteRecord]]:
         known: OrderedDict[str, int] = OrderedDict()
+        writes: dict[str, WriteRecord] = {}
         lines = 0
         with contextlib.suppress(FileNotFoundError), self.path.open(encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -589,24 +664,28 @@ class _WrittenIndex:
                 try:
                     entry = json.loads(line)
                     key, revision = str(entry["key"]), int(entry["revision"])
+                    write = WriteRecord(*map(int, entry["written"])) if "written" in entry else None
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut by a crash
                 known[key] = max(known.pop(key, 0), revision)
+                if write is not None:
+                    writes[key] = write
         while len(known) > self.limit:
-            known.popitem(last=False)
+            writes.pop(known.popitem(last=False)[0], None)
         self.lines = lines
         if lines > len(known):
-            self._rewrite(known)
-        return known
+            self._rewrite(known, writes)
+        return known, writes
 
-    def append(self, key: str, revision: int, known: Mapping[str, int]) -> None:
-        """Append one line; ``known``: every key still remembered, for the rewrite when the file is full."""
+    def append(self, key: str, known: Mapping[str, int], writes: Mapping[str, WriteRecord]) -> None:
+        """Append ``key``'s line; ``known``, ``writes``: every key still remembered, for the rewrite when the
+        file is full."""
         try:
             if self.lines >= 2 * self.limit:
-                self._rewrite(known)
+                self._rewrite(known, writes)
             if self._fd < 0:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.write(self._fd, _index_line(key, revision).encode())
+            os.write(self._fd, _index_line(key, known[key], writes.get(key)).encode())
             self.lines += 1
             self._failing = False
         except OSError as exc:
@@ -615,10 +694,10 @@ class _WrittenIndex:
                 log.warning("orchestrace: %s not updated: %s", self.path, exc)
             self._failing = True
 
-    def _rewrite(self, known: Mapping[str, int]) -> None:
+    def _rewrite(self, known: Mapping[str, int], writes: Mapping[str, WriteRecord]) -> None:
         """Replace the file with one line per remembered key (atomically: a crash leaves one or the other)."""
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(_index_line(k, r) for k, r in known.items()), encoding="utf-8")
+        tmp.write_text("".join(_index_line(k, r, writes.get(k)) for k, r in known.items()), encoding="utf-8")
         tmp.replace(self.path)
         self.lines = len(known)
         if self._fd >= 0:  # the next append opens the new file
@@ -626,5 +705,8 @@ class _WrittenIndex:
             self._fd = -1
 
 
-def _index_line(key: str, revision: int) -> str:
-    return json.dumps({"key": key, "revision": revision}) + "\n"
+def _index_line(key: str, revision: int, write: WriteRecord | None) -> str:
+    entry: dict[str, object] = {"key": key, "revision": revision}
+    if write is not None:
+        entry["written"] = [write.revision, write.late, write.spans, write.digest]
+    return json.dumps(entry) + "\n"
