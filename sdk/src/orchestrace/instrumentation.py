@@ -181,15 +181,17 @@ def start_workflow(telemetry: Telemetry, name: str | None = None, *, input: Any 
                    topology: str | None = None, system: str | None = None, label: str | None = None,
                    context: Context | None = None, attributes: Mapping[str, Any] | None = None,
                    links: Sequence[Link] | None = None, values: Mapping[str, object] | None = None,
-                   ) -> Invocation:
+                   runner: bool = False) -> Invocation:
     """``invoke_workflow {label or name}``: a workflow run (``gen_ai.workflow.name`` = ``name``).
+    ``runner=True``: a framework runner's entrypoint (one conversation turn the framework steers, as the
+    OpenAI Agents SDK's ``Runner.run``), ``handle_conversation_turn`` under the latest GenAI conventions.
 
     ``episode=True`` makes it a rollout, as ``ot.task`` does (an episode id: ``episode_id``, else the
     enclosing episode's, else a new one; a task id: ``task_id``, else the episode id; the code inside belongs
     to that episode). Otherwise ``episode_id`` only names the episode the run is part of
     (``orchestrace.episode.id`` = ``gen_ai.conversation.id``). ``topology`` / ``system`` describe the team.
     ``input``: its ref, and its messages with capture on."""
-    spec = WorkflowSpec(label or name, task_id, topology, system, name, episode_id, episode)
+    spec = WorkflowSpec(label or name, task_id, topology, system, name, episode_id, episode, runner)
     return _open(telemetry, spec, context, input, attributes, links, values)
 
 

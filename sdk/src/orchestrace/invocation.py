@@ -534,7 +534,8 @@ class LlmSpec(Spec):
 
 
 class WorkflowSpec(Spec):
-    """``invoke_workflow {label}``: a workflow run (``gen_ai.workflow.name``).
+    """``invoke_workflow {label}``: a workflow run (``gen_ai.workflow.name``); a framework runner's run
+    (``runner``) is ``handle_conversation_turn {label}`` under the latest GenAI conventions.
 
     With ``episode=True`` it is a rollout (``ot.task``): one episode = one orchestration trace, with an
     episode id (``episode_id``, else the enclosing episode's, else a new one) and a task id (``task_id``,
@@ -542,8 +543,10 @@ class WorkflowSpec(Spec):
     names the episode the run is part of."""
 
     def __init__(self, name: str | None, task_id: str | None, topology: str | None, system: str | None,
-                 workflow: str | None, episode_id: str | None = None, episode: bool = True) -> None:
+                 workflow: str | None, episode_id: str | None = None, episode: bool = True,
+                 runner: bool = False) -> None:
         super().__init__(name or "")
+        self.runner = runner
         self.task_id = task_id
         self.topology = topology
         self.system = system
@@ -553,7 +556,8 @@ class WorkflowSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW,
+        operation = sc.gen_ai_names().runner_operation if self.runner else sc.OP_INVOKE_WORKFLOW
+        attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: operation,
                                   sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
         episode_id = self.episode_id
         task_id = self.task_id
@@ -575,7 +579,7 @@ class WorkflowSpec(Spec):
         if self.system is not None:
             attributes[sc.ORCH_SYSTEM] = self.system
         label = self.name or self.task_id or self.workflow or task_id or episode_id or ""
-        return f"{sc.OP_INVOKE_WORKFLOW} {label}".rstrip(), SpanKind.INTERNAL, attributes
+        return f"{operation} {label}".rstrip(), SpanKind.INTERNAL, attributes
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         if not self.episode:

@@ -110,6 +110,9 @@ EMBEDDING = "embedding"
 
 _GENAI_KINDS: dict[str, tuple[Kind, str]] = {
     sc.OP_INVOKE_WORKFLOW: (Kind.ACTOR, WORKFLOW),
+    sc.OP_HANDLE_CONVERSATION_TURN: (Kind.ACTOR, WORKFLOW),  # a runner's run, in the latest conventions
+    # A phase of its agent, no actor: the model call it holds is that agent's turn.
+    sc.OP_PLAN: (Kind.OTHER, ""),
     sc.OP_INVOKE_AGENT: (Kind.ACTOR, AGENT),
     sc.OP_EXECUTE_TOOL: (Kind.TOOL, ""),
     sc.OP_CREATE_AGENT: (Kind.CREATE_AGENT, ""),

@@ -46,8 +46,9 @@ class Recorder:
         return otel_context.get_current()
 
     def workflow(self, name: str, parent: Context) -> Invocation:
-        """``invoke_workflow {name}``: one Agents SDK trace, one episode (or part of an enclosing task's)."""
-        return start_workflow(self.telemetry, name, episode=True, context=parent)
+        """``invoke_workflow {name}``: one Agents SDK trace, one episode (or part of an enclosing task's); a
+        runner's entrypoint, so ``handle_conversation_turn {name}`` under the latest GenAI conventions."""
+        return start_workflow(self.telemetry, name, episode=True, context=parent, runner=True)
 
     def agent(self, name: str, parent: Context) -> Invocation:
         """``invoke_agent {name}``: one agent instance."""

@@ -1,0 +1,89 @@
+"""Today's GenAI names and the latest ``semantic-conventions-genai`` release's (under
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``): every example runs under both settings; the
+spans differ by the renamed names only, and the collector writes the same traces from either."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orchestrace_semconv as sc
+import pytest
+from example_runs import EXAMPLES, ExampleRun, run_examples
+from orchestrace_collector.offline import convert_local
+from orchestrace_collector.output import TraceDirWriter
+
+pytestmark = pytest.mark.xdist_group("example_runs")
+
+#: The renames of semconv/README.md's table, latest name -> default name (each latest name is new, so the
+#: mapping back is unambiguous).
+_DEFAULT_OPERATION = {sc.GEN_AI_LATEST.runner_operation: sc.GEN_AI_DEFAULT.runner_operation}
+_DEFAULT_KEY = {sc.GEN_AI_LATEST.cache_write_input_tokens: sc.GEN_AI_DEFAULT.cache_write_input_tokens}
+
+
+def _operation(span: dict[str, Any]) -> str | None:
+    for attribute in span["attributes"]:
+        if attribute["key"] == sc.GEN_AI_OPERATION_NAME:
+            return str(attribute["value"]["stringValue"])
+    return None
+
+
+def _as_default(span: dict[str, Any]) -> dict[str, Any]:
+    """An OTLP-JSON span with the latest names replaced by the default ones."""
+    span = json.loads(json.dumps(span))
+    for attribute in span["attributes"]:
+        attribute["key"] = _DEFAULT_KEY.get(attribute["key"], attribute["key"])
+        old = attribute["value"].get("stringValue")
+        if attribute["key"] == sc.GEN_AI_OPERATION_NAME and old in _DEFAULT_OPERATION:
+            attribute["value"]["stringValue"] = _DEFAULT_OPERATION[old]
+            span["name"] = _DEFAULT_OPERATION[old] + span["name"].removeprefix(old)
+    return span
+
+
+def _shape(spans: list[dict[str, Any]]) -> Counter[tuple[str, str | None, tuple[str, ...]]]:
+    """What a run's spans are, without what differs from run to run (ids, times, values)."""
+    return Counter((s["name"].split(" ")[0], _operation(s), tuple(sorted(a["key"] for a in s["attributes"])))
+                   for s in spans)
+
+
+def _events(run: ExampleRun) -> Counter[tuple[str, str, str]]:
+    return Counter((e["type"], str(e.get("agent")), str(e.get("decision"))) for e in run.events)
+
+
+def _written(spans: list[dict[str, Any]], out: Path) -> dict[str, bytes]:
+    """The output directory the collector writes from these spans, file by file."""
+    out.mkdir(parents=True)
+    (out / "spans.json").write_text(json.dumps(
+        {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}))
+    result = convert_local([out / "spans.json"], TraceDirWriter(out / "traces"))
+    assert result.written and not result.failed and not result.bad_files
+    return {path.name: path.read_bytes() for path in sorted((out / "traces").iterdir()) if path.is_file()}
+
+
+@pytest.fixture(scope="module")
+def latest_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ExampleRun]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, f"http, {sc.GEN_AI_LATEST_EXPERIMENTAL}")
+        runs = run_examples([(name, tmp_path_factory.mktemp(f"latest-{name}")) for name in EXAMPLES])
+    return dict(zip(EXAMPLES, runs, strict=True))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_both_settings_write_the_same_traces(name: str, example_run: Any, latest_runs: dict[str, ExampleRun],
+                                             tmp_path: Path, trace_dir_validator: Any) -> None:
+    default, latest = example_run(name), latest_runs[name]
+    # The Agents SDK's runs, and only they, are conversation turns under the latest names.
+    turns = [s for s in latest.spans if _operation(s) == sc.OP_HANDLE_CONVERSATION_TURN]
+    assert bool(turns) == name.startswith("agents_")
+    assert all(s["name"].startswith(f"{sc.OP_HANDLE_CONVERSATION_TURN} ") for s in turns)
+    assert not any(_operation(s) == sc.OP_HANDLE_CONVERSATION_TURN for s in default.spans)
+    # Apart from those names, both settings made the same spans, and the same orchestration events.
+    as_default = [_as_default(s) for s in latest.spans]
+    assert _shape(as_default) == _shape(default.spans)
+    assert _events(latest) == _events(default)
+    # From the very same spans, either set of names gives the same bytes.
+    written = _written(latest.spans, tmp_path / "latest")
+    assert _written(as_default, tmp_path / "as-default") == written
+    trace_dir_validator(tmp_path / "latest" / "traces")
