@@ -1,4 +1,4 @@
-"""The ``orchestrace`` command: collect, convert, validate, stats, annotate, export.
+"""The ``orchestrace`` command: collect, convert, validate, stats, annotate, export, view.
 
 Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr
 and exit code 1, never a traceback.
@@ -594,6 +594,30 @@ def annotate(
         console.print(
             f"{trace['trace_id']}: revision {int(trace['metrics']['revision'])}, rewards {trace['rewards']}"
         )
+
+
+@app.command()
+def view(
+    out: Annotated[list[Path], typer.Argument(help="Output directories (also one a collector writes to).")],
+    host: Annotated[str, typer.Option(help="Address to serve (not loopback: needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port (0: any free port).", min=0, max=65535)] = 8090,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="File holding the token (else ORCHESTRACE_TOKEN).")
+    ] = None,
+    export: Annotated[Path | None, typer.Option(help="Write one offline HTML file, no server.")] = None,
+) -> None:
+    """See runs in the browser: episodes by task, timelines, replay, credit, rollouts compared."""
+    from orchestrace_collector.view.export import export_html
+    from orchestrace_collector.view.serve import ExposureError, serve
+
+    if export is not None:
+        console.print(f"{export_html(out, export)} episodes -> {export}")
+        return
+    token = _read_token(token_file, "--token-file") if token_file is not None else None
+    try:
+        serve(out, host=host, port=port, token=token or os.environ.get(TOKEN_ENV) or None)
+    except (ExposureError, OSError) as exc:
+        raise _fail(str(exc)) from None
 
 
 if __name__ == "__main__":
