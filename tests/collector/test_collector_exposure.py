@@ -217,3 +217,88 @@ def test_forward_to_a_collector_that_requires_a_token_over_tls(tmp_path: Path) -
         sum(written.values()),
         peak,
     )
+
+
+def _same_trace(body: bytes, trace_id: bytes) -> bytes:
+    """``body`` (an OTLP request) with every span moved into the trace ``trace_id`` under new span ids."""
+    import os
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = trace_id
+                span.span_id = os.urandom(8)
+    return request.SerializeToString()
+
+
+def test_named_senders_cannot_write_into_each_others_episodes(tmp_path: Path) -> None:
+    token_file = tmp_path / "tokens"
+    token_file.write_text("alice:alice-token-1\nmallory:mallory-token-2\ngrader:grader-token-3\n")
+    args = ("--quiet-period", "0.2", "--token-file", str(token_file), "--annotator", "grader")
+    collector = start_collector(tmp_path / "out", *args)
+    as_ = {
+        name: {**PROTOBUF, "Authorization": f"Bearer {name}-token-{n}"}
+        for n, name in enumerate(("alice", "mallory", "grader"), 1)
+    }
+    victim = record_run("victim", episode_id="victim-episode")
+    trace_id = bytes.fromhex(format(victim[0].context.trace_id, "032x"))
+    forged_late = _same_trace(encode_protobuf(record_run("forged-late")), trace_id)
+    forged_episode = encode_protobuf(record_run("forged-episode", episode_id="victim-episode"))
+    try:
+        url = collector.http_endpoint
+        assert httpx.post(url, content=encode_protobuf(victim), headers=as_["alice"]).status_code == 200
+        for body in (forged_late, forged_episode):  # the same trace id; another trace naming the episode
+            refused = httpx.post(url, content=body, headers=as_["mallory"])
+            assert refused.status_code == 403 and b"another sender" in refused.content
+        channel = grpc.insecure_channel(collector.grpc_endpoint)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        mallory = (("authorization", "Bearer mallory-token-2"),)
+        with pytest.raises(grpc.RpcError) as denied:
+            export(forged_late, metadata=mallory, timeout=10)
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert export(encode_protobuf(record_run("own")), metadata=mallory, timeout=10) is not None
+        channel.close()
+    finally:
+        assert collector.stop() == 0
+    assert "12 spans refused as another sender's episode" in collector.log_text()  # 4 + 4 + 4
+    restarted = start_collector(tmp_path / "out", *args)  # owners are kept across a restart
+    try:
+        url = restarted.http_endpoint
+        assert httpx.post(url, content=forged_late, headers=as_["mallory"]).status_code == 403
+        graded = _same_trace(encode_protobuf(record_run("grade")[:1]), trace_id)
+        assert httpx.post(url, content=graded, headers=as_["grader"]).status_code == 200
+    finally:
+        assert restarted.stop() == 0
+    traces = validate_trace_dir(restarted.out)
+    assert {t["task_id"] for t in traces.values()} == {"victim", "own"}
+    written = next(t for t in traces.values() if t["task_id"] == "victim")
+    assert written["metrics"]["spans"] == len(victim) + 1, "alice's spans and the grader's, no one else's"
+
+
+def test_token_file_forms_and_their_errors(tmp_path: Path) -> None:
+    from orchestrace_collector.senders import ANY_SENDER, TokenFileError, parse_tokens
+
+    assert parse_tokens("  one-token-alone \n") == {ANY_SENDER: "one-token-alone"}
+    assert parse_tokens("# ops\nalice:a1\n\nbob:b2\n") == {"alice": "a1", "bob": "b2"}
+    for text, error in (
+        ("", "no token"),
+        ("alice:a1\njust-a-token\n", "line 2: expected name:token"),
+        ("alice:a1\nalice:a2\n", "named twice"),
+        ("alice:a1\nbob:a1\n", "the same token"),
+    ):
+        with pytest.raises(TokenFileError, match=error):
+            parse_tokens(text)
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:a1\nbob:b2\n")
+    out = str(tmp_path / "out")
+    result = _cli("collect", "--out", out, "--token-file", str(tokens), "--annotator", "zed")
+    assert result.returncode != 0 and "--annotator 'zed' is no sender of --token-file" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -63,21 +63,19 @@ episode lets a replay skip what was already written.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrace_semconv import ORCH_EPISODE_ID
 
 from orchestrace_collector.encode import request_from_spans
+from orchestrace_collector.keyed_index import KeyedIndex
 from orchestrace_collector.model import SPAN_CONFLICTS, SPAN_COUNT, Trace, Turn
 from orchestrace_collector.spans import Span, continued_link
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
@@ -271,10 +269,10 @@ class Assembler:
         self._retry_at = 0.0
         self.open_bytes = 0
         self.retained_bytes = 0
-        self._index: _WrittenIndex | None = None
+        self._index: KeyedIndex | None = None
         if wal is not None:
-            self._index = _WrittenIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
-            self._written, self._writes = self._index.load()
+            self._index = KeyedIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
+            self._written, self._writes = _load_written(self._index)
 
     # --- input ----------------------------------------------------------------------------------------------
 
@@ -578,7 +576,10 @@ class Assembler:
         while len(self._written) > self.max_known_episodes:
             self._writes.pop(self._written.popitem(last=False)[0], None)
         if self._index is not None:
-            self._index.append(key, self._written, self._writes)
+            self._index.append(
+                _written_entry(key, self._written[key], self._writes.get(key)),
+                (_written_entry(k, r, self._writes.get(k)) for k, r in self._written.items()),
+            )
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
@@ -640,73 +641,22 @@ class Assembler:
             self._open[key] = episode
 
 
-class _WrittenIndex:
-    """``written.idx``: the last revision number used per episode key, with its last write (a
-    :class:`WriteRecord`), kept across restarts (and WAL retirement). Rewritten with the newest ``limit``
-    keys when it holds twice as many lines (at start and while running), so it stays under ``2 * limit``
-    lines. Not fsync-ed: the WAL markers cover a crash until their segment is retired, long after the page
-    cache reached the disk."""
-
-    def __init__(self, path: Path, limit: int) -> None:
-        self.path = path
-        self.limit = limit
-        self.lines = 0  # in the file now
-        self._fd = -1
-        self._failing = False
-
-    def load(self) -> tuple[OrderedDict[str, int], dict[str, WriteRecord]]:
-        known: OrderedDict[str, int] = OrderedDict()
-        writes: dict[str, WriteRecord] = {}
-        lines = 0
-        with contextlib.suppress(FileNotFoundError), self.path.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                lines += 1
-                try:
-                    entry = json.loads(line)
-                    key, revision = str(entry["key"]), int(entry["revision"])
-                    write = WriteRecord(*map(int, entry["written"])) if "written" in entry else None
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut by a crash
-                known[key] = max(known.pop(key, 0), revision)
-                if write is not None:
-                    writes[key] = write
-        while len(known) > self.limit:
-            writes.pop(known.popitem(last=False)[0], None)
-        self.lines = lines
-        if lines > len(known):
-            self._rewrite(known, writes)
-        return known, writes
-
-    def append(self, key: str, known: Mapping[str, int], writes: Mapping[str, WriteRecord]) -> None:
-        """Append ``key``'s line; ``known``, ``writes``: every key still remembered, for the rewrite when the
-        file is full."""
+def _load_written(index: KeyedIndex) -> tuple[OrderedDict[str, int], dict[str, WriteRecord]]:
+    """``written.idx``: the last revision number used per episode key, with its last write."""
+    known: OrderedDict[str, int] = OrderedDict()
+    writes: dict[str, WriteRecord] = {}
+    for key, entry in index.load().items():
         try:
-            if self.lines >= 2 * self.limit:
-                self._rewrite(known, writes)
-            if self._fd < 0:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.write(self._fd, _index_line(key, known[key], writes.get(key)).encode())
-            self.lines += 1
-            self._failing = False
-        except OSError as exc:
-            # Only a late span after a restart whose WAL marker is gone needs it; logged once per failure.
-            if not self._failing:
-                log.warning("orchestrace: %s not updated: %s", self.path, exc)
-            self._failing = True
-
-    def _rewrite(self, known: Mapping[str, int], writes: Mapping[str, WriteRecord]) -> None:
-        """Replace the file with one line per remembered key (atomically: a crash leaves one or the other)."""
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(_index_line(k, r, writes.get(k)) for k, r in known.items()), encoding="utf-8")
-        tmp.replace(self.path)
-        self.lines = len(known)
-        if self._fd >= 0:  # the next append opens the new file
-            os.close(self._fd)
-            self._fd = -1
+            known[key] = int(entry["revision"])
+            if "written" in entry:
+                writes[key] = WriteRecord(*map(int, entry["written"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line from elsewhere
+    return known, writes
 
 
-def _index_line(key: str, revision: int, write: WriteRecord | None) -> str:
-    entry: dict[str, object] = {"key": key, "revision": revision}
+def _written_entry(key: str, revision: int, write: WriteRecord | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": key, "revision": revision}
     if write is not None:
         entry["written"] = [write.revision, write.late, write.spans, write.digest]
-    return json.dumps(entry) + "\n"
+    return entry

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrace_collector.assemble import Converter, EpisodeConverter, EpisodeHook
+from orchestrace_collector.senders import ANY_SENDER
 from orchestrace_collector.wal import FSYNC_POLICIES
 
 app = typer.Typer(
@@ -103,7 +104,16 @@ def collect(
         Path | None,
         typer.Option(
             "--token-file",
-            help="File holding the bearer token senders must present (else the ORCHESTRACE_TOKEN variable).",
+            help="File holding the bearer token senders must present (else the ORCHESTRACE_TOKEN variable), "
+            "or one name:token line per sender: an episode's spans are then accepted only from the sender "
+            "that opened it.",
+        ),
+    ] = None,
+    annotator: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--annotator",
+            help="A --token-file sender that may add spans (rewards) to any episode (repeatable).",
         ),
     ] = None,
     insecure_no_auth: Annotated[
@@ -230,8 +240,11 @@ def collect(
 
     if fsync not in FSYNC_POLICIES:
         raise _fail(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
-    token = _read_token(token_file, "--token-file") if token_file is not None else None
-    token = token or os.environ.get(TOKEN_ENV) or None
+    senders = _read_senders(token_file) if token_file is not None else {}
+    token = senders.pop(ANY_SENDER, None) or os.environ.get(TOKEN_ENV) or None
+    unknown = set(annotator or ()) - set(senders)
+    if unknown:
+        raise _fail(f"--annotator {sorted(unknown)[0]!r} is no sender of --token-file")
     sent_headers = _forward_headers(forward_headers, forward_token_file)
     if forward_ca_file is not None and not forward_ca_file.is_file():
         raise _fail(f"no such file: --forward-ca-file {forward_ca_file}")
@@ -254,6 +267,8 @@ def collect(
         hook=_hook(reward, credit),
         host=host,
         token=token,
+        senders=senders or None,
+        annotators=tuple(annotator or ()),
         allow_unauthenticated=insecure_no_auth,
         tls_cert=tls_cert,
         tls_key=tls_key,
@@ -279,6 +294,18 @@ def collect(
         run_collector(options)
     except OSError as exc:
         raise _fail(f"cannot start the collector: {exc}") from None
+
+
+def _read_senders(path: Path) -> dict[str, str]:
+    """``--token-file``: one token (sender ``any``), or ``name:token`` lines (named senders)."""
+    from orchestrace_collector.senders import TokenFileError, parse_tokens
+
+    try:
+        return parse_tokens(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _fail(f"cannot read --token-file: {exc}") from None
+    except TokenFileError as exc:
+        raise _fail(f"--token-file {path}: {exc}") from None
 
 
 def _read_token(path: Path, option: str) -> str:

@@ -38,6 +38,7 @@ from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES
 from orchestrace_collector.receiver_grpc import start_grpc_server
 from orchestrace_collector.receiver_http import create_app
+from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
 from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,10 @@ class CollectorOptions:
     hook: EpisodeHook | None = None
     host: str = HOST
     token: str | None = None
+    #: Named senders (``--token-file`` lines ``name:token``), instead of one ``token``; see ``senders.py``.
+    senders: dict[str, str] | None = None
+    #: Senders that may add to any episode (``--annotator``).
+    annotators: tuple[str, ...] = ()
     allow_unauthenticated: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -85,6 +90,13 @@ class CollectorOptions:
     spool_only: bool = False
     limits: HttpLimits = field(default_factory=HttpLimits)
     converter: Converter = default_converter
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The tokens senders present: the named ones, else the one token, else none."""
+        if self.senders:
+            return Credentials(self.senders)
+        return Credentials({ANY_SENDER: self.token}) if self.token is not None else None
 
 
 class ExposureError(ValueError):
@@ -103,7 +115,7 @@ def is_loopback(host: str) -> bool:
 def check_exposure(options: CollectorOptions) -> None:
     if (options.tls_cert is None) != (options.tls_key is None):
         raise ExposureError("give both --tls-cert and --tls-key")
-    if not is_loopback(options.host) and options.token is None and not options.allow_unauthenticated:
+    if not is_loopback(options.host) and options.credentials is None and not options.allow_unauthenticated:
         raise ExposureError(
             f"--host {options.host} is not loopback: anyone who reaches it could write training data. Give a "
             "token (--token-file or ORCHESTRACE_TOKEN) or, on a network you trust, --insecure-no-auth"
@@ -112,7 +124,7 @@ def check_exposure(options: CollectorOptions) -> None:
 
 def run_collector(options: CollectorOptions) -> None:
     check_exposure(options)
-    if options.allow_unauthenticated and not is_loopback(options.host) and options.token is None:
+    if options.allow_unauthenticated and not is_loopback(options.host) and options.credentials is None:
         log.warning(
             "orchestrace: SERVING %s WITHOUT AUTHENTICATION (--insecure-no-auth): anyone who can reach "
             "this address can write training data",
@@ -159,6 +171,7 @@ def run_collector(options: CollectorOptions) -> None:
         max_queued_batches=options.max_queued_batches,
         memory_limit_bytes=options.memory_limit_bytes,
         spool_only=options.spool_only,
+        owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
     )
     replayed = ingest.replay()
     if replayed:
@@ -183,14 +196,14 @@ def run_collector(options: CollectorOptions) -> None:
             options.host,
             options.grpc_port,
             max_message_bytes=options.max_body_bytes,
-            token=options.token,
+            credentials=options.credentials,
             tls=tls,
             max_connection_idle_s=options.limits.keepalive_timeout_s,
         )
         app = create_app(
             ingest,
             max_body_bytes=options.max_body_bytes,
-            token=options.token,
+            credentials=options.credentials,
             allowed_hosts=LOOPBACK_NAMES if is_loopback(options.host) else None,
             body_timeout_s=options.body_timeout_s,
         )
@@ -219,6 +232,11 @@ def run_collector(options: CollectorOptions) -> None:
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written"
+            + (
+                f", {ingest.owners.refused_spans} spans refused as another sender's episode"
+                if ingest.owners is not None and ingest.owners.refused_spans
+                else ""
+            )
             + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
             + (
                 f", {ingest.batches_left} batches left in the write-ahead log for the next start"

@@ -26,6 +26,7 @@ from orchestrace_collector.decode import (
     spans_from_request,
 )
 from orchestrace_collector.forward import Forwarder
+from orchestrace_collector.senders import Owners
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,11 @@ class Ingest:
         max_queued_batches: int = 512,
         memory_limit_bytes: int = 0,
         spool_only: bool = False,
+        owners: Owners | None = None,
     ) -> None:
         self.wal = wal
+        #: Which named sender opened each episode (None: one sender, nothing to check).
+        self.owners = owners
         #: Only log batches (the WAL segments are kept as the spool ``convert`` assembles); no assembly.
         self.spool_only = spool_only
         self.assembler = assembler
@@ -156,17 +160,24 @@ class Ingest:
             self.request_bytes -= nbytes
 
     def submit(
-        self, request: ExportTraceServiceRequest, raw_protobuf: bytes | None = None, reserved: int = 0
+        self,
+        request: ExportTraceServiceRequest,
+        raw_protobuf: bytes | None = None,
+        reserved: int = 0,
+        sender: str | None = None,
     ) -> Accepted:
         """Log one batch (its valid spans) and queue it. ``raw_protobuf``: the request's own bytes, reused
-        for the log when every span is valid; ``reserved``: see :meth:`pressure`. Raises
-        :class:`Overloaded`; ``OSError`` when the log cannot be written (nothing was acknowledged)."""
+        for the log when every span is valid; ``reserved``: see :meth:`pressure`; ``sender``: who sent it,
+        checked against :attr:`owners` when there are named senders. Raises :class:`Overloaded`,
+        ``senders.Forbidden``; ``OSError`` when the log cannot be written (nothing was acknowledged)."""
         pressure = self.pressure(reserved)
         # A failing WAL is tried again by every request (the append is the probe that sees storage return);
         # the other pressures refuse before any work.
         if pressure is not None and not (self.wal.error and pressure == self.wal.error):
             raise Overloaded(pressure)
         rejected, reason = drop_invalid_spans(request)
+        if self.owners is not None and sender is not None:
+            self.owners.claim(sender, request)
         spans = count_spans(request)
         seq = 0
         if spans:

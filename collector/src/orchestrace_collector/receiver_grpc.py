@@ -4,7 +4,8 @@ Same path as OTLP/HTTP (``ingest.py``), with the status codes the OTLP spec give
 in ``partial_success``; a malformed message is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes);
 an oversized one ``RESOURCE_EXHAUSTED`` (grpc's receive limit, without retry info: never retried); a
 collector under pressure or whose storage fails answers ``UNAVAILABLE`` with a ``RetryInfo`` delay, which
-exporters retry after that delay; a missing or wrong bearer token is ``UNAUTHENTICATED``. An unexpected error
+exporters retry after that delay; a missing or wrong bearer token is ``UNAUTHENTICATED``, spans of an episode
+another named sender opened ``PERMISSION_DENIED`` (``senders.py``). An unexpected error
 is ``UNAVAILABLE`` too (nothing was acknowledged; a retry may succeed), never ``UNKNOWN``.
 """
 
@@ -24,7 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from orchestrace_collector.ingest import Ingest, Overloaded
-from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S, bearer_matches
+from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S
+from orchestrace_collector.senders import Credentials, Forbidden
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +34,25 @@ _RETRY_INFO = RetryInfo(retry_delay=Duration(seconds=RETRY_AFTER_S)).SerializeTo
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, ingest: Ingest, token: str | None) -> None:
+    def __init__(self, ingest: Ingest, credentials: Credentials | None) -> None:
         self.ingest = ingest
-        self.token = token
+        self.credentials = credentials
 
     def Export(
         self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
     ) -> ExportTraceServiceResponse:
-        if self.token is not None:
+        sender = None
+        if self.credentials is not None:
             metadata = dict(context.invocation_metadata())
-            if not bearer_matches(str(metadata.get("authorization", "")), self.token):
+            sender = self.credentials.sender(str(metadata.get("authorization", "")))
+            if sender is None:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         forwarded = request.SerializeToString() if self.ingest.forwarder is not None else None
         try:
-            accepted = self.ingest.submit(request)
+            accepted = self.ingest.submit(request, sender=sender)
             self.ingest.wal.sync(accepted.seq)
+        except Forbidden as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except Overloaded as exc:
             _unavailable(context, str(exc))
         except OSError as exc:
@@ -77,7 +83,7 @@ def start_grpc_server(
     *,
     max_message_bytes: int = 16 << 20,
     workers: int = 8,
-    token: str | None = None,
+    credentials: Credentials | None = None,
     tls: tuple[bytes, bytes] | None = None,
     max_connection_idle_s: float = 300.0,
 ) -> tuple[grpc.Server, int]:
@@ -92,7 +98,7 @@ def start_grpc_server(
         ],
         maximum_concurrent_rpcs=workers * 8,  # beyond this grpc answers RESOURCE_EXHAUSTED itself
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest, token), server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest, credentials), server)
     address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     try:
         if tls is not None:

@@ -25,7 +25,6 @@ the event loop that serves the others.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import zlib
 from collections.abc import Collection
@@ -45,6 +44,7 @@ from starlette.routing import Route
 
 from orchestrace_collector.decode import PayloadError, parse_otlp_json, parse_otlp_protobuf
 from orchestrace_collector.ingest import Accepted, Ingest, Overloaded
+from orchestrace_collector.senders import ANY_SENDER, Credentials, Forbidden
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +66,23 @@ def create_app(
     ingest: Ingest,
     *,
     max_body_bytes: int = 16 << 20,
-    token: str | None = None,
+    credentials: Credentials | None = None,
     allowed_hosts: Collection[str] | None = None,
     body_timeout_s: float = 30.0,
 ) -> Starlette:
-    """``token``: required as ``Authorization: Bearer <token>``. ``allowed_hosts``: the ``Host`` header
-    values (without port) accepted; None accepts any."""
+    """``credentials``: the tokens required as ``Authorization: Bearer <token>``, by sender.
+    ``allowed_hosts``: the ``Host`` header values (without port) accepted; None accepts any."""
 
     def refused(request: Request, *, auth: bool = True) -> Response | None:
         if allowed_hosts is not None:
             host = _host_name(request.headers.get("host", ""))
             if host not in allowed_hosts:
                 return PlainTextResponse(f"host {host!r} not allowed", status_code=403)
-        if auth and token is not None and not bearer_matches(request.headers.get("authorization"), token):
+        if (
+            auth
+            and credentials is not None
+            and credentials.sender(request.headers.get("authorization")) is None
+        ):
             return PlainTextResponse(
                 "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
@@ -88,6 +92,7 @@ def create_app(
         denied = refused(request)
         if denied is not None:
             return denied
+        sender = credentials.sender(request.headers.get("authorization")) if credentials else None
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media in _PROTOBUF_ALIASES:
             media = PROTOBUF
@@ -110,7 +115,9 @@ def create_app(
                 held.bytes = len(body)
             content_type = request.headers.get("content-type", media)
             forward = (raw, content_type, request.headers.get("content-encoding"))
-            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes, forward)
+            accepted = await run_in_threadpool(_store, ingest, media, body, held.bytes, forward, sender)
+        except Forbidden as exc:
+            return _status(media, 403, str(exc))
         except _TooLarge:
             return _status(media, 413, f"payload larger than {max_body_bytes} bytes")
         except PayloadError as exc:
@@ -153,12 +160,17 @@ def create_app(
 
 
 def _store(
-    ingest: Ingest, media: str, body: bytes, reserved: int, forward: tuple[bytes, str, str | None]
+    ingest: Ingest,
+    media: str,
+    body: bytes,
+    reserved: int,
+    forward: tuple[bytes, str, str | None],
+    sender: str | None,
 ) -> Accepted:
     """Decode, log and make durable, then queue for ``--forward`` (the request as received): a worker
     thread's part of a request."""
     message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
-    accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved)
+    accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved, sender)
     ingest.wal.sync(accepted.seq)
     if ingest.forwarder is not None:
         ingest.forwarder.submit(*forward)
@@ -170,8 +182,8 @@ def _unavailable(media: str, message: str) -> Response:
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
-    scheme, _, value = (header or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    """Whether ``header`` (``Authorization``) carries ``token``: :class:`Credentials` with one token."""
+    return Credentials({ANY_SENDER: token}).sender(header) is not None
 
 
 def _host_name(host: str) -> str:
@@ -231,7 +243,7 @@ def _status(media: str, code: int, message: str, headers: dict[str, str] | None 
 
 
 # google.rpc.Status codes matching the HTTP status, as the OTLP/HTTP spec recommends.
-_GRPC_CODE = {400: 3, 413: 8, 503: 14}
+_GRPC_CODE = {400: 3, 403: 7, 413: 8, 503: 14}
 
 
 def _encode(
