@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orchestrace as ot
 import pytest
 from convert_support import Spans
 from langchain.agents import create_agent
@@ -153,3 +154,66 @@ def test_chains_are_followed_and_broken_ones_marked_incomplete() -> None:
     assert contents[4] == ["lost"] and turns[4].prompt_incomplete is True
     assert turns[5].prompt_incomplete is True and turns[6].prompt_incomplete is True
     assert contents[5][-1] == "la" and contents[6][-1] == "lb"
+
+
+def _agent_loop(turns: int, reply_bytes: int, full_prompt: bool) -> tuple[list[Any], list[list[dict[str, Any]]]]:
+    """An ``@ot.llm`` agent loop (OpenAI chat messages, a tool call every third turn) in one task: each call's
+    prompt is the whole history so far. Returns the finished spans and the prompts the model received."""
+    handle = ot.configure(exporter="memory", tracer_provider=TracerProvider(shutdown_on_exit=False), batch=False,
+                          capture_content=True, full_prompt=full_prompt)
+    received: list[list[dict[str, Any]]] = []
+
+    @ot.llm("m")
+    def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        received.append(list(messages))
+        k = len(received)
+        message: dict[str, Any] = (
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{k}", "type": "function", "function": {"name": "look", "arguments": f'{{"k": {k}}}'}}]}
+            if k % 3 == 0 else {"role": "assistant", "content": f"reply {k} " + "x" * reply_bytes})
+        return {"choices": [{"message": message, "finish_reason": "tool_calls" if k % 3 == 0 else "stop"}]}
+
+    @ot.agent
+    def solver() -> None:
+        history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "go"}]
+        for k in range(turns):
+            out = model(history)["choices"][0]["message"]
+            history.append(out)
+            history.append({"role": "tool", "tool_call_id": out["tool_calls"][0]["id"], "content": f"found {k}"}
+                           if out.get("tool_calls") else {"role": "user", "content": f"next {k}"})
+
+    try:
+        with ot.task("loop"):
+            solver()
+        return [span_from_readable(s) for s in handle.get_finished_spans()], received
+    finally:
+        handle.shutdown()
+        set_config(None)
+
+
+def test_an_llm_call_exports_only_its_new_messages_and_every_prompt_is_rebuilt() -> None:
+    """``@ot.llm`` follows the history-once rule: the exported input grows linearly with the episode's content
+    (quadratically with ``full_prompt``), and the collector rebuilds the same prompts either way."""
+    turns, reply = 30, 2000
+    written = {}
+    for full_prompt in (False, True):
+        spans, received = _agent_loop(turns, reply, full_prompt)
+        chats = [s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT]
+        exported = sum(len(str(s.attributes[sc.GEN_AI_INPUT_MESSAGES])) for s in chats)
+        content = sum(len(json.dumps(m)) for m in received[-1])  # the whole episode's messages, once
+        if full_prompt:
+            assert exported > turns / 3 * content  # every call carries its whole prompt
+            assert not any(sc.ORCH_PREFIX_SPAN_ID in s.attributes for s in chats)
+        else:
+            assert exported < content  # each message once (the replies go out as completions)
+            assert sum(sc.ORCH_PREFIX_SPAN_ID in s.attributes for s in chats) == turns - 1  # tool calls too
+        turn_records = convert_episode(spans).turns
+        assert len(turn_records) == turns
+        for turn, prompt in zip(turn_records, received, strict=True):
+            assert turn.prompt_incomplete is None
+            assert [(m.role, m.content or None) for m in turn.prompt or []] == [
+                (m["role"], m["content"]) for m in prompt]
+            assert [m.tool_call_id for m in turn.prompt or []] == [m.get("tool_call_id") for m in prompt]
+        written[full_prompt] = [t.model_dump() for t in turn_records]
+    for with_prefix, whole in zip(written[False], written[True], strict=True):
+        assert with_prefix["prompt"] == whole["prompt"] and with_prefix["completion"] == whole["completion"]

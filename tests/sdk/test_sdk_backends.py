@@ -1,6 +1,6 @@
 """What standard backends show of the SDK's spans: model calls end OK or ERROR (the user's exception passing
 through unchanged), spans GenAI has no kind for are OpenInference chains, and a model call's whole prompt
-is on its span."""
+is on its span with ``full_prompt``."""
 
 from __future__ import annotations
 
@@ -82,8 +82,9 @@ def test_tasks_and_aggregates_are_chains(spans: Spans) -> None:
 
 
 @pytest.mark.parametrize("full_prompt", [False, True])
-def test_the_sdk_exports_the_whole_prompt_with_or_without_full_prompt(full_prompt: bool) -> None:
-    """``@ot.llm`` spans always carry every input message: ``full_prompt`` changes nothing for them."""
+def test_full_prompt_puts_the_whole_prompt_on_each_model_call(full_prompt: bool) -> None:
+    """With ``full_prompt`` every ``@ot.llm`` span carries its whole prompt; without, a call whose prompt
+    continues an earlier call's prompt and reply in the trace carries only its new messages and names it."""
     handle = configure_memory(capture_content=True, full_prompt=full_prompt)
     try:
         @ot.llm("m")
@@ -91,12 +92,19 @@ def test_the_sdk_exports_the_whole_prompt_with_or_without_full_prompt(full_promp
             return "three"
 
         history = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
-        chat(history)
-        chat([*history, {"role": "assistant", "content": "three"}, {"role": "user", "content": "four"}])
-        first, second = (json.loads(str(s.attributes[sc.GEN_AI_INPUT_MESSAGES]))
-                         for s in handle.get_finished_spans())
-        assert [len(first), len(second)] == [2, 4]
-        assert all(sc.ORCH_PREFIX_SPAN_ID not in (s.attributes or {}) for s in handle.get_finished_spans())
+        with ot.task("t"):
+            chat(history)
+            chat([*history, {"role": "assistant", "content": "three"}, {"role": "user", "content": "four"}])
+        first, second = (s for s in handle.get_finished_spans() if s.name == "chat m")
+        sent = [json.loads(str(s.attributes[sc.GEN_AI_INPUT_MESSAGES])) for s in (first, second)]
+        if full_prompt:
+            assert [len(m) for m in sent] == [2, 4]
+            assert sc.ORCH_PREFIX_SPAN_ID not in (second.attributes or {})
+        else:
+            assert sent[1] == [{"role": "user", "parts": [{"type": "text", "content": "four"}]}]
+            assert second.attributes[sc.ORCH_PREFIX_SPAN_ID] == format(first.context.span_id, "016x")
+            assert second.attributes[sc.ORCH_PREFIX_LENGTH] == 3
+            assert second.attributes[sc.ORCH_INPUT_MESSAGE_COUNT] == 4
     finally:
         handle.shutdown()
         set_config(None)

@@ -7,6 +7,10 @@ an earlier chat span of the same trace whose prompt followed by its completion i
 The collector rebuilds the full prompt by following these references:
 ``prompt(s) = (prompt(p) + completion(p))[:prefix_length] + input_messages(s)``.
 
+Every path that records model calls follows this rule: ``@ot.llm`` and ``start_model_call`` (one history
+per process, :data:`orchestrace.invocation.HISTORY`; the OpenAI Agents integration's calls too) and
+``start_chat`` given a history (the LangGraph integration).
+
 A backend that shows one span at a time cannot follow these references: ``ot.configure(full_prompt=True)``
 (``ORCHESTRACE_FULL_PROMPT=true``) turns them off, and every call then carries its whole prompt.
 """
@@ -19,10 +23,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 
-def chain(refs: Sequence[str]) -> list[str]:
-    """Running digests of a message sequence: ``out[i]`` identifies ``refs[: i + 1]``."""
+def chain(refs: Sequence[str], digest: str = "") -> list[str]:
+    """Running digests of a message sequence: ``out[i]`` identifies ``refs[: i + 1]``. ``digest``: that of
+    the messages before ``refs`` (extends an earlier chain without hashing it again)."""
     out: list[str] = []
-    digest = ""
     for ref in refs:
         digest = hashlib.sha256(f"{digest}|{ref}".encode()).hexdigest()
         out.append(digest)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, format_span_id, format_trace_id
 
-from orchestrace import results
+from orchestrace import history, results
 from orchestrace import semconv as sc
 from orchestrace.arguments import CallArguments, request_attributes
 from orchestrace.config import CaptureConfig
@@ -35,7 +35,7 @@ from orchestrace.context import (
 )
 from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe, log_once
-from orchestrace.messages import capture_messages, input_messages, output_messages
+from orchestrace.messages import Message, capture_messages, input_messages, output_messages
 from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
 from orchestrace.telemetry import DEFAULT, TELEMETRY_KEY, Telemetry
 from orchestrace.usage import Usage, extract_usage, response_model
@@ -72,7 +72,8 @@ class Invocation:
     token of :meth:`resume` too.
     """
 
-    __slots__ = ("capture", "context", "explicit_usage", "span", "spec", "stream", "telemetry", "yielded")
+    __slots__ = ("capture", "context", "explicit_usage", "prompt_chain", "span", "spec", "stream",
+                 "telemetry", "yielded")
 
     def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry,
                  capture: CaptureConfig | None = None) -> None:
@@ -88,6 +89,8 @@ class Invocation:
         self.stream: ReplyStream | None = None
         #: What a generator agent or tool yielded so far.
         self.yielded: list[Any] | None = None
+        #: A model call's prompt as running digests (``history.chain``), remembered with its completion.
+        self.prompt_chain: list[str] | None = None
 
     @property
     def events(self) -> Events:
@@ -111,7 +114,7 @@ class Invocation:
         """The input, when not given at the start: its content ref (unless ``ref=False``: a large framework
         state not worth hashing) and, with capture on, its content."""
         if self.span.is_recording():
-            self.spec.record_input(self.span, value, None if ref else "", self.capture)
+            self.spec.record_input(self, value, None if ref else "")
 
     @failsafe(default=None)
     def set_output(self, value: Any, *, ref: bool = True) -> None:
@@ -280,7 +283,7 @@ class Spec:
             raise
         if has_input and (input_ref is None or capture_config.capture_content) and span.is_recording():
             try:
-                self.record_input(span, value, input_ref, capture_config)
+                self.record_input(invocation, value, input_ref)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
                 log_once(f"{type(self).__name__}.record_input", exc)
         return invocation
@@ -312,11 +315,12 @@ class Spec:
             return None
         return capture_messages(output_messages(result), capture_config)
 
-    def record_input(self, span: Span, value: Any, ref: str | None, capture_config: CaptureConfig) -> None:
+    def record_input(self, invocation: Invocation, value: Any, ref: str | None) -> None:
         """The call's input ``value`` (``ref``: its content ref when already on the span; ``""``: none)."""
+        span = invocation.span
         if ref is None:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        captured = self.capture_input(value, capture_config)
+        captured = self.capture_input(value, invocation.capture)
         if captured is not None:
             span.set_attributes(captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES))
 
@@ -496,6 +500,30 @@ class LlmSpec(Spec):
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
+    def record_input(self, invocation: Invocation, value: Any, ref: str | None) -> None:
+        """The prompt; with capture on, only the messages no earlier call of the trace exported (a history is
+        exported once, see :mod:`orchestrace.history`), unless ``full_prompt`` is set."""
+        span = invocation.span
+        if ref is None:
+            span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
+        capture_config = invocation.capture
+        if not capture_config.capture_content:
+            return
+        messages = input_messages(value)
+        start = 0
+        if not capture_config.full_prompt:
+            # Refs before capture_messages clips the texts: those of the messages as the caller sent them.
+            chained = history.chain([content_ref(m) for m in messages])
+            invocation.prompt_chain = chained
+            prefix = HISTORY.longest_prefix(format_trace_id(span.get_span_context().trace_id), chained)
+            if prefix is not None:
+                start = prefix[1]
+                span.set_attributes({sc.ORCH_PREFIX_SPAN_ID: prefix[0], sc.ORCH_PREFIX_LENGTH: start,
+                                     sc.ORCH_INPUT_MESSAGE_COUNT: len(messages)})
+        captured = capture_messages(messages[start:], capture_config)
+        if captured is not None:
+            span.set_attributes(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
+
     def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         capture_config = invocation.capture
         stream = invocation.stream
@@ -518,6 +546,8 @@ class LlmSpec(Spec):
         if not capture_config.capture_content:
             return
         messages = [reply.message()] if reply is not None else output_messages(result)
+        if invocation.prompt_chain is not None and len(messages) == 1:
+            _remember(invocation, invocation.prompt_chain, messages[0])  # before capture clips the texts
         captured = capture_messages(messages, capture_config)
         if captured is not None:
             if cut_bytes:
@@ -531,6 +561,20 @@ class LlmSpec(Spec):
             limit = capture_config.max_content_bytes if capture_config.capture_content else 0
             invocation.stream = ReplyStream(limit)
         invocation.stream.add(item)
+
+
+#: The prompts and completions exported by model calls of ``LlmSpec`` (``@ot.llm``, ``start_model_call``).
+HISTORY = history.PromptHistory()
+
+
+def _remember(invocation: Invocation, chained: list[str], completion: Message) -> None:
+    """The call's prompt (``chained``) and ``completion`` were exported by its span: a later call of the trace
+    whose prompt starts with them refers to it. The completion's ref is that of the same message in a later
+    prompt (the GenAI input shape: without ``finish_reason``)."""
+    as_input = {key: value for key, value in completion.items() if key != "finish_reason"}
+    ids = invocation.span.get_span_context()
+    HISTORY.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
+                     [*chained, *history.chain([content_ref(as_input)], chained[-1] if chained else "")])
 
 
 class WorkflowSpec(Spec):
