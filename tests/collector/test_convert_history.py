@@ -156,31 +156,34 @@ def test_chains_are_followed_and_broken_ones_marked_incomplete() -> None:
     assert contents[5][-1] == "la" and contents[6][-1] == "lb"
 
 
-def _agent_loop(turns: int, reply_bytes: int, full_prompt: bool) -> tuple[list[Any], list[list[dict[str, Any]]]]:
+Prompt = list[dict[str, Any]]
+
+
+def _agent_loop(turns: int, reply_bytes: int, full_prompt: bool) -> tuple[list[Any], list[Prompt]]:
     """An ``@ot.llm`` agent loop (OpenAI chat messages, a tool call every third turn) in one task: each call's
     prompt is the whole history so far. Returns the finished spans and the prompts the model received."""
-    handle = ot.configure(exporter="memory", tracer_provider=TracerProvider(shutdown_on_exit=False), batch=False,
-                          capture_content=True, full_prompt=full_prompt)
-    received: list[list[dict[str, Any]]] = []
+    handle = ot.configure(exporter="memory", tracer_provider=TracerProvider(shutdown_on_exit=False),
+                          batch=False, capture_content=True, full_prompt=full_prompt)
+    received: list[Prompt] = []
 
     @ot.llm("m")
     def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
         received.append(list(messages))
         k = len(received)
-        message: dict[str, Any] = (
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{k}", "type": "function", "function": {"name": "look", "arguments": f'{{"k": {k}}}'}}]}
-            if k % 3 == 0 else {"role": "assistant", "content": f"reply {k} " + "x" * reply_bytes})
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "look", "arguments": f'{{"k": {k}}}'}}
+        message: dict[str, Any] = ({"role": "assistant", "content": None, "tool_calls": [call]} if k % 3 == 0
+                                   else {"role": "assistant", "content": f"reply {k} " + "x" * reply_bytes})
         return {"choices": [{"message": message, "finish_reason": "tool_calls" if k % 3 == 0 else "stop"}]}
 
     @ot.agent
     def solver() -> None:
-        history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "go"}]
+        history: Prompt = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "go"}]
         for k in range(turns):
             out = model(history)["choices"][0]["message"]
             history.append(out)
-            history.append({"role": "tool", "tool_call_id": out["tool_calls"][0]["id"], "content": f"found {k}"}
-                           if out.get("tool_calls") else {"role": "user", "content": f"next {k}"})
+            calls = out.get("tool_calls")
+            history.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": f"found {k}"} if calls
+                           else {"role": "user", "content": f"next {k}"})
 
     try:
         with ot.task("loop"):
