@@ -142,11 +142,11 @@ def test_reward_function_on_convert(
 ) -> None:
     (tmp_path / "my_rewards.py").write_text(
         "def score(trace):\n"
-        "    return {'team': float(len(trace.events)), 'tool': 0.25}\n"
+        "    return {'team': float(len(trace.events)), 'hybrid': 0.25}\n"
         "def broken(trace):\n"
         "    raise ValueError('bad reward code')\n"
         "def nan(trace):\n"
-        "    return {'team': float('nan'), 'verifier:judge': 1.0, 'vibes': 1.0}\n"
+        "    return {'team': float('nan'), 'verifier:judge': 1.0, 'vibes': 1.0, 'tool': 1.0}\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "out"
@@ -155,7 +155,7 @@ def test_reward_function_on_convert(
     )
     assert result.exit_code == 0, result.output
     (trace,) = validate_trace_dir(out).values()
-    assert trace["rewards"]["team"] == len(trace["events"]) and trace["rewards"]["tool"] == 0.25
+    assert trace["rewards"]["team"] == len(trace["events"]) and trace["rewards"]["hybrid"] == 0.25
     out2 = tmp_path / "out2"
     result = runner.invoke(
         app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards:broken"]
@@ -169,7 +169,8 @@ def test_reward_function_on_convert(
     )
     (trace,) = validate_trace_dir(out3).values()
     assert result.exit_code == 0 and "team" not in trace["rewards"]
-    assert trace["rewards"]["verifier:judge"] == 1.0 and trace["metrics"]["rejected_rewards"] == 2
+    # A tool's reward has no tool to go to from a reward function: refused and counted, not the team's.
+    assert trace["rewards"]["verifier:judge"] == 1.0 and trace["metrics"]["rejected_rewards"] == 3
     result = runner.invoke(
         app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards"]
     )

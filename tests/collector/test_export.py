@@ -163,7 +163,7 @@ def test_filters(tmp_path: Path) -> None:
     out = write(
         tmp_path / "out",
         episode("ta", "task-1", team=1.0, answer="42", worker_extra={"truncated": {"completion": 3}}),
-        episode("tb", "task-2", team=1.0, answer="41", metrics={"rejected_rewards": 1.0}),
+        episode("tb", "task-2", team=0.5, answer="41", metrics={"rejected_rewards": 1.0}),
         episode("tc", "task-3", team=None, answer="40", worker_extra={"prompt_incomplete": True}),
     )
 
@@ -173,8 +173,9 @@ def test_filters(tmp_path: Path) -> None:
 
     everything = kept()
     assert len(everything) == 9
-    assert kept(min_reward=0.25) == {"ta-p", "ta-w2", "tb-p", "tb-w2"}  # rewards 0.3, 0.2, 0.3; None dropped
-    assert kept(max_reward=0.2) == {"ta-w1", "tb-w1"}
+    # By the episode's outcome (1.0, 0.5, None), never by a turn's share of it; no outcome: dropped.
+    assert kept(min_reward=0.6) == {"ta-p", "ta-w1", "ta-w2"}
+    assert kept(max_reward=0.5) == {"tb-p", "tb-w1", "tb-w2"}
     assert kept(agents=("planner",)) == {"ta-p", "tb-p", "tc-p"}
     assert kept(roles=("executor",)) == {"ta-w1", "ta-w2", "tb-w1", "tb-w2", "tc-w1", "tc-w2"}
     assert kept(tasks=("task-2", "task-3")) == {t for t in everything if t[:2] in ("tb", "tc")}
@@ -223,7 +224,8 @@ def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
 
 
 def test_cli_export_and_its_errors(tmp_path: Path) -> None:
-    out = write(tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42"))
+    out = write(tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42"),
+                episode("tb", "task-1", team=0.2, answer="41"))
     done = runner.invoke(
         app,
         [
@@ -240,10 +242,11 @@ def test_cli_export_and_its_errors(tmp_path: Path) -> None:
         ],
     )
     assert done.exit_code == 0, done.output
-    assert [r["turn_id"] for r in rows(tmp_path / "t.jsonl")] == ["ta-w2"]
+    assert [r["turn_id"] for r in rows(tmp_path / "t.jsonl")] == ["ta-w1", "ta-w2"]
     for args, message in [
         (["--format", "csv"], "unknown format"),
         (["--format", "jsonl", "--pairs"], "--format trl options"),
+        (["--format", "jsonl", "--outcome", "credit:agent:worker"], "give a reward channel"),
         (["--format", "trl", "--pairs", "--labels"], "at most one"),
         (["--format", "jsonl", "--tokenizer", str(tmp_path)], "--format tokens option"),
         (["--format", "tokens"], "no recorded token ids"),

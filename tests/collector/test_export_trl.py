@@ -82,13 +82,14 @@ def test_dpo_pairs_from_rollouts_of_one_task(out: Path, tokenizer: Any) -> None:
     assert export([out], "trl", out.parent / "dpo.parquet", trl_kind="dpo") == 1
     (pair,) = load_dataset("parquet", data_files=str(out.parent / "dpo.parquet"), split="train")
     assert set(TRL_DPO.names) == set(pair)
-    # The worker's last call saw the same prompt in both rollouts of task-1; the better-rewarded answer wins.
+    # The worker's last call saw the same prompt in both rollouts of task-1; the better rollout's answer wins.
     assert (pair["task_id"], pair["agent"]) == ("task-1", "worker")
     assert (
         pair["chosen"][0]["content"] == "The answer is 42." and pair["rejected"][0]["content"] == "It is 41."
     )
     assert (pair["chosen_trace_id"], pair["rejected_trace_id"]) == ("ta", "tb")
-    assert pair["chosen_reward"] == pytest.approx(0.3) and pair["rejected_reward"] == pytest.approx(0.06)
+    # The rollouts' outcomes; the pair of the other turns (same completions in both) teaches nothing.
+    assert (pair["chosen_reward"], pair["rejected_reward"], pair["matched_by"]) == (1.0, 0.2, "prompt")
     assert is_conversational(pair)
     example = {k: pair[k] for k in ("prompt", "chosen", "rejected")}
     rendered = maybe_apply_chat_template(example, tokenizer)
@@ -105,7 +106,7 @@ def test_kto_labels_against_the_task_group(out: Path, tokenizer: Any) -> None:
     export([out], "trl", out.parent / "kto.jsonl", trl_kind="kto")
     rows = load(out.parent / "kto.jsonl", TRL_KTO)
     labels = {r["turn_id"]: r["label"] for r in rows}
-    # task-1's worker turns: rewards 0.2, 0.3 (ta) and 0.04, 0.06 (tb), mean 0.15. Planners: 0.3 and 0.06.
+    # task-1's rollouts: outcomes 1.0 (ta) and 0.2 (tb), mean 0.6: every turn of ta above, of tb below.
     assert labels == {
         "ta-w1": True,
         "ta-w2": True,

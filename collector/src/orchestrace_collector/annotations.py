@@ -1,9 +1,12 @@
 """Late rewards (``orchestrace annotate``, ``--reward`` functions): team-unit rewards added to a trace after
 its spans were converted.
 
-A late reward is a team-unit channel: its key is the family (``team``, ``verifier``, ...) or ``family:name``
-(``verifier:unit_tests``), the family one of ``orchestrace.semconv.REWARD_FAMILIES``. ``replace`` (the rule
-for outcomes, and the default) sets the channel to the value; ``add`` adds to what it holds. Credit is
+A late reward is a team-unit channel, part of the episode's outcome (``orchestrace_collector.outcome``): its
+key is the family or ``family:name`` (``verifier:unit_tests``), the family one of
+``orchestrace.semconv.OUTCOME_FAMILIES`` (``team``, ``verifier``, ``hybrid``; ``shared`` and ``outcome`` are
+written ``team``). A reward of another family is of an agent, a tool, a turn: it needs a target, which only
+``ot.reward`` gives, so it is refused here. ``replace`` (the rule for outcomes, and the default) sets the
+channel to the value; ``add`` adds to what it holds. Credit is
 assigned again on events, turns and agents (``convert.credit.recredit``). Annotations recorded in
 ``annotations.jsonl`` beside the traces are applied by the writer to every later revision of their trace.
 """
@@ -17,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrace_semconv import REWARD_FAMILIES
+from orchestrace_semconv import OUTCOME_FAMILIES, REWARD_FAMILY_ALIASES
 
 from orchestrace_collector.convert.credit import check_strategy, recredit
 from orchestrace_collector.model import Trace, Turn
@@ -26,11 +29,18 @@ Mode = Literal["replace", "add"]
 MODES: tuple[Mode, ...] = ("replace", "add")
 
 
-def check_key(key: str) -> None:
-    """A late reward's key: ``family`` or ``family:name`` with a known family (ValueError otherwise)."""
-    family = key.split(":", 1)[0]
-    if family not in REWARD_FAMILIES:
-        raise ValueError(f"reward key {key!r}: the family must be one of {', '.join(REWARD_FAMILIES)}")
+def check_key(key: str) -> str:
+    """A late reward's key: ``family`` or ``family:name`` with a team-unit family, as written (ValueError
+    otherwise)."""
+    family, sep, name = key.partition(":")
+    family = REWARD_FAMILY_ALIASES.get(family, family)
+    if family not in OUTCOME_FAMILIES:
+        raise ValueError(
+            f"reward key {key!r}: a late reward is the team's, its family one of "
+            f"{', '.join((*OUTCOME_FAMILIES, *REWARD_FAMILY_ALIASES))}; rewards of an agent, tool or turn "
+            "are recorded with ot.reward(..., target=...)"
+        )
+    return family + sep + name
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class Annotation:
 
 def make_annotation(trace_id: str, key: str, value: float, mode: str, strategy: str,
                     revision: int = 0) -> Annotation:
-    check_key(key)
+    key = check_key(key)
     check_strategy(strategy)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")

@@ -79,6 +79,14 @@ MaxTraceOption = Annotated[
         min=0,
     ),
 ]
+OutcomeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--outcome",
+        help="The reward channel that is each episode's outcome (e.g. verifier:unit_tests); default: the "
+        "sum of its team-unit channels (team, verifier, hybrid).",
+    ),
+]
 RewardOption = Annotated[
     str | None,
     typer.Option(
@@ -468,9 +476,11 @@ of an output directory against its name (the sha256 of its bytes); exit 0 if all
 @app.command()
 def stats(
     out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
+    outcome: OutcomeOption = None,
 ) -> None:
     """Summarize a dataset: traces, events by type, topologies, rewards, costs, and the groups of rollouts
-    of each task (rollouts per task, reward spread within groups)."""
+    of each task (rollouts per task, outcome spread within groups)."""
+    from orchestrace_collector.outcome import OutcomeKeyError
     from orchestrace_collector.output import latest_traces, latest_turns
     from orchestrace_collector.stats import compute_stats, stats_tables
 
@@ -478,7 +488,11 @@ def stats(
         raise _fail(f"no such directory: {out}")
     traces = latest_traces([out])
     turns = sum(len(t) for t in latest_turns(out, traces).values()) if out.is_dir() else 0
-    for table in stats_tables(compute_stats(traces.values(), turns)):
+    try:
+        computed = compute_stats(traces.values(), turns, outcome)
+    except OutcomeKeyError as exc:
+        raise _fail(str(exc)) from None
+    for table in stats_tables(computed):
         console.print(table)
 
 
@@ -498,11 +512,14 @@ def export(
         typer.Option("--to", help="File to write (Parquet when it ends with .parquet, else JSON lines)."),
     ],
     min_reward: Annotated[
-        float | None, typer.Option("--min-reward", help="Keep rows rewarded at least this.")
+        float | None,
+        typer.Option("--min-reward", help="Keep rows of episodes whose outcome is at least this."),
     ] = None,
     max_reward: Annotated[
-        float | None, typer.Option("--max-reward", help="Keep rows rewarded at most this.")
+        float | None,
+        typer.Option("--max-reward", help="Keep rows of episodes whose outcome is at most this."),
     ] = None,
+    outcome: OutcomeOption = None,
     agent: Annotated[
         list[str] | None, typer.Option("--agent", help="Keep this agent's rows (repeatable).")
     ] = None,
@@ -521,11 +538,12 @@ def export(
         ),
     ] = False,
     pairs: Annotated[
-        bool, typer.Option("--pairs", help="trl: DPO pairs (best vs worst rollout of a task for one prompt).")
+        bool,
+        typer.Option("--pairs", help="trl: DPO pairs (matching turns of a task's best and worst rollouts)."),
     ] = False,
     labels: Annotated[
         bool,
-        typer.Option("--labels", help="trl: KTO labels (a turn's reward against its task group's mean)."),
+        typer.Option("--labels", help="trl: KTO labels (a rollout's outcome against its task group's mean)."),
     ] = False,
     tokenizer: Annotated[
         Path | None,
@@ -562,6 +580,7 @@ def export(
             filters=filters,
             trl_kind="dpo" if pairs else "kto" if labels else "sft",
             tokenizer=tokenizer,
+            outcome=outcome,
         )
     except ExportError as exc:
         raise _fail(str(exc)) from None
@@ -575,8 +594,8 @@ def annotate(
     family: Annotated[
         str,
         typer.Option(
-            help="Reward family: team, individual, role, process, tool, debate, "
-            "verifier, orchestration, hybrid."
+            help="Reward family, one of the team's: team (also shared, outcome), verifier, hybrid. They add "
+            "up to the episode's outcome."
         ),
     ],
     trace_id: Annotated[str | None, typer.Option("--trace-id", help="Trace to annotate.")] = None,
@@ -591,7 +610,7 @@ def annotate(
     credit: CreditOption = "causal",
 ) -> None:
     """Add a late team-unit reward (verifier, human feedback): writes a new revision of the trace."""
-    from orchestrace_semconv import REWARD_FAMILIES
+    from orchestrace_semconv import OUTCOME_FAMILIES, REWARD_FAMILY_ALIASES
 
     from orchestrace_collector.annotate import NoSuchTrace
     from orchestrace_collector.annotate import annotate as annotate_traces
@@ -599,8 +618,8 @@ def annotate(
 
     if (trace_id is None) == (task_id is None):
         raise _fail("give exactly one of --trace-id and --task-id")
-    if family not in REWARD_FAMILIES:
-        raise _fail(f"--family must be one of {', '.join(REWARD_FAMILIES)}")
+    if family not in OUTCOME_FAMILIES and family not in REWARD_FAMILY_ALIASES:
+        raise _fail(f"--family must be one of {', '.join((*OUTCOME_FAMILIES, *REWARD_FAMILY_ALIASES))}")
     if not out.is_dir():
         raise _fail(f"no such directory: {out}")
     try:

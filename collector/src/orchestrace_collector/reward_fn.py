@@ -3,8 +3,9 @@
 The function is given the assembled :class:`~orchestrace_collector.model.Trace` and returns either a mapping
 of rewards (``{"team": 1.0, "verifier:unit_tests": 0.5}``), or a new ``Trace`` that replaces it, or None
 (nothing to add). Each reward of the mapping is a team-unit channel set as ``orchestrace annotate`` sets one
-(``annotations.py``: the same keys, replace rule, and credit again with the run's strategy). A reward that is
-not a finite number or whose family is unknown is not applied: logged and counted in
+(``annotations.py``: the same keys, replace rule, and credit again with the run's strategy), part of the
+episode's outcome. A reward that is not a finite number or whose family is not a team-unit one is not
+applied: logged and counted in
 ``metrics.rejected_rewards``. A function that raises is logged and the trace is written without its rewards:
 a reward bug never loses data.
 """

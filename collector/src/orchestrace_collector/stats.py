@@ -1,8 +1,9 @@
 """``orchestrace stats``: a dataset summarized (last revision of each trace), as rich tables.
 
 Groups: the rollouts of one task (``task_id``), what group-relative methods (GRPO, RLOO) compare. A group's
-spread is that of its rollouts' team rewards; a group whose rollouts all got the same reward gives those
-methods no signal, so the count of such groups is shown.
+spread is that of its rollouts' outcomes (``orchestrace_collector.outcome``: the sum of the team-unit
+channels, or the channel ``--outcome`` names), the number the exports call ``episode_reward``; a group whose
+rollouts all got the same outcome gives those methods no signal, so the count of such groups is shown.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
+from orchestrace_collector.outcome import episode_outcome, outcome_key
+
 
 @dataclass
 class DatasetStats:
@@ -26,11 +29,15 @@ class DatasetStats:
     rewards: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     costs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     turns: int = 0
-    #: task id -> the team reward of each of its rollouts (None: not rewarded)
+    #: task id -> the outcome of each of its rollouts (None: not rewarded)
     groups: defaultdict[str, list[float | None]] = field(default_factory=lambda: defaultdict(list))
 
 
-def compute_stats(traces: Iterable[Mapping[str, Any]], turns: int = 0) -> DatasetStats:
+def compute_stats(
+    traces: Iterable[Mapping[str, Any]], turns: int = 0, outcome: str | None = None
+) -> DatasetStats:
+    """``outcome``: the reward channel that is each rollout's outcome (default: the outcome rule)."""
+    channel = outcome_key(outcome)
     stats = DatasetStats(turns=turns)
     for trace in traces:
         stats.traces += 1
@@ -46,8 +53,7 @@ def compute_stats(traces: Iterable[Mapping[str, Any]], turns: int = 0) -> Datase
             stats.rewards[key].append(float(value))
         for key, value in (trace.get("costs") or {}).items():
             stats.costs[key] += float(value)
-        team = (trace.get("rewards") or {}).get("team")
-        stats.groups[str(trace.get("task_id"))].append(float(team) if team is not None else None)
+        stats.groups[str(trace.get("task_id"))].append(episode_outcome(trace.get("rewards") or {}, channel))
     return stats
 
 
@@ -70,7 +76,7 @@ def group_tables(stats: DatasetStats, max_rows: int = 20) -> list[Table]:
         str(sum(spread is not None and spread[2] == spread[3] for spread in spreads.values())),
     )
 
-    per_task = Table(title=f"reward spread within groups (top {max_rows} tasks by rollouts)")
+    per_task = Table(title=f"outcome spread within groups (top {max_rows} tasks by rollouts)")
     for column in ("task", "rollouts", "rewarded", "mean", "std", "min", "max"):
         per_task.add_column(column, justify="left" if column == "task" else "right")
     for task in sorted(stats.groups, key=lambda t: (-len(stats.groups[t]), t))[:max_rows]:

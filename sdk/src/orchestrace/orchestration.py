@@ -171,17 +171,21 @@ def reward(value: float, *, name: str | None = None, family: str | None = None, 
     """A reward, as a GenAI ``gen_ai.evaluation.result`` event.
 
     ``unit`` says what it is credited to and ``family`` what kind it is (the table in
-    ``semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``; each defaults from the other, both to ``team``).
-    ``name`` keeps rewards of one family apart (the key is ``family:name``). ``target`` picks the unit's
-    instance: an agent name (the activation that last finished before this call), an agent id or
-    ``ot.current_agent()`` handle, a role, a tool name or call id, a model call's span id. A value that is not
-    a finite number, an unknown family or unit, or a call outside any episode is rejected: logged once per
-    reason, counted (``rejected_rewards()``, and ``metrics.rejected_rewards`` in the trace), never credited.
+    ``semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``; each defaults from the other, both to ``team``;
+    ``shared`` and ``outcome`` are other names of ``team``). The team-unit families (``team``, ``verifier``,
+    ``hybrid``) add up to the episode's outcome. ``name`` keeps rewards of one family apart (the key is
+    ``family:name``). ``target`` picks the unit's instance: an agent name (the activation that last finished
+    before this call), an agent id or ``ot.current_agent()`` handle, a role, a tool name or call id, a model
+    call's span id; with a target and neither family nor unit, the unit is the target's (an agent's reward,
+    never the team's). A value that is not a finite number, an unknown family or unit, or a call outside any
+    episode is rejected: logged once per reason, counted (``rejected_rewards()``, and
+    ``metrics.rejected_rewards`` in the trace), never credited.
     """
     span = _recording_span()
     if span is None:
         _reject("outside_episode", "ot.reward called outside any traced task or agent")
         return
+    family = sc.REWARD_FAMILY_ALIASES.get(family, family) if family is not None else None
     attributes: Attributes = {sc.GEN_AI_EVALUATION_NAME: name or family or "reward"}
     problem = _reward_problem(value, family, unit)
     if problem is not None:

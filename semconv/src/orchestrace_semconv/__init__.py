@@ -316,6 +316,12 @@ REWARD_FAMILY_UNIT: Final = {
     "hybrid": "team",
 }
 REWARD_FAMILIES: Final = tuple(REWARD_FAMILY_UNIT)
+#: The paper's other names of the team family ("shared team/outcome"): accepted wherever a family is, written
+#: as ``team``.
+REWARD_FAMILY_ALIASES: Final = {"shared": "team", "outcome": "team"}
+#: The families whose rewards are the episode's outcome: those credited to the whole team by default. The
+#: outcome (``episode_reward``) is the sum of the channels of these families.
+OUTCOME_FAMILIES: Final = tuple(family for family, unit in REWARD_FAMILY_UNIT.items() if unit == "team")
 REWARD_UNITS: Final = tuple(REWARD_UNIT_FAMILY)
 #: Why a reward was refused (the SDK logs each once and marks the event; the collector counts them).
 REWARD_REJECTIONS: Final = ("not_a_number", "not_finite", "unknown_family", "unknown_unit", "no_target",

@@ -2,10 +2,11 @@
 turns it is credited to.
 
 A reward has a *family* (what kind it is) and a *unit* (what it is credited to), from one vocabulary
-(``orchestrace.semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``): each defaults from the other; with
-neither, a reward recorded on a model-call span is a ``process`` reward of that turn, any other a ``team``
-reward. Its *channel* (its key in ``rewards``) is ``family``, or ``family:name`` when it has a name of its
-own (``gen_ai.evaluation.name`` other than the family).
+(``orchestrace.semconv.REWARD_UNIT_FAMILY`` / ``REWARD_FAMILY_UNIT``; ``shared`` and ``outcome`` are read as
+``team``): each defaults from the other; with neither, a reward with a target is of the target's unit (an
+agent, a role, a tool, a turn, an event: never the team's), one recorded on a model-call span a ``process``
+reward of that turn, any other a ``team`` reward. Its *channel* (its key in ``rewards``) is ``family``, or
+``family:name`` when it has a name of its own (``gen_ai.evaluation.name`` other than the family).
 
 **Repeated keys.** Within a channel, one value per unit instance: the last recorded wins (a team outcome
 recorded twice is one outcome; a verifier re-run replaces its score). Values for distinct instances add up
@@ -99,7 +100,15 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
         attrs = event.attributes
         family_raw, unit_raw = attrs.get(sc.ORCH_REWARD_FAMILY), attrs.get(sc.ORCH_REWARD_UNIT)
         unit = str(unit_raw) if unit_raw else None
-        family = str(family_raw) if family_raw else None
+        given = str(family_raw) if family_raw else None
+        family = sc.REWARD_FAMILY_ALIASES.get(given, given) if given else None
+        target_raw = attrs.get(sc.ORCH_REWARD_TARGET)
+        target = str(target_raw) if target_raw else None
+        if unit is None and family is None and target is not None:
+            unit = resolver.unit_of(target)  # None: the target matches nothing
+            if unit is None:
+                _reject(rejected, "no_target", attrs)
+                continue
         if unit is None:
             unit = (sc.REWARD_FAMILY_UNIT.get(family) if family else None) or (
                 "turn" if node.kind is Kind.MODEL and family is None else "team")
@@ -118,8 +127,6 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
             problem = "unknown_unit"
         else:
             problem = None
-        target_raw = attrs.get(sc.ORCH_REWARD_TARGET)
-        target = str(target_raw) if target_raw else None
         resolved = resolver.resolve(unit, target, node, event.time_ns) if problem is None else None
         if problem is None and resolved is None:
             problem = "no_target"
@@ -127,7 +134,8 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
             _reject(rejected, problem or "no_target", attrs)
             continue
         name = attrs.get(sc.GEN_AI_EVALUATION_NAME)
-        key = channel_key(family, str(name) if name and name != "reward" else None)
+        named = str(name) if name and name not in ("reward", given) else None
+        key = channel_key(family, named)
         instance, part = resolved
         part.value = value
         channel = channels.setdefault(key, Channel(key, unit))
@@ -176,6 +184,21 @@ class _Resolver:
             for ev in turn.events:
                 self.turn_of_event.setdefault(id(ev), i)
         self.by_agent_id = {inst.agent_id: inst for inst in actors.instances if inst.agent_id}
+
+    def unit_of(self, target: str) -> str | None:
+        """The unit of the first kind of instance ``target`` names: an agent (id, name or activation label),
+        a role, a tool (call id or name), a model call (span id), an event (span id)."""
+        if target in self.by_agent_id or target in self.actors.by_name or target in self.actors.by_label:
+            return "agent"
+        if any(inst.role == target for inst in self.actors.instances):
+            return "role"
+        if target in self.turn_by_span:
+            return "turn"
+        if target in self.events_set.tool_calls or any(
+                ev.type == "tool_result" and ev.node is not None and tool_name(ev.node.span) == target
+                for ev in self.events_set.events):
+            return "tool"
+        return "event" if target in self.events_set.closing else None
 
     def resolve(self, unit: str, target: str | None, node: Node, t_ns: int) -> tuple[str, Part] | None:
         if unit in TEAM_UNITS:

@@ -46,9 +46,12 @@ def export(
     filters: Filters | None = None,
     trl_kind: str = "sft",
     tokenizer: Path | None = None,
+    outcome: str | None = None,
 ) -> int:
     """Write ``fmt`` rows of the traces under ``paths`` to ``to``; returns the number of rows. The file is
-    Parquet for ``parquet``, and for the other formats when ``to`` ends with ``.parquet``; else JSON lines."""
+    Parquet for ``parquet``, and for the other formats when ``to`` ends with ``.parquet``; else JSON lines.
+    ``outcome``: the reward channel that is each episode's outcome (default: the sum of its team-unit
+    channels, see ``orchestrace_collector.outcome``)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if trl_kind not in TRL_KINDS:
@@ -58,7 +61,7 @@ def export(
     if tokenizer is not None and fmt != "tokens":
         raise ExportError("--tokenizer is a --format tokens option")
     filters = filters or Filters()
-    episodes = load_episodes(paths)
+    episodes = load_episodes(paths, outcome)
     file_format = "parquet" if fmt == "parquet" or to.suffix == ".parquet" else "jsonl"
     if fmt == "decisions":
         return write_rows(filters.apply(decision_rows(episodes)), DECISIONS, to, file_format)

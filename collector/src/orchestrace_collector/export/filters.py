@@ -1,4 +1,5 @@
-"""Row filters shared by every export format: by reward, agent or role, task, and flagged rows."""
+"""Row filters shared by every export format: by the episode's outcome, agent or role, task, and flagged
+rows."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class Filters:
     drop_flagged: bool = False
 
     def keep(self, row: Mapping[str, Any]) -> bool:
-        reward = row.get("reward")
+        # The outcome of the row's episode, never a turn's share of it (which shrinks with the turns).
+        reward = row.get("episode_reward")
         if self.min_reward is not None and (reward is None or reward < self.min_reward):
             return False  # a reward filter asks for rewarded rows
         if self.max_reward is not None and (reward is None or reward > self.max_reward):

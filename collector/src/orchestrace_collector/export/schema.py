@@ -47,6 +47,7 @@ _FILTERED = [
     ("agent", pa.string()),
     ("role", pa.string()),
     ("reward", pa.float64()),
+    ("episode_reward", pa.float64()),
     ("flags", STRINGS),
 ]
 
@@ -58,7 +59,6 @@ TURNS = pa.schema(
         ("activation", pa.int64()),
         ("agent_id", pa.string()),
         ("credit", pa.list_(pa.struct([("channel", pa.string()), ("share", pa.float64())]))),
-        ("episode_reward", pa.float64()),
         ("episode_rewards", KEY_VALUES),
         ("t", pa.float64()),
         ("t_end", pa.float64()),
@@ -103,6 +103,7 @@ TRL_DPO = pa.schema(
         ("rejected_trace_id", pa.string()),
         ("chosen_turn_id", pa.string()),
         ("rejected_turn_id", pa.string()),
+        ("matched_by", pa.string()),
     ]
 )
 TRL_KTO = pa.schema(
@@ -132,7 +133,6 @@ TOKENS = pa.schema(
         ("turn_ends", INTS),
         ("turn_rewards", FLOATS),
         ("token_source", pa.string()),
-        ("episode_reward", pa.float64()),
     ]
 )
 
@@ -155,7 +155,6 @@ DECISIONS = pa.schema(
         ("context_event_ids", STRINGS),
         ("context_refs", STRINGS),
         ("recorded_reward", pa.float64()),
-        ("episode_reward", pa.float64()),
         ("episode_rewards", KEY_VALUES),
         ("task_success", pa.float64()),
     ]

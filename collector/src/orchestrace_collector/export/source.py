@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrace_collector.outcome import OutcomeKeyError, episode_outcome, outcome_key
 from orchestrace_collector.output import latest_traces, latest_turns
 
 #: Reward keys the credit strategy derives from the team reward (not outcomes of the episode).
@@ -29,6 +30,7 @@ class Episode:
     trace: dict[str, Any]
     turns: list[dict[str, Any]]
     roles: dict[str, str] = field(default_factory=dict)  # agent label -> role, from the trace's events
+    outcome_key: str | None = None  # ``--outcome KEY``: the channel that is the outcome (None: the rule)
 
     @property
     def trace_id(self) -> str:
@@ -54,8 +56,8 @@ class Episode:
         return [e for e in self.trace.get("events") or [] if isinstance(e, dict)]
 
     def outcome(self) -> float | None:
-        """The episode's team reward (what credit splits), when it has one."""
-        return _number((self.trace.get("rewards") or {}).get("team"))
+        """The episode's outcome (``orchestrace_collector.outcome``), when it has one."""
+        return episode_outcome(self.trace.get("rewards") or {}, self.outcome_key)
 
     def outcome_rewards(self) -> list[dict[str, Any]]:
         """Every recorded reward of the episode (``team``, ``verifier:...``), not the derived credit keys."""
@@ -67,11 +69,16 @@ class Episode:
         ]
 
 
-def load_episodes(paths: Sequence[Path]) -> list[Episode]:
-    """The latest revision of every trace under ``paths`` (output directories), sorted by task then trace."""
+def load_episodes(paths: Sequence[Path], outcome: str | None = None) -> list[Episode]:
+    """The latest revision of every trace under ``paths`` (output directories), sorted by task then trace;
+    ``outcome``: the reward channel that is each episode's outcome (default: the outcome rule)."""
     missing = [str(p) for p in paths if not p.is_dir()]
     if missing:
         raise ExportError(f"not an output directory: {', '.join(missing)}")
+    try:
+        key = outcome_key(outcome)
+    except OutcomeKeyError as exc:
+        raise ExportError(str(exc)) from None
     traces = latest_traces(paths)
     turns = latest_turns(paths, traces)
     episodes = []
@@ -79,7 +86,7 @@ def load_episodes(paths: Sequence[Path]) -> list[Episode]:
         ordered = sorted(
             turns.get(trace_id, []), key=lambda t: (_number(t.get("t")) or 0.0, str(t.get("turn_id")))
         )
-        episodes.append(Episode(trace, ordered, _roles(trace)))
+        episodes.append(Episode(trace, ordered, _roles(trace), key))
     episodes.sort(key=lambda e: (e.task_id, e.trace_id))
     return episodes
 
