@@ -8,12 +8,21 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
 import httpx
+import psutil
 import pytest
-from collector_fixtures import encode_protobuf, free_port, record_run, start_collector, validate_trace_dir
+from collector_fixtures import (
+    RunningCollector,
+    encode_protobuf,
+    free_port,
+    record_run,
+    start_collector,
+    validate_trace_dir,
+)
 from fault_support import PeakRss, Sent, record_fault
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -302,3 +311,49 @@ def test_token_file_forms_and_their_errors(tmp_path: Path) -> None:
     result = _cli("collect", "--out", out, "--token-file", str(tokens), "--annotator", "zed")
     assert result.returncode != 0 and "--annotator 'zed' is no sender of --token-file" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _open_connections(collector: RunningCollector) -> int:
+    """The collector's connections on its HTTP port (as the collector's own process sees them)."""
+    return sum(1 for conn in psutil.Process(collector.process.pid).net_connections()
+               if conn.laddr and conn.laddr.port == collector.port and conn.status != psutil.CONN_LISTEN)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_a_stalled_body_or_header_is_closed_at_its_timeout(tmp_path: Path, tls: bool) -> None:
+    """A client that stops half way through its request body gets 408 and the collector drops the
+    connection at ``--body-timeout`` (over TLS too, where a close used to wait 30 s for the client's
+    close_notify); one that stops half way through its headers is dropped at ``--header-timeout``."""
+    cert, key = _self_signed(tmp_path)
+    tls_args = ("--tls-cert", str(cert), "--tls-key", str(key)) if tls else ()
+    collector = start_collector(tmp_path / "out", "--body-timeout", "1", "--header-timeout", "2", *tls_args,
+                                tls_ca=cert if tls else None)
+    context = ssl.create_default_context(cafile=str(cert))
+
+    def connect() -> socket.socket:
+        raw = socket.create_connection(("127.0.0.1", collector.port))
+        return context.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw
+
+    try:
+        stalled_body, stalled_header = connect(), connect()
+        stalled_body.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             b"Content-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n12345")
+        stalled_header.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        started = time.monotonic()
+        time.sleep(0.5)
+        assert _open_connections(collector) == 2
+        stalled_body.settimeout(5)
+        assert stalled_body.recv(1000).startswith(b"HTTP/1.1 408 ")
+        while _open_connections(collector) == 2 and time.monotonic() - started < 10:
+            time.sleep(0.05)
+        body_closed = time.monotonic() - started
+        while _open_connections(collector) == 1 and time.monotonic() - started < 10:
+            time.sleep(0.05)
+        header_closed = time.monotonic() - started
+        assert _open_connections(collector) == 0
+        assert 0.9 < body_closed < 1.8, f"stalled body closed after {body_closed:.1f} s"
+        assert 1.9 < header_closed < 3.0, f"stalled header closed after {header_closed:.1f} s"
+        stalled_body.close()
+        stalled_header.close()
+    finally:
+        assert collector.stop() == 0

@@ -5,7 +5,7 @@ that connects and sends nothing, or half of its headers, or that opens thousands
 process's descriptor limit that stops every other client. :class:`_GuardedH11` adds a header timeout (a
 connection whose request headers are not complete within ``header_timeout_s`` of connecting, or of its last
 response, is closed) and a connection limit (a connection beyond ``max_connections`` is closed at once). The
-body timeout is the app's (``receiver_http``: 408).
+body timeout is the app's (``receiver_http``: 408); the connection is then dropped at once, TLS or not.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -82,6 +83,10 @@ class _GuardedH11(H11Protocol):
         self._arm()
 
     def on_response_complete(self) -> None:
+        if self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+            # Answered before the request's body arrived (its body timeout): over TLS a close waits up to
+            # 30 s for the peer's close_notify, which a stalled client never sends, so drop it at once.
+            self.transport.abort()
         super().on_response_complete()
         self._arm()
 
@@ -98,4 +103,4 @@ class _GuardedH11(H11Protocol):
     def _check_headers(self, cycle_then: object) -> None:
         # No request begun since the timer was armed (a new cycle starts once its headers are complete).
         if self.cycle is cycle_then and not self.transport.is_closing():
-            self.transport.close()
+            self.transport.abort()  # nothing to say to it: no graceful (TLS) close to wait for

@@ -1,7 +1,8 @@
 """OTLP/gRPC receiver: the ``TraceService/Export`` method on ``--grpc-port`` (grpcio, gzip handled by grpc).
 
 Same path as OTLP/HTTP (``ingest.py``), with the status codes the OTLP spec gives: invalid spans are reported
-in ``partial_success``; a malformed message is ``INVALID_ARGUMENT`` (grpc itself rejects undecodable bytes);
+in ``partial_success``; a malformed message is ``INVALID_ARGUMENT`` (the method takes raw bytes and decodes
+them itself: grpc's own deserializer would answer ``INTERNAL``);
 an oversized one ``RESOURCE_EXHAUSTED`` (grpc's receive limit, without retry info: never retried); a
 collector under pressure or whose storage fails answers ``UNAVAILABLE`` with a ``RetryInfo`` delay, which
 exporters retry after that delay; a missing or wrong bearer token is ``UNAUTHENTICATED``, spans of an episode
@@ -16,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import DecodeError
 from google.rpc.error_details_pb2 import RetryInfo
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceRequest,
@@ -33,23 +34,36 @@ log = logging.getLogger(__name__)
 _RETRY_INFO = RetryInfo(retry_delay=Duration(seconds=RETRY_AFTER_S)).SerializeToString()
 
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class _TraceService:
+    """``TraceService/Export`` on the request's bytes as received."""
+
     def __init__(self, ingest: Ingest, credentials: Credentials | None) -> None:
         self.ingest = ingest
         self.credentials = credentials
 
-    def Export(
-        self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
-    ) -> ExportTraceServiceResponse:
+    def handler(self) -> grpc.GenericRpcHandler:
+        export = grpc.unary_unary_rpc_method_handler(
+            self.export, response_serializer=ExportTraceServiceResponse.SerializeToString
+        )
+        return grpc.method_handlers_generic_handler(_SERVICE, {"Export": export})
+
+    def export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         sender = None
         if self.credentials is not None:
             metadata = dict(context.invocation_metadata())
             sender = self.credentials.sender(str(metadata.get("authorization", "")))
             if sender is None:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        forwarded = request.SerializeToString() if self.ingest.forwarder is not None else None
         try:
-            accepted = self.ingest.submit(request, sender=sender)
+            request = ExportTraceServiceRequest.FromString(body)
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not an ExportTraceServiceRequest: {exc}")
+        forwarded = body if self.ingest.forwarder is not None else None
+        try:
+            accepted = self.ingest.submit(request, body, sender=sender)  # its bytes reused for the log
             self.ingest.wal.sync(accepted.seq)
         except Forbidden as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
@@ -98,7 +112,7 @@ def start_grpc_server(
         ],
         maximum_concurrent_rpcs=workers * 8,  # beyond this grpc answers RESOURCE_EXHAUSTED itself
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(ingest, credentials), server)
+    server.add_generic_rpc_handlers((_TraceService(ingest, credentials).handler(),))
     address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     try:
         if tls is not None:

@@ -58,10 +58,6 @@ class _TooLarge(Exception):
     pass
 
 
-class _BodyTimeout(Exception):
-    pass
-
-
 def create_app(
     ingest: Ingest,
     *,
