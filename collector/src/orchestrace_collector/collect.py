@@ -237,6 +237,11 @@ def run_collector(options: CollectorOptions) -> None:
                 if ingest.owners is not None and ingest.owners.refused_spans
                 else ""
             )
+            + (
+                f", {ingest.too_large_requests} requests refused as too large (413)"
+                if ingest.too_large_requests
+                else ""
+            )
             + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
             + (
                 f", {ingest.batches_left} batches left in the write-ahead log for the next start"

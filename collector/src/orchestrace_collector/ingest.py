@@ -109,6 +109,9 @@ class Ingest:
         self.batches_left = 0  # batches not assembled at shutdown (they stay in the WAL)
         self.accepted_spans = 0
         self.rejected_spans = 0
+        #: Requests refused unread as larger than the body limit (HTTP 413): their spans are lost unless the
+        #: sender splits them (the orchestrace SDK does).
+        self.too_large_requests = 0
 
     def start(self) -> None:
         self._thread.start()

@@ -115,6 +115,13 @@ def create_app(
         except Forbidden as exc:
             return _status(media, 403, str(exc))
         except _TooLarge:
+            ingest.too_large_requests += 1
+            if ingest.too_large_requests == 1:
+                log.warning(
+                    "orchestrace: refused a request larger than %d bytes (413); its spans are lost unless "
+                    "the sender splits it (counted on the stop line)",
+                    max_body_bytes,
+                )
             return _status(media, 413, f"payload larger than {max_body_bytes} bytes")
         except PayloadError as exc:
             return _status(media, 400, str(exc))

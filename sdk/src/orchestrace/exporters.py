@@ -3,6 +3,11 @@
 Names: ``otlp`` (OTLP http/protobuf, or gRPC when ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``), ``otlp-grpc``,
 ``jaeger`` (OTLP gRPC to a local Jaeger, ``localhost:4317``), ``console``, ``memory``, ``file:PATH``,
 ``none``.
+
+The OTLP exporters never lose spans to a size limit: a batch whose request is larger than
+``ORCHESTRACE_OTLP_MAX_REQUEST_BYTES`` (default 8 MiB, under the orchestrace collector's 16 MiB body
+limit), or that the receiver refuses as too large (HTTP 413), is split in halves and each half sent; only
+a single span that is too large alone is dropped, logged once and counted (``dropped_spans``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from orchestrace.failsafe import log_once, logger
 
 JAEGER_OTLP_GRPC_ENDPOINT = "http://localhost:4317"
+ENV_MAX_REQUEST_BYTES = "ORCHESTRACE_OTLP_MAX_REQUEST_BYTES"
+#: Largest OTLP request sent (serialized, before compression) unless ``ORCHESTRACE_OTLP_MAX_REQUEST_BYTES``
+#: says otherwise: half the orchestrace collector's default body limit (16 MiB).
+DEFAULT_MAX_REQUEST_BYTES = 8 << 20
+_TOO_LARGE = 413
 #: OTLP export timeout (seconds) unless ``OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT`` says otherwise: shorter than
 #: OTel's 10 s so that a flush or exit with the endpoint down (retries until the timeout) stays short.
 DEFAULT_OTLP_TIMEOUT_S = 5.0
@@ -84,13 +94,126 @@ def _timeout() -> float | None:
     return None if configured else DEFAULT_OTLP_TIMEOUT_S
 
 
+def max_request_bytes() -> int:
+    """The largest OTLP request the exporters send (see the module docstring)."""
+    raw = os.environ.get(ENV_MAX_REQUEST_BYTES, "").strip()
+    try:
+        return max(1, int(raw)) if raw else DEFAULT_MAX_REQUEST_BYTES
+    except ValueError:
+        logger.warning("orchestrace: ignoring %s=%r (not an integer)", ENV_MAX_REQUEST_BYTES, raw)
+        return DEFAULT_MAX_REQUEST_BYTES
+
+
+class _Dropped:
+    """Spans an exporter dropped because each alone was larger than a request may be: logged once, counted."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, span: ReadableSpan, size: int, why: str) -> None:
+        with self._lock:
+            self.count += 1
+            first = self.count == 1
+        if first:
+            logger.error("orchestrace: dropped span %r: %d bytes alone, %s (further ones are counted, not "
+                         "logged)", span.name, size, why)
+
+
+def _halves(spans: Sequence[ReadableSpan]) -> tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]:
+    return spans[: len(spans) // 2], spans[len(spans) // 2 :]
+
+
 def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    class SplittingHttpExporter(OTLPSpanExporter):
+        """OTLP/HTTP that splits a batch too large to send (see the module docstring); ``dropped_spans``."""
+
+        def __init__(self, **options: Any) -> None:
+            limit = max_request_bytes()
+            super().__init__(max_request_size=limit, **options)
+            self._limit = limit
+            self._dropped = _Dropped()
+
+        @property
+        def dropped_spans(self) -> int:
+            return self._dropped.count
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            if self._shutdown:
+                return SpanExportResult.FAILURE
+            return self._send(spans)
+
+        def _send(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            try:
+                data = encode_spans(spans).SerializePartialToString()
+            except Exception as exc:
+                log_once("exporters.SplittingHttpExporter.export", exc)
+                return SpanExportResult.FAILURE
+            size = len(data)
+            if size <= self._limit:
+                result = self._client.export(data)
+                del data  # not held while the halves are sent
+                if result.success:
+                    return SpanExportResult.SUCCESS
+                if result.status_code != _TOO_LARGE:
+                    return SpanExportResult.FAILURE
+            else:
+                del data
+            if len(spans) == 1:
+                why = (f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
+                       if size > self._limit else "refused as too large by the receiver (413)")
+                self._dropped.add(spans[0], size, why)
+                return SpanExportResult.FAILURE
+            first, second = _halves(spans)
+            ok = self._send(first) == SpanExportResult.SUCCESS
+            return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
+                else SpanExportResult.FAILURE
 
     if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
         endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
     # headers=None: the exporter reads OTEL_EXPORTER_OTLP[_TRACES]_HEADERS itself.
-    return OTLPSpanExporter(endpoint=endpoint, timeout=_timeout(), headers=dict(headers) if headers else None)
+    return SplittingHttpExporter(endpoint=endpoint, timeout=_timeout(),
+                                 headers=dict(headers) if headers else None)
+
+
+class SizeLimitedExporter(SpanExporter):
+    """Sends ``inner`` batches no larger than ``limit`` serialized bytes, halving a larger one; a single span
+    larger alone is dropped, logged once and counted (``dropped_spans``). For exporters that cannot tell a
+    request refused for its size (gRPC retries ``RESOURCE_EXHAUSTED`` until its timeout)."""
+
+    def __init__(self, inner: SpanExporter, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+        self._dropped = _Dropped()
+
+    @property
+    def dropped_spans(self) -> int:
+        return self._dropped.count
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            size = encode_spans(spans).ByteSize()
+        except Exception as exc:
+            log_once("exporters.SizeLimitedExporter.export", exc)
+            return SpanExportResult.FAILURE
+        if size <= self.limit:
+            return self.inner.export(spans)
+        if len(spans) == 1:
+            why = f"over the {self.limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
+            self._dropped.add(spans[0], size, why)
+            return SpanExportResult.FAILURE
+        first, second = _halves(spans)
+        ok = self.export(first) == SpanExportResult.SUCCESS
+        return SpanExportResult.SUCCESS if self.export(second) == SpanExportResult.SUCCESS and ok \
+            else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
@@ -99,7 +222,8 @@ def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
 
     # gRPC metadata keys must be lowercase.
     metadata = {key.lower(): value for key, value in headers.items()} if headers else None
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout(), headers=metadata)
+    return SizeLimitedExporter(OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout(),
+                                                headers=metadata), max_request_bytes())
 
 
 def _otlp_protocol() -> str:

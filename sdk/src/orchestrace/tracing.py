@@ -134,6 +134,12 @@ class TracingHandle(Telemetry):
         """Spans the ``memory`` exporter holds (empty without one)."""
         return tuple(self.memory_exporter.get_finished_spans()) if self.memory_exporter else ()
 
+    @property
+    def dropped_spans(self) -> int:
+        """Spans the installed exporters dropped because each alone was larger than a request may be (see
+        :mod:`orchestrace.exporters`; logged once)."""
+        return sum(int(getattr(exporter, "dropped_spans", 0)) for exporter in self._processors._exporters)
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export every finished span now. Never raises; ``False`` when something did not flush."""
         return self._processors.force_flush(timeout_millis)
