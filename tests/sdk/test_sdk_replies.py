@@ -173,7 +173,7 @@ def test_abandoned_stream_records_what_arrived(tmp_path: Path) -> None:
 
     (turn,) = record_turns(tmp_path, consume_two)
     assert turn["completion"] == [{"role": "assistant", "content": "Let me check."}]
-    assert "finish_reason" not in turn or turn["finish_reason"] == "stop"
+    assert turn["completion_incomplete"] is True and "finish_reason" not in turn
 
 
 # --- OpenAI Responses API ----------------------------------------------------------------------------------

@@ -533,8 +533,8 @@ def export(
         bool,
         typer.Option(
             "--drop-flagged",
-            help="Drop rows flagged truncated, prompt_incomplete, error, incomplete (trace) or "
-            "rejected_rewards.",
+            help="Drop rows flagged truncated, prompt_incomplete, completion_incomplete (a reply stream left "
+            "before its end), error, incomplete (trace) or rejected_rewards.",
         ),
     ] = False,
     pairs: Annotated[

@@ -218,3 +218,11 @@ class Turn(BaseModel):
     response_model: str | None = None
     #: Why the model stopped: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or another word.
     finish_reason: str | None = None
+    #: The parts of ``input_tokens`` read from the provider's prompt cache and written to it
+    #: (``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens``).
+    #: ``input_tokens`` is the whole prompt for every provider, these included.
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    #: The reply stream ended before the reply did (its reader stopped, or it failed midway): ``completion``
+    #: is cut and ``finish_reason`` is what the model had said by then. Exports flag such turns.
+    completion_incomplete: bool | None = None

@@ -21,6 +21,7 @@ from opentelemetry.context import Context
 
 from orchestrace.arguments import CallArguments
 from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
+from orchestrace.replies.returned import traced
 
 F = TypeVar("F", bound=Callable[..., Any])
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -41,7 +42,10 @@ def decorated_spec(candidates: Iterable[Any], kind: type[S]) -> S | None:
     return None
 
 
-def _call(spec: Spec) -> Wrapper:
+def _call(spec: Spec, streams: bool = False) -> Wrapper:
+    """``streams``: a model call, whose result may be a stream for its caller to read
+    (``replies.returned``)."""
+
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
         started = spec.start(args, kwargs)
@@ -53,13 +57,15 @@ def _call(spec: Spec) -> Wrapper:
         except BaseException as exc:
             invocation.fail(exc, token)
             raise
+        if streams:
+            return traced(invocation, result, token)
         invocation.stop(result, token)
         return result
 
     return wrapper
 
 
-def _coroutine(spec: Spec) -> Wrapper:
+def _coroutine(spec: Spec, streams: bool = False) -> Wrapper:
     async def run(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Started when awaited, so the parent is the awaiting task's context (asyncio.gather, TaskGroup).
         started = spec.start(args, kwargs)
@@ -71,6 +77,8 @@ def _coroutine(spec: Spec) -> Wrapper:
         except BaseException as exc:
             invocation.fail(exc, token)
             raise
+        if streams:
+            return traced(invocation, result, token)
         invocation.stop(result, token)
         return result
 
@@ -187,11 +195,11 @@ def instrument(func: F, spec: Spec) -> F:
     if inspect.isasyncgenfunction(target):
         wrapper = _async_generator(spec)
     elif inspect.iscoroutinefunction(target):
-        wrapper = _coroutine(spec)
+        wrapper = _coroutine(spec, isinstance(spec, LlmSpec))
     elif inspect.isgeneratorfunction(target):
         wrapper = _generator(spec)
     else:
-        wrapper = _call(spec)
+        wrapper = _call(spec, isinstance(spec, LlmSpec))
     return cast(F, wrapt.decorator(wrapper)(func))
 
 
@@ -264,9 +272,10 @@ def llm(model: Any = None, *, provider: str | None = None, messages: str | None 
     ``messages`` (this decorator's argument), else ``messages`` / ``prompt`` / ``input`` / ``contents``, else
     the first; sampling parameters and tools among the other arguments are recorded (see
     :mod:`orchestrace.arguments`). The reply may be any common client library's (see
-    :mod:`orchestrace.replies`), or a stream of its chunks when the function is a generator: usage, response
-    model and id and finish reason are read from it (usage may also be set with ``ot.set_usage``); with
-    content capture on, the messages are recorded in the GenAI shape.
+    :mod:`orchestrace.replies`), or a stream of its chunks: yielded (a generator) or returned for the caller
+    to read (see :mod:`orchestrace.replies.returned`; a stream left before its end is flagged incomplete).
+    Usage, response model and id and finish reason are read from it (usage may also be set with
+    ``ot.set_usage``); with content capture on, the messages are recorded in the GenAI shape.
     """
 
     def decorate(func: F) -> F:

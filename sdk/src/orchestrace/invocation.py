@@ -38,7 +38,7 @@ from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import Message, capture_messages, input_messages, output_messages
 from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
 from orchestrace.telemetry import DEFAULT, TELEMETRY_KEY, Telemetry
-from orchestrace.usage import Usage, extract_usage, response_model
+from orchestrace.usage import Usage, extract_usage, response_model, usage_attributes
 
 if TYPE_CHECKING:
     from orchestrace.events import Events
@@ -72,8 +72,8 @@ class Invocation:
     token of :meth:`resume` too.
     """
 
-    __slots__ = ("capture", "context", "explicit_usage", "prompt_chain", "span", "spec", "stream",
-                 "telemetry", "yielded")
+    __slots__ = ("capture", "context", "ended_early", "explicit_usage", "prompt_chain", "span", "spec",
+                 "stream", "telemetry", "yielded")
 
     def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry,
                  capture: CaptureConfig | None = None) -> None:
@@ -91,6 +91,8 @@ class Invocation:
         self.yielded: list[Any] | None = None
         #: A model call's prompt as running digests (``history.chain``), remembered with its completion.
         self.prompt_chain: list[str] | None = None
+        #: Ended before its end: closed, abandoned, or failed midway (a stream's reply is then cut).
+        self.ended_early = False
 
     @property
     def events(self) -> Events:
@@ -167,13 +169,17 @@ class Invocation:
             log_once("orchestrace.invocation.Invocation.stop", exc)
 
     @failsafe(default=None)
-    def fail(self, exc: BaseException, token: object = None) -> None:
+    def fail(self, exc: BaseException, token: object = None, result: Any = None) -> None:
         """The invocation raised ``exc`` (the caller re-raises it, unchanged): recorded by
-        :func:`orchestrace.errors.record_error`."""
+        :func:`orchestrace.errors.record_error`. A model call's stream that failed midway keeps what it
+        streamed (or ``result``: what a stream object accumulated) as its cut reply."""
         try:
             _detach(token)
             if self.span.is_recording():
                 record_error(self.span, exc)
+                if result is not None or self.stream is not None:
+                    self.ended_early = True
+                    self.spec.record_result(self, result)
         finally:
             self.span.end()  # even when the exception's __str__ is broken
 
@@ -190,13 +196,16 @@ class Invocation:
             self.span.end()
 
     @failsafe(default=None)
-    def close(self, token: object = None) -> None:
+    def close(self, token: object = None, result: Any = None) -> None:
         """Abandoned before it finished (a generator closed or collected, a stream its reader left): no
-        status; what a generator yielded so far is its result."""
+        status; what a generator yielded so far (or ``result``: what a stream object accumulated) is its
+        result, a model call's reply marked incomplete unless it had said why it stopped."""
         try:
             _detach(token)
-            if self.span.is_recording() and (self.stream is not None or self.yielded is not None):
-                self.spec.record_result(self, None)
+            self.ended_early = True
+            if self.span.is_recording() and (result is not None or self.stream is not None
+                                             or self.yielded is not None):
+                self.spec.record_result(self, result)
         finally:
             self.span.end()
 
@@ -457,10 +466,7 @@ class StepSpec(Spec):
 
 
 def set_usage_on(span: Span, usage: Usage) -> None:
-    if usage.input_tokens is not None:
-        span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
-    if usage.output_tokens is not None:
-        span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+    span.set_attributes(usage_attributes(usage))
 
 
 class LlmSpec(Spec):
@@ -539,6 +545,8 @@ class LlmSpec(Spec):
             span.set_attribute(sc.ORCH_OUTPUT_REF, ref or content_ref(result))
         else:
             return
+        if invocation.ended_early and reply is not None and reply.finish_reason is None:
+            span.set_attribute(sc.ORCH_COMPLETION_INCOMPLETE, True)  # left before the model said it was done
         # A result of no known reply shape (the user's own dict or object) may still state usage and model.
         stated = reply or Reply(usage=extract_usage(result), response_model=response_model(result))
         span.set_attributes(reply_attributes(stated, capture_config.capture_content,
@@ -556,11 +564,17 @@ class LlmSpec(Spec):
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""
+        self.stream_of(invocation).add(item)
+
+    @staticmethod
+    def stream_of(invocation: Invocation) -> ReplyStream:
+        """The reply ``invocation`` streams (begun when its first chunk arrives, or when a stream is
+        returned: one closed unread is an empty, incomplete reply)."""
         if invocation.stream is None:
             capture_config = invocation.capture
             limit = capture_config.max_content_bytes if capture_config.capture_content else 0
             invocation.stream = ReplyStream(limit)
-        invocation.stream.add(item)
+        return invocation.stream
 
 
 #: The prompts and completions exported by model calls of ``LlmSpec`` (``@ot.llm``, ``start_model_call``).

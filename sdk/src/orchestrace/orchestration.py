@@ -203,8 +203,11 @@ def reward(value: float, *, name: str | None = None, family: str | None = None, 
 
 
 @failsafe(default=None)
-def set_usage(input_tokens: int | None = None, output_tokens: int | None = None) -> None:
-    """Token usage of the current ``@ot.llm`` call (wins over what its result says)."""
+def set_usage(input_tokens: int | None = None, output_tokens: int | None = None, *,
+              cache_read_input_tokens: int | None = None, cache_creation_input_tokens: int | None = None,
+              ) -> None:
+    """Token usage of the current ``@ot.llm`` call (wins over what its result says). ``input_tokens`` is the
+    whole prompt; the cached counts are the parts of it read from and written to the prompt cache."""
     invocation = otel_context.get_value(MODEL_CALL_KEY)
     if isinstance(invocation, Invocation):
         invocation.explicit_usage = True
@@ -212,7 +215,8 @@ def set_usage(input_tokens: int | None = None, output_tokens: int | None = None)
     else:
         span = _recording_span()
     if span is not None:
-        set_usage_on(span, Usage(input_tokens, output_tokens))
+        set_usage_on(span, Usage(input_tokens, output_tokens, cache_read_input_tokens,
+                                 cache_creation_input_tokens))
 
 
 # --- aggregate ----------------------------------------------------------------------------------------------

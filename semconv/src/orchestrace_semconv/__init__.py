@@ -228,6 +228,9 @@ ORCH_REQUEST_PREFIX: Final = "orchestrace.request."
 ORCH_PROMPT_TOKEN_IDS: Final = "orchestrace.prompt.token_ids"
 ORCH_COMPLETION_TOKEN_IDS: Final = "orchestrace.completion.token_ids"
 ORCH_COMPLETION_LOGPROBS: Final = "orchestrace.completion.logprobs"
+#: True on a model call whose reply stream ended before the reply did (its reader stopped, or it failed
+#: midway): the completion recorded is cut.
+ORCH_COMPLETION_INCOMPLETE: Final = "orchestrace.completion.incomplete"
 ORCH_TOOL_TRUSTED: Final = "orchestrace.tool.trusted"
 #: Message history stored once: span id (16 hex) of an earlier model call whose prompt + completion starts
 #: this call's prompt; the call then carries only the remaining messages. The full prompt is

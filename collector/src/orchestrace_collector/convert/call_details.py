@@ -1,7 +1,9 @@
 """What a turn keeps of a model call besides its messages: the tools offered, the sampling parameters, the
-response's id / model / finish reason, token ids and logprobs, and what the size limit cut.
+response's id / model / finish reason, token ids and logprobs, the cached parts of the prompt's tokens, what
+the size limit cut, and whether the reply stream was left before its end.
 
-Read from the GenAI attributes (``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``) and
+Read from the GenAI attributes (``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``,
+``gen_ai.usage.cache_*``) and
 orchestrace's own (``orchestrace.request.*``, ``orchestrace.prompt.token_ids``, ``orchestrace.completion.*``,
 ``orchestrace.content.*_cut_bytes``), so any instrumentation that sets them gets them on its turns.
 """
@@ -9,6 +11,7 @@ orchestrace's own (``orchestrace.request.*``, ``orchestrace.prompt.token_ids``, 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orchestrace_semconv as sc
@@ -25,6 +28,7 @@ _KEYS = frozenset({
     sc.GEN_AI_TOOL_DEFINITIONS, sc.ORCH_INPUT_CUT_BYTES, sc.ORCH_OUTPUT_CUT_BYTES,
     sc.ORCH_PROMPT_TOKEN_IDS, sc.ORCH_COMPLETION_TOKEN_IDS, sc.ORCH_COMPLETION_LOGPROBS,
     sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_RESPONSE_FINISH_REASONS, *FINISH_REASON_KEYS,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, *sc.CACHE_WRITE_INPUT_TOKENS_NAMES, sc.ORCH_COMPLETION_INCOMPLETE,
 })
 
 
@@ -33,6 +37,7 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
     params = request(attrs)
     if _KEYS.isdisjoint(attrs):
         return {"request": params} if params is not None else None
+    incomplete = attrs.get(sc.ORCH_COMPLETION_INCOMPLETE) is True
     found = {
         "tools": tools(attrs),
         "truncated": truncated(attrs),
@@ -42,7 +47,11 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
         "request": params,
         "response_id": text(attrs, sc.GEN_AI_RESPONSE_ID),
         "response_model": text(attrs, sc.GEN_AI_RESPONSE_MODEL),
-        "finish_reason": finish_reason(attrs),
+        # A cut reply's output message says "stop" (the GenAI shape needs a word): the model's own word only.
+        "finish_reason": explicit_finish_reason(attrs) if incomplete else finish_reason(attrs),
+        "cache_read_input_tokens": count(attrs, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        "cache_creation_input_tokens": first(count(attrs, key) for key in sc.CACHE_WRITE_INPUT_TOKENS_NAMES),
+        "completion_incomplete": True if incomplete else None,
     }
     return {key: value for key, value in found.items() if value is not None} or None
 
@@ -69,6 +78,16 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def count(attrs: Attributes, key: str) -> int | None:
+    """A token count attribute (``None`` when absent or no count)."""
+    value = attrs.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def first(values: Iterable[int | None]) -> int | None:
+    return next((value for value in values if value is not None), None)
+
+
 def numbers(attrs: Attributes, key: str, kind: type) -> list[Any] | None:
     """An int or float array attribute as a list (``None`` when absent or of another type)."""
     value = attrs.get(key)
@@ -92,12 +111,16 @@ def request(attrs: Attributes) -> dict[str, Any] | None:
 
 
 def finish_reason(attrs: Attributes) -> str | None:
+    return explicit_finish_reason(attrs) or output_finish_reason(attrs)
+
+
+def explicit_finish_reason(attrs: Attributes) -> str | None:
     reasons = attrs.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
     if isinstance(reasons, list | tuple) and reasons:
         return str(reasons[0])
     if isinstance(reasons, str) and reasons:
         return reasons
-    return output_finish_reason(attrs)
+    return None
 
 
 def text(attrs: Attributes, key: str) -> str | None:

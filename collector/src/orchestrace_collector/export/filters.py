@@ -19,8 +19,8 @@ class Filters:
     agents: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()
-    #: Drop rows with any flag (``truncated``, ``prompt_incomplete``, ``error``, ``incomplete``,
-    #: ``rejected_rewards``).
+    #: Drop rows with any flag (``truncated``, ``prompt_incomplete``, ``completion_incomplete``, ``error``,
+    #: ``incomplete``, ``rejected_rewards``).
     drop_flagged: bool = False
 
     def keep(self, row: Mapping[str, Any]) -> bool:

@@ -70,6 +70,8 @@ TURNS = pa.schema(
         ("request", pa.string()),
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
+        ("cache_read_input_tokens", pa.int64()),
+        ("cache_creation_input_tokens", pa.int64()),
         ("prompt", MESSAGES),
         ("completion", MESSAGES),
         ("tools", pa.string()),
@@ -81,6 +83,7 @@ TURNS = pa.schema(
         ("event_ids", STRINGS),
         ("truncated", pa.list_(pa.struct([("field", pa.string()), ("bytes", pa.int64())]))),
         ("prompt_incomplete", pa.bool_()),
+        ("completion_incomplete", pa.bool_()),
         ("error", pa.bool_()),
         ("error_type", pa.string()),
     ]

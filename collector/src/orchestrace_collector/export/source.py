@@ -100,13 +100,15 @@ def _roles(trace: Mapping[str, Any]) -> dict[str, str]:
 
 
 def turn_flags(episode: Episode, turn: Mapping[str, Any]) -> list[str]:
-    """Why a turn may be unfit to train on as it is: cut content, a partial prompt, a failed call, or its
-    episode's flags."""
+    """Why a turn may be unfit to train on as it is: cut content, a partial prompt, a reply stream left before
+    its end, a failed call, or its episode's flags."""
     flags = []
     if turn.get("truncated"):
         flags.append("truncated")
     if turn.get("prompt_incomplete"):
         flags.append("prompt_incomplete")
+    if turn.get("completion_incomplete"):
+        flags.append("completion_incomplete")
     if turn.get("error"):
         flags.append("error")
     return flags + episode.flags

@@ -46,6 +46,8 @@ def turn_row(episode: Episode, turn: Mapping[str, Any]) -> dict[str, Any]:
         "request": json_text(turn.get("request")),
         "input_tokens": integer(turn.get("input_tokens")),
         "output_tokens": integer(turn.get("output_tokens")),
+        "cache_read_input_tokens": integer(turn.get("cache_read_input_tokens")),
+        "cache_creation_input_tokens": integer(turn.get("cache_creation_input_tokens")),
         "prompt": messages(turn.get("prompt")),
         "completion": messages(turn.get("completion")),
         "tools": json_text(turn.get("tools")),
@@ -59,6 +61,7 @@ def turn_row(episode: Episode, turn: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(truncated, dict)
         else [],
         "prompt_incomplete": bool(turn.get("prompt_incomplete")),
+        "completion_incomplete": bool(turn.get("completion_incomplete")),
         "error": bool(turn.get("error")),
         "error_type": text(turn.get("error_type")),
     }

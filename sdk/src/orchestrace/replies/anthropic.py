@@ -8,7 +8,7 @@ from typing import Any
 from orchestrace.fields import field_of
 from orchestrace.replies.reply import Reply, add_block, finish_reason
 from orchestrace.replies.stream import ReplyStream
-from orchestrace.usage import Usage, extract_usage
+from orchestrace.usage import extract_usage
 
 #: The ``type`` of every raw stream event.
 STREAM_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
@@ -64,5 +64,4 @@ def add_event(stream: ReplyStream, event: Any) -> None:
         usage = extract_usage(event)  # output tokens so far; input tokens came with message_start
         if usage is not None:
             before = stream.reply.usage
-            stream.reply.usage = Usage(usage.input_tokens if usage.input_tokens is not None
-                                       else before.input_tokens if before else None, usage.output_tokens)
+            stream.reply.usage = before.updated(usage) if before is not None else usage

@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrace import semconv as sc
 from orchestrace.fields import field_of
-from orchestrace.usage import Usage
+from orchestrace.usage import Usage, usage_attributes
 
 Message = dict[str, Any]
 
@@ -81,10 +81,7 @@ def reply_attributes(reply: Reply, capture_content: bool, with_usage: bool = Tru
     id and finish reason; with content capture, token ids and logprobs (the content in another form)."""
     attributes: dict[str, Any] = {}
     if with_usage and reply.usage is not None:
-        if reply.usage.input_tokens is not None:
-            attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = reply.usage.input_tokens
-        if reply.usage.output_tokens is not None:
-            attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = reply.usage.output_tokens
+        attributes.update(usage_attributes(reply.usage))
     if reply.response_model:
         attributes[sc.GEN_AI_RESPONSE_MODEL] = reply.response_model
     if reply.response_id:
