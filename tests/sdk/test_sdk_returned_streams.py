@@ -21,7 +21,9 @@ import orchestrace as ot
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from orchestrace import semconv as sc
 from orchestrace_collector.export import Filters, export
+from sdk_spans import Spans
 from written_turns import record_turns
 
 PROMPT = [{"role": "user", "content": "say hello"}]
@@ -352,3 +354,38 @@ def test_set_usage_states_the_cached_part(tmp_path: Path) -> None:
     (turn,) = record_turns(tmp_path, lambda: chat(PROMPT))
     assert (turn["input_tokens"], turn["cache_read_input_tokens"]) == (PROMPT_TOKENS, CACHED)
 
+
+
+@pytest.mark.parametrize("latest", [False, True])
+def test_the_cache_write_count_under_either_conventions_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spans: Spans, latest: bool) -> None:
+    if latest:
+        monkeypatch.setenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, sc.GEN_AI_LATEST_EXPERIMENTAL)
+    reply = _anthropic_message(input_tokens=10, cache_read_input_tokens=0, cache_creation_input_tokens=1200)
+
+    @ot.llm("m")
+    def chat(messages: list[dict[str, str]]) -> Any:
+        return reply
+
+    chat(PROMPT)
+    attributes = spans.one("chat m").attributes or {}
+    usage = {key: value for key, value in attributes.items() if key.startswith("gen_ai.usage.")}
+    write = (sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS if latest
+             else sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
+    assert usage == {sc.GEN_AI_USAGE_INPUT_TOKENS: 1210, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 1,
+                     sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 0, write: 1200}
+
+
+@pytest.mark.parametrize("latest", [False, True])
+def test_the_collector_reads_the_cache_write_count_by_either_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, latest: bool) -> None:
+    if latest:
+        monkeypatch.setenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, sc.GEN_AI_LATEST_EXPERIMENTAL)
+
+    @ot.llm("m")
+    def chat(messages: list[dict[str, str]]) -> Any:
+        ot.set_usage(PROMPT_TOKENS, 1, cache_creation_input_tokens=CACHED)
+        return "ok"
+
+    (turn,) = record_turns(tmp_path, lambda: chat(PROMPT))
+    assert (turn["input_tokens"], turn["cache_creation_input_tokens"]) == (PROMPT_TOKENS, CACHED)

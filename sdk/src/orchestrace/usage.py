@@ -68,9 +68,37 @@ def _from_usage_block(block: Any) -> Usage | None:
 def usage_attributes(usage: Usage) -> dict[str, int]:
     """The span attributes of ``usage`` (its stated counts): the one place usage attributes are named. The
     cache-write count goes under the name of the GenAI conventions' version in use (``sc.gen_ai_names``)."""
-    named = ((sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+    named = ((sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
              (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens))
     attributes = {key: count for key, count in named if count is not None}
     if usage.cache_creation_input_tokens is not None:
         attributes[sc.gen_ai_names().cache_write_input_tokens] = usage.cache_creation_input_tokens
     return attributes
+
+
+def extract_usage(result: Any) -> Usage | None:
+    """Token usage found in ``result``, or ``None``."""
+    if result is None or isinstance(result, str | bytes | int | float):
+        return None
+    for key in ("usage_metadata", "usage", "token_usage"):
+        usage = _from_usage_block(field_of(result, key))
+        if usage is not None:
+            return usage
+    metadata = field_of(result, "response_metadata")
+    if metadata is not None:
+        return (_from_usage_block(field_of(metadata, "token_usage"))
+                or _from_usage_block(field_of(metadata, "usage")))
+    return None
+
+
+def response_model(result: Any) -> str | None:
+    """The model that answered, when the result names it (``model`` or ``response_metadata.model_name``)."""
+    if result is None or isinstance(result, str | bytes | int | float):
+        return None
+    model = field_of(result, "model")
+    if isinstance(model, str):
+        return model
+    metadata = field_of(result, "response_metadata")
+    name = field_of(metadata, "model_name") if metadata is not None else None
+    return name if isinstance(name, str) else None
