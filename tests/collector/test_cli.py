@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,8 +61,10 @@ def test_convert_a_directory_and_a_bad_file(dumps: dict[str, Path], tmp_path: Pa
     out = tmp_path / "out"
     result = runner.invoke(app, ["convert", str(dumps["protobuf"].parent), "--out", str(out)])
     assert result.exit_code == 1
-    # rich wraps the path at 80 columns, anywhere in it (pytest-xdist's temporary paths are longer)
-    assert "broken.json" in result.output.replace("\n", "") and "Traceback" not in result.output
+    # one line, whole, whatever the path's length: output that is not a terminal is never wrapped
+    assert any(line.startswith("error: ") and line.endswith("(char 19)") and "broken.json" in line
+               for line in result.output.splitlines()), result.output
+    assert "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
     assert len(validate_trace_dir(out)) == 6, "the good files are still converted"
 
@@ -77,14 +82,14 @@ def test_validate_exit_codes(dumps: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert runner.invoke(app, ["convert", str(dumps["otlp_json"]), "--out", str(out)]).exit_code == 0
     good = runner.invoke(app, ["validate", str(out)])
-    assert good.exit_code == 0 and "1/1 traces valid" in good.output
+    assert good.exit_code == 0 and "1 episode, 1 revision: 1/1 valid" in good.output
     trace = json.loads(next(out.glob("traces-*.jsonl")).read_text())
     trace["edges"].append({"src": trace["events"][0]["id"], "dst": "no-such-event", "type": "causal"})
     trace["costs"]["tokens"] = -1
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(trace) + "\n" + "not json\n")
     result = runner.invoke(app, ["validate", str(out), str(bad)])
-    assert result.exit_code == 1 and "1/3 traces valid" in result.output
+    assert result.exit_code == 1 and "1 episode, 3 revisions: 1/3 valid" in result.output
     assert runner.invoke(app, ["validate", str(tmp_path / "empty.jsonl")]).exit_code == 1
 
 
@@ -102,10 +107,10 @@ def test_annotate_writes_a_new_revision(dumps: dict[str, Path], tmp_path: Path) 
     out = tmp_path / "out"
     runner.invoke(app, ["convert", str(dumps["otlp_json"]), "--out", str(out)])
     ((trace_id, before),) = latest_traces([out]).items()
-    result = runner.invoke(
-        app, ["annotate", str(out), "--task-id", "cli-json", "--reward", "1", "--family", "team"]
-    )
+    result = runner.invoke(app, ["annotate", str(out), "--task-id", "cli-json", "--reward", "1"])  # team
     assert result.exit_code == 0, result.output
+    counted = runner.invoke(app, ["validate", str(out)])
+    assert "1 episode, 2 revisions: 2/2 valid" in counted.output, counted.output
     result = runner.invoke(
         app,
         [
@@ -175,3 +180,58 @@ def test_reward_function_on_convert(
         app, ["convert", str(dumps["protobuf"]), "--out", str(out2), "--reward", "my_rewards"]
     )
     assert result.exit_code == 1 and "module:function" in result.output
+
+
+def test_nothing_to_work_on_is_an_error_on_every_command(tmp_path: Path) -> None:
+    """One rule: no spans / traces / rows is one ``error:`` line, exit 1, and nothing written."""
+    empty_dir, empty_file = tmp_path / "empty", tmp_path / "empty.jsonl"
+    empty_dir.mkdir()
+    empty_file.write_text("")
+    out = tmp_path / "out"
+    for args, message in [
+        (["convert", str(empty_file), "--out", str(out)], "no spans in"),
+        (["validate", str(empty_dir)], "no traces in"),
+        (["stats", str(empty_dir)], "no traces in"),
+        (["export", str(empty_dir), "--format", "jsonl", "--to", str(tmp_path / "t.jsonl")], "no traces in"),
+        (["annotate", str(empty_dir), "--task-id", "t", "--reward", "1"], "no trace"),
+    ]:
+        done = runner.invoke(app, args)
+        assert done.exit_code == 1, (args, done.output)
+        (line,) = done.output.splitlines()
+        assert line.startswith("error: ") and message in line, (args, line)
+    assert not out.exists() and not (tmp_path / "t.jsonl").exists()
+    assert sorted(p.name for p in empty_dir.iterdir()) == []
+
+
+def test_stats_sums_the_keys_of_each_unit_instance_into_one_row(tmp_path: Path) -> None:
+    from orchestrace_collector.stats import compute_stats, stats_tables
+
+    rewards = {"team": 1.0, "verifier:tests": 0.5, "agent:worker#2": 0.2,
+               **{f"credit:agent:worker#{k}": 0.25 for k in range(1, 5)}}
+    stats = compute_stats([{"trace_id": "a", "events": [], "rewards": rewards}])
+    table = next(t for t in stats_tables(stats) if t.title == "rewards")
+    cells = [list(column.cells) for column in table.columns]
+    assert dict(zip(cells[0], zip(*cells[1:], strict=True), strict=True)) == {
+        "agent:*": ("1", "1", "0.2", "0.2", "0.2"),
+        "credit:agent:*": ("4", "1", "1", "1", "1"),
+        "team": ("1", "1", "1", "1", "1"),
+        "verifier:tests": ("1", "1", "0.5", "0.5", "0.5"),
+    }
+
+
+@pytest.mark.parametrize("command", ["collect", "convert", "validate", "stats", "export", "annotate"])
+def test_every_help_shows_an_example(command: str) -> None:
+    done = runner.invoke(app, [command, "--help"], terminal_width=200)
+    assert done.exit_code == 0 and f"Example: orchestrace {command} " in done.output, done.output
+
+
+def test_output_to_a_pipe_is_never_wrapped(dumps: dict[str, Path], tmp_path: Path) -> None:
+    """A real process whose stdout is a pipe and whose stdin is no terminal, without COLUMNS: long paths
+    and ids stay on their line (rich would wrap them at 80 columns)."""
+    out = tmp_path / ("a-directory-name-long-enough-to-pass-eighty-columns-" * 2)
+    assert runner.invoke(app, ["convert", str(dumps["otlp_json"]), "--out", str(out)]).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run([sys.executable, "-m", "orchestrace_collector.cli", "validate", str(out)],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert any(str(out) in line for line in done.stdout.splitlines()), done.stdout

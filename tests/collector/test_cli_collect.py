@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def test_reward_function_on_collected_traces(tmp_path: Path, monkeypatch: pytest
 
 def _collect(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "orchestrace_collector.cli", "collect", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a width asked for is honoured
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
 
 
 def test_bad_options_and_busy_ports_fail_cleanly(tmp_path: Path) -> None:
@@ -42,9 +44,16 @@ def test_bad_options_and_busy_ports_fail_cleanly(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        port = busy.getsockname()[1]
-        done = _collect("--out", str(tmp_path / "c"), "--port", str(free_port()), "--grpc-port", str(port))
-    assert done.returncode == 1 and "Traceback" not in done.stderr
+        port = str(busy.getsockname()[1])
+        taken = [_collect("--out", str(tmp_path / "c"), "--port", str(free_port()), "--grpc-port", port),
+                 _collect("--out", str(tmp_path / "c"), "--port", port, "--grpc-port", str(free_port()))]
+    for done, receiver in zip(taken, ("gRPC", "HTTP"), strict=True):
+        # one line (no "collector stopped", no grpc core log line), and no output directory or WAL left
+        assert done.returncode == 1 and done.stderr.splitlines() == [
+            f"error: cannot start the collector: cannot bind {receiver} port 127.0.0.1:{port}: "
+            "Address already in use"
+        ], done.stderr
+    assert not (tmp_path / "c").exists()
     bad_headers = _collect("--out", str(tmp_path / "d"), "--forward-headers", ",")
     assert bad_headers.returncode == 1 and "--forward-headers" in bad_headers.stderr
     no_token = _collect("--out", str(tmp_path / "e"), "--forward-token-file", str(tmp_path / "missing"))

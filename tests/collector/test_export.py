@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from datasets import load_dataset
 from export_fixtures import episode, write
 from orchestrace_collector.annotate import annotate
@@ -157,6 +158,60 @@ def test_files_of_any_runs_load_together_in_any_order(tmp_path: Path, fmt: str) 
     for file in files:  # the same keys, in every row of every file
         if fmt == "jsonl":
             assert {tuple(r) for r in rows(file)} == {tuple(TURNS.names)}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_dataset_directory_loads_with_no_code(tmp_path: Path, fmt: str) -> None:
+    """``--to DIR``: exports of runs with and without tool calls, each written on its own, load together with
+    ``load_dataset(DIR)`` alone, in the fixed schema (the dataset card declares the features); exporting a
+    run again replaces its file."""
+    run1, run2 = _two_runs(tmp_path)
+    dataset = tmp_path / "dataset"
+    for run in (run1, run2, run1):
+        done = runner.invoke(app, ["export", str(run), "--format", fmt, "--to", str(dataset)])
+        assert done.exit_code == 0, done.output
+    assert len(list((dataset / "turns").glob(f"*.{fmt}"))) == 2
+    data = load_dataset(str(dataset), split="train", cache_dir=str(tmp_path / "cache"))
+    assert data.num_rows == 9
+    assert data.features == features(TURNS)
+    by_id = {r["turn_id"]: r for r in data}
+    assert by_id["r1-p"]["completion"][0]["tool_calls"] is None
+    call = by_id["r2-p"]["completion"][0]["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"]) == {"to": "worker", "n": 3}
+    other = "parquet" if fmt == "jsonl" else "jsonl"
+    mixed = runner.invoke(app, ["export", str(run1), "--format", other, "--to", str(dataset)])
+    assert mixed.exit_code == 1 and f"holds .{fmt} files" in mixed.output
+
+
+def test_the_card_declares_every_schema_as_datasets_writes_it(tmp_path: Path) -> None:
+    from orchestrace_collector.export import CONFIGS
+    from orchestrace_collector.export.card import hf_features, write_card
+
+    for config, schema in CONFIGS.items():
+        assert hf_features(schema) == features(schema)._to_yaml_list(), config
+        (tmp_path / config).mkdir()
+        (tmp_path / config / "x.jsonl").write_text("")
+    card = write_card(tmp_path, CONFIGS).read_text()
+    header = yaml.safe_load(card.split("---\n")[1])
+    assert [c["config_name"] for c in header["configs"]] == list(CONFIGS)
+    assert [c for c in header["configs"] if c.get("default")] == [
+        {"config_name": "turns", "default": True, "data_files": [{"split": "train", "path": "turns/*.jsonl"}]}
+    ]
+    assert {i["config_name"]: i["features"] for i in header["dataset_info"]} == {
+        config: features(schema)._to_yaml_list() for config, schema in CONFIGS.items()
+    }
+
+
+def test_nothing_to_export_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = runner.invoke(app, ["export", str(empty), "--format", "jsonl", "--to", str(tmp_path / "t.jsonl")])
+    assert done.exit_code == 1 and "no traces in" in done.output
+    out = write(tmp_path / "out", episode("ta", "task-1", team=1.0, answer="42"))
+    done = runner.invoke(app, ["export", str(out), "--format", "jsonl", "--to", str(tmp_path / "t.jsonl"),
+                               "--agent", "nobody"])
+    assert done.exit_code == 1 and "no jsonl rows to write from 1 traces" in done.output
+    assert not (tmp_path / "t.jsonl").exists()
 
 
 def test_filters(tmp_path: Path) -> None:

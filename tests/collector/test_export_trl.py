@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 from datasets import load_dataset
 from export_fixtures import build_tokenizer, episode, write
-from orchestrace_collector.export import TRL, TRL_DPO, TRL_KTO, Filters, export, features, template_messages
+from orchestrace_collector.export import (
+    TRL,
+    TRL_DPO,
+    TRL_KTO,
+    ExportError,
+    Filters,
+    export,
+    features,
+    template_messages,
+)
 from orchestrace_collector.export.tokens import load_tokenizer
 from trl.data_utils import is_conversational, maybe_apply_chat_template
 
@@ -96,10 +105,9 @@ def test_dpo_pairs_from_rollouts_of_one_task(out: Path, tokenizer: Any) -> None:
     assert rendered["chosen"] == "<|assistant|>The answer is 42.<|end|>".removeprefix("<|assistant|>")
     assert rendered["rejected"] == "It is 41.<|end|>"
     # The filters pick the turns pairs are made of: no worker turns, no pairs.
-    assert (
+    with pytest.raises(ExportError, match="no trl rows to write"):  # nothing to write is an error
         export([out], "trl", out.parent / "none.jsonl", trl_kind="dpo", filters=Filters(agents=("planner",)))
-        == 0
-    )
+    assert not (out.parent / "none.jsonl").exists()
 
 
 def test_kto_labels_against_the_task_group(out: Path, tokenizer: Any) -> None:

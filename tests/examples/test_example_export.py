@@ -113,9 +113,11 @@ def test_trl_and_groups(supervisor: tuple[ExampleRun, Path], tmp_path: Path) -> 
     assert len(rows) == 20 and {r["task_id"] for r in rows} == {"moons"}
     assert len({r["trace_id"] for r in rows}) == 2  # two rollouts in the task's group
     assert all(r["prompt"] and r["completion"][0]["role"] == "assistant" for r in rows)
-    # The scripted model answers the same in both rollouts: no preference pair to make.
-    export(str(out), "--format", "trl", "--pairs", "--to", str(tmp_path / "dpo.jsonl"))
-    assert jsonl(tmp_path / "dpo.jsonl") == []
+    # The scripted model answers the same in both rollouts: no preference pair to make, which is an error.
+    pairs = ["--format", "trl", "--pairs", "--to", str(tmp_path / "dpo.jsonl")]
+    done = runner.invoke(app, ["export", str(out), *pairs])
+    assert done.exit_code == 1 and "no trl rows to write from 2 traces" in done.output
+    assert not (tmp_path / "dpo.jsonl").exists()
 
 
 def test_tokens_rebuild_the_turns(supervisor: tuple[ExampleRun, Path], tmp_path: Path) -> None:
@@ -181,5 +183,7 @@ def test_every_example_exports(
     export(str(out), "--format", "decisions", "--to", str(tmp_path / "d.jsonl"))
     n_decisions = sum(e["type"] == "orchestrator_decision" for e in run.events)
     assert len(jsonl(tmp_path / "d.jsonl")) == n_decisions > 0
-    export(str(out), "--format", "trl", "--to", str(tmp_path / "trl.jsonl"))
-    assert jsonl(tmp_path / "trl.jsonl") == []  # content not captured: no empty rows
+    # content not captured: no empty rows, and nothing to write is an error
+    done = runner.invoke(app, ["export", str(out), "--format", "trl", "--to", str(tmp_path / "trl.jsonl")])
+    assert done.exit_code == 1 and "no trl rows to write" in done.output
+    assert not (tmp_path / "trl.jsonl").exists()

@@ -19,7 +19,7 @@ def test_demo_collects_summarizes_and_validates_one_supervisor_run(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Mars and Jupiter have 97 moons together." in done.stdout
     assert "team=1" in done.stdout
-    assert "1/1 traces valid" in done.stdout
+    assert "1 episode, 1 revision: 1/1 valid" in done.stdout
     assert "--exporter jaeger" in done.stdout
     assert "examples.agents_triage.app" in done.stdout and "examples.agents_as_tools.app" in done.stdout
     # what the summary describes is on disk: the one run, its reward and its model calls

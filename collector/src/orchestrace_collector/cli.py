@@ -1,7 +1,10 @@
 """The ``orchestrace`` command: collect, convert, validate, stats, annotate, export, view.
 
-Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``) are one clear line on stderr
-and exit code 1, never a traceback.
+Errors a user can cause (a bad input file, a missing trace, a bad ``--reward``, a taken port) are one clear
+line on stderr and exit code 1, never a traceback. One rule for empty input, on every command: nothing to work
+on (no spans, no traces, no rows left to write) is such an error, and nothing is written; an empty input is
+almost always a wrong path or a run that has not been written yet, and a training job fed an empty file
+would fail later and further from the cause. Off a terminal, output lines are never wrapped (``terminal.py``).
 """
 
 from __future__ import annotations
@@ -9,16 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from orchestrace_collector.assemble import Converter, EpisodeConverter, EpisodeHook
 from orchestrace_collector.senders import ANY_SENDER
+from orchestrace_collector.terminal import LineConsole
 from orchestrace_collector.wal import FSYNC_POLICIES
 
 app = typer.Typer(
@@ -28,8 +32,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True)
+console = LineConsole()
+errors = LineConsole(stderr=True)
 
 _MIB = 1 << 20
 #: The collector's bearer token, when no --token-file is given.
@@ -37,6 +41,11 @@ TOKEN_ENV = "ORCHESTRACE_TOKEN"
 #: Headers sent to the --forward target, when no --forward-headers is given (kept off the command line).
 FORWARD_HEADERS_ENV = "ORCHESTRACE_FORWARD_HEADERS"
 _MAX_FAILURE_ROWS = 50
+
+
+def _example(*commands: str) -> str:
+    """A command's help epilog: how it is typically called."""
+    return "Example: " + "  |  ".join(f"orchestrace {command}" for command in commands)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -97,7 +106,7 @@ RewardOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(epilog=_example("collect --out traces/", "collect --out traces/ --forward http://localhost:4318"))
 def collect(
     out: Annotated[Path, typer.Option("--out", help="Output directory (traces, turns, content, wal).")],
     port: Annotated[int, typer.Option(help="OTLP/HTTP port.", min=0, max=65535)] = 4318,
@@ -340,7 +349,7 @@ def _forward_headers(spec: str | None, token_file: Path | None) -> dict[str, str
     return headers
 
 
-@app.command()
+@app.command(epilog=_example("convert spans.jsonl jaeger.json --out traces/"))
 def convert(
     inputs: Annotated[
         list[Path],
@@ -379,6 +388,7 @@ def convert(
 
     converter = _converter(credit)
     hook = _hook(reward, credit)
+    created = not out.exists()  # removed again when there was nothing to convert
     writer = TraceDirWriter(out, max_trace_bytes=int(max_trace_mb * _MIB))
     try:
         result = run(inputs, writer, converter=converter, hook=hook,
@@ -387,6 +397,10 @@ def convert(
         writer.close()
     for problem in result.bad_files:
         errors.print(f"[bold red]error:[/] {problem}", highlight=False)
+    if result.spans == 0 and not result.bad_files:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise _fail(f"no spans in {', '.join(map(str, inputs))}")
     console.print(
         f"{result.files} files, {result.spans} spans -> {result.written} traces in {out}"
         + (f" ({result.failed} episodes failed to convert, see the log)" if result.failed else "")
@@ -417,7 +431,16 @@ def _traces_in(paths: list[Path]) -> Iterator[tuple[str, Any]]:
             yield str(file), exc
 
 
-@app.command()
+def _file_of(where: str) -> str:
+    """The file part of a ``_traces_in`` location (``path:line`` or ``path[index]``)."""
+    return where.rsplit(":", 1)[0].split("[", 1)[0]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+@app.command(epilog=_example("validate traces/"))
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
 ) -> None:
@@ -428,15 +451,18 @@ of an output directory against its name (the sha256 of its bytes); exit 0 if all
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise _fail(f"no such file: {', '.join(missing)}")
-    per_file: dict[str, list[int]] = {}  # file -> [traces, invalid]
+    per_file: dict[str, list[int]] = {}  # file -> [revisions, invalid]
+    episodes: dict[str, set[str]] = {}  # file -> its trace ids (an episode's revisions share one)
     failures = Table(title="invalid traces")
     for column in ("where", "trace_id", "errors"):
         failures.add_column(column, overflow="fold")
     total = invalid = 0
     for where, obj in _traces_in(paths):
         total += 1
-        counts = per_file.setdefault(where.rsplit(":", 1)[0].split("[", 1)[0], [0, 0])
+        counts = per_file.setdefault(_file_of(where), [0, 0])
         counts[0] += 1
+        if isinstance(obj, dict):
+            episodes.setdefault(_file_of(where), set()).add(str(obj.get("trace_id")))
         if isinstance(obj, Exception):
             problems = [f"not JSON: {obj}"]
         elif not isinstance(obj, dict):
@@ -452,18 +478,21 @@ of an output directory against its name (the sha256 of its bytes); exit 0 if all
             more = f"\n... {len(problems) - 5} more" if len(problems) > 5 else ""
             failures.add_row(where, trace_id, "\n".join(problems[:5]) + more)
     if total == 0:
-        raise _fail("no traces found")
+        raise _fail(f"no traces in {', '.join(map(str, paths))}")
     summary = Table(title="orchestrace validate")
-    for column in ("file", "traces", "valid", "invalid"):
+    for column in ("file", "episodes", "revisions", "valid", "invalid"):
         summary.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
     for file, (count, bad) in per_file.items():
-        summary.add_row(file, str(count), str(count - bad), f"[red]{bad}[/]" if bad else "0")
+        summary.add_row(file, str(len(episodes.get(file, ()))), str(count), str(count - bad),
+                        f"[red]{bad}[/]" if bad else "0")
     console.print(summary)
     if invalid:
         console.print(failures)
         if invalid > _MAX_FAILURE_ROWS:
             console.print(f"... and {invalid - _MAX_FAILURE_ROWS} more invalid traces")
-    console.print(f"{total - invalid}/{total} traces valid")
+    episode_count = len(set().union(*episodes.values()))
+    counted = f"{_count(episode_count, 'episode')}, {_count(total, 'revision')}"
+    console.print(f"{counted}: {total - invalid}/{total} valid")
     bad_content = [problem for path in paths if path.is_dir() for problem in content_problems(path)]
     for problem in bad_content[:_MAX_FAILURE_ROWS]:
         console.print(f"[red]content[/] {problem}", soft_wrap=True)
@@ -473,7 +502,7 @@ of an output directory against its name (the sha256 of its bytes); exit 0 if all
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(epilog=_example("stats traces/"))
 def stats(
     out: Annotated[Path, typer.Argument(help="Output directory (or traces*.jsonl files' directory).")],
     outcome: OutcomeOption = None,
@@ -487,6 +516,8 @@ def stats(
     if not out.exists():
         raise _fail(f"no such directory: {out}")
     traces = latest_traces([out])
+    if not traces:
+        raise _fail(f"no traces in {out}")
     turns = sum(len(t) for t in latest_turns(out, traces).values()) if out.is_dir() else 0
     try:
         computed = compute_stats(traces.values(), turns, outcome)
@@ -496,7 +527,8 @@ def stats(
         console.print(table)
 
 
-@app.command()
+@app.command(epilog=_example("export traces/ --format parquet --to dataset/",
+                             "export traces/ --format trl --to trl.parquet"))
 def export(
     outs: Annotated[list[Path], typer.Argument(help="Output directories (e.g. one per collector).")],
     fmt: Annotated[
@@ -587,7 +619,8 @@ def export(
     console.print(f"{rows} rows -> {to}")
 
 
-@app.command()
+@app.command(epilog=_example("annotate traces/ --task-id task-42 --reward 1.0",
+                             "annotate traces/ --trace-id ID --reward 0 --family verifier --name tests"))
 def annotate(
     out: Annotated[Path, typer.Argument(help="Output directory holding the trace.")],
     reward: Annotated[float, typer.Option(help="Reward value.")],
@@ -597,7 +630,7 @@ def annotate(
             help="Reward family, one of the team's: team (also shared, outcome), verifier, hybrid. They add "
             "up to the episode's outcome."
         ),
-    ],
+    ] = "team",
     trace_id: Annotated[str | None, typer.Option("--trace-id", help="Trace to annotate.")] = None,
     task_id: Annotated[
         str | None, typer.Option("--task-id", help="Annotate every trace of this task.")

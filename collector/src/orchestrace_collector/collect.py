@@ -1,11 +1,11 @@
 """``orchestrace collect``: wires the write-ahead log, the receivers, assembly, forwarding and the output dir.
 
-Start-up order: replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as
-usual), start the assembly thread, bind both ports (a busy port is an error here, exit code 1), print one
-``ready`` line, serve. SIGTERM / SIGINT stop the receivers first (requests in flight get up to
-``http_server.GRACEFUL_SHUTDOWN_S``), then, all within ``shutdown_timeout_s``: queued batches are assembled,
-open episodes written and the forward queue sent; what is left then stays in the WAL (and the forward queue
-on disk) for the next start. Then the log and the files are closed.
+Start-up order: bind both ports (a busy port is an error here, exit code 1, before anything is created),
+replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as usual), start
+the assembly thread, print one ``ready`` line, serve. SIGTERM / SIGINT stop the receivers first (requests in
+flight get up to ``http_server.GRACEFUL_SHUTDOWN_S``), then, all within ``shutdown_timeout_s``: queued
+batches are assembled, open episodes written and the forward queue sent; what is left then stays in the WAL
+(and the forward queue on disk) for the next start. Then the log and the files are closed.
 
 Exposure: the receivers bind ``host`` (default loopback). On loopback, the ``Host`` header must name a
 loopback address (a web page cannot reach the port by DNS rebinding); on any other address a bearer token is
@@ -36,7 +36,7 @@ from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES
-from orchestrace_collector.receiver_grpc import start_grpc_server
+from orchestrace_collector.receiver_grpc import bind_grpc_server, serve_grpc
 from orchestrace_collector.receiver_http import create_app
 from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
 from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
@@ -130,6 +130,22 @@ def run_collector(options: CollectorOptions) -> None:
             "this address can write training data",
             options.host,
         )
+    # Both ports first: a taken one is an error before the output directory or the log exist.
+    tls = None
+    if options.tls_cert is not None and options.tls_key is not None:
+        tls = (options.tls_cert.read_bytes(), options.tls_key.read_bytes())
+    http_socket = bind(options.host, options.port)
+    try:
+        grpc_server, grpc_port = bind_grpc_server(
+            options.host,
+            options.grpc_port,
+            max_message_bytes=options.max_body_bytes,
+            tls=tls,
+            max_connection_idle_s=options.limits.keepalive_timeout_s,
+        )
+    except OSError:
+        http_socket.close()
+        raise
     # A signal before uvicorn serves must still end in a clean flush; and uvicorn re-raises the signal that
     # stopped it once it has restored these handlers, which absorb it so the flush below runs.
     stop_requested = threading.Event()
@@ -183,23 +199,10 @@ def run_collector(options: CollectorOptions) -> None:
         )
     assembler.tick()
     ingest.start()
-    grpc_server = None
     scheme = "https" if options.tls_cert else "http"
-    tls = None
-    if options.tls_cert is not None and options.tls_key is not None:
-        tls = (options.tls_cert.read_bytes(), options.tls_key.read_bytes())
     left = 0
     try:
-        http_socket = bind(options.host, options.port)
-        grpc_server, grpc_port = start_grpc_server(
-            ingest,
-            options.host,
-            options.grpc_port,
-            max_message_bytes=options.max_body_bytes,
-            credentials=options.credentials,
-            tls=tls,
-            max_connection_idle_s=options.limits.keepalive_timeout_s,
-        )
+        serve_grpc(grpc_server, ingest, options.credentials)
         app = create_app(
             ingest,
             max_body_bytes=options.max_body_bytes,
@@ -221,8 +224,7 @@ def run_collector(options: CollectorOptions) -> None:
         # Each step on its own: a failing one (storage still broken) must not skip the others; all share
         # one deadline.
         deadline = time.monotonic() + options.shutdown_timeout_s
-        if grpc_server is not None:
-            grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
+        grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
         left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
         _step("write-ahead log", wal.close)
         _step("output files", writer.close)

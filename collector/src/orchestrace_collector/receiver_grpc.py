@@ -13,6 +13,7 @@ is ``UNAVAILABLE`` too (nothing was acknowledged; a retry may succeed), never ``
 from __future__ import annotations
 
 import logging
+import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -90,19 +91,29 @@ def _unavailable(context: grpc.ServicerContext, message: str) -> None:
     context.abort(grpc.StatusCode.UNAVAILABLE, message)
 
 
-def start_grpc_server(
-    ingest: Ingest,
+def bind_grpc_server(
     host: str,
     port: int,
     *,
     max_message_bytes: int = 16 << 20,
     workers: int = 8,
-    credentials: Credentials | None = None,
     tls: tuple[bytes, bytes] | None = None,
     max_connection_idle_s: float = 300.0,
 ) -> tuple[grpc.Server, int]:
-    """Start serving; returns the server and the bound port (``port=0`` picks a free one). ``tls``: the
-    PEM certificate chain and private key."""
+    """A server bound to ``host:port`` but not serving yet (``serve_grpc`` starts it), so that a taken port
+    is an error before anything else starts; returns it and the bound port (``port=0`` picks a free one).
+    ``tls``: the PEM certificate chain and private key."""
+    address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    if port:
+        # grpcio reports a taken port only after logging it itself on stderr: ask the OS first.
+        probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpcio binds
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(f"cannot bind gRPC port {address}: {exc.strerror or exc}") from None
+        finally:
+            probe.close()
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="orchestrace-grpc"),
         options=[
@@ -112,17 +123,20 @@ def start_grpc_server(
         ],
         maximum_concurrent_rpcs=workers * 8,  # beyond this grpc answers RESOURCE_EXHAUSTED itself
     )
-    server.add_generic_rpc_handlers((_TraceService(ingest, credentials).handler(),))
-    address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     try:
         if tls is not None:
             credentials = grpc.ssl_server_credentials([(tls[1], tls[0])])
             bound = server.add_secure_port(address, credentials)
         else:
             bound = server.add_insecure_port(address)
-    except RuntimeError as exc:  # grpcio reports a busy port this way
-        raise OSError(f"cannot bind gRPC port {address}: {exc}") from None
+    except RuntimeError:  # grpcio reports a busy port this way
+        bound = 0
     if bound == 0:
         raise OSError(f"cannot bind gRPC port {address}")
-    server.start()
     return server, bound
+
+
+def serve_grpc(server: grpc.Server, ingest: Ingest, credentials: Credentials | None = None) -> None:
+    """Start answering ``TraceService/Export`` on a server from ``bind_grpc_server``."""
+    server.add_generic_rpc_handlers((_TraceService(ingest, credentials).handler(),))
+    server.start()

@@ -4,6 +4,10 @@ Groups: the rollouts of one task (``task_id``), what group-relative methods (GRP
 spread is that of its rollouts' outcomes (``orchestrace_collector.outcome``: the sum of the team-unit
 channels, or the channel ``--outcome`` names), the number the exports call ``episode_reward``; a group whose
 rollouts all got the same outcome gives those methods no signal, so the count of such groups is shown.
+
+Rewards: keys that name one instance of a unit (``credit:agent:<label>``, the credit each agent activation
+got; ``agent:<label>``, a reward scoped to one) are one row per kind (``credit:agent:*``), summed within each
+trace, with the number of keys it covers: a dataset of many agents would otherwise list a row per activation.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace_semconv import REWARD_FAMILIES, REWARD_UNITS
 from rich.table import Table
 
 from orchestrace_collector.outcome import episode_outcome, outcome_key
+
+#: Units that are not also a family's name: ``agent:x`` is scoped to an instance, ``tool:x`` a named reward.
+_INSTANCE_UNITS = frozenset(REWARD_UNITS) - frozenset(REWARD_FAMILIES)
 
 
 @dataclass
@@ -27,6 +35,8 @@ class DatasetStats:
     event_types: Counter[str] = field(default_factory=Counter)
     topologies: Counter[str] = field(default_factory=Counter)
     rewards: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: row key -> the distinct reward keys it covers (``credit:agent:*`` -> each agent's key)
+    reward_keys: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     costs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     turns: int = 0
     #: task id -> the outcome of each of its rollouts (None: not rewarded)
@@ -49,12 +59,28 @@ def compute_stats(
         if any(e.get("incomplete") for e in events):
             stats.incomplete_traces += 1
         stats.topologies[str(trace.get("topology") or "unknown")] += 1
+        per_row: dict[str, float] = {}
         for key, value in (trace.get("rewards") or {}).items():
-            stats.rewards[key].append(float(value))
+            row = reward_row(key)
+            per_row[row] = per_row.get(row, 0.0) + float(value)
+            stats.reward_keys[row].add(key)
+        for row, total in per_row.items():
+            stats.rewards[row].append(total)
         for key, value in (trace.get("costs") or {}).items():
             stats.costs[key] += float(value)
         stats.groups[str(trace.get("task_id"))].append(episode_outcome(trace.get("rewards") or {}, channel))
     return stats
+
+
+def reward_row(key: str) -> str:
+    """The rewards table's row of a reward key: its kind (``credit:agent:*``, ``agent:*``) for a key naming
+    one instance of a unit, else the key itself."""
+    parts = key.split(":")
+    if parts[0] == "credit" and len(parts) >= 3:
+        return f"credit:{parts[1]}:*"
+    if parts[0] in _INSTANCE_UNITS and len(parts) >= 2:
+        return f"{parts[0]}:*"
+    return key
 
 
 def group_tables(stats: DatasetStats, max_rows: int = 20) -> list[Table]:
@@ -119,12 +145,13 @@ def stats_tables(stats: DatasetStats) -> list[Table]:
         topologies.add_row(topology, str(count))
 
     rewards = Table(title="rewards")
-    for column in ("key", "traces", "mean", "min", "max"):
+    for column in ("key", "keys", "traces", "mean", "min", "max"):
         rewards.add_column(column, justify="left" if column == "key" else "right")
     for key in sorted(stats.rewards):
         values = stats.rewards[key]
         rewards.add_row(
             key,
+            str(len(stats.reward_keys[key])),
             str(len(values)),
             f"{sum(values) / len(values):.4g}",
             f"{min(values):.4g}",

@@ -6,9 +6,11 @@ revision of each trace, in a fixed schema (``schema.py``) so that files of any r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from .card import data_file, is_dataset_dir, write_card
 from .decisions import decision_rows
 from .filters import Filters
 from .schema import DECISIONS, TOKENS, TRL, TRL_DPO, TRL_KTO, TURNS, features, write_rows
@@ -20,6 +22,7 @@ from .turns import turn_rows
 FORMATS = ("jsonl", "parquet", "trl", "tokens", "decisions")
 
 __all__ = [
+    "CONFIGS",
     "DECISIONS",
     "FORMATS",
     "TOKENS",
@@ -38,6 +41,11 @@ __all__ = [
 ]
 
 
+#: The dataset-card config of each schema (``card.py``).
+CONFIGS = {"turns": TURNS, "trl": TRL, "trl_dpo": TRL_DPO, "trl_kto": TRL_KTO, "tokens": TOKENS,
+           "decisions": DECISIONS}
+
+
 def export(
     paths: Sequence[Path],
     fmt: str,
@@ -51,7 +59,10 @@ def export(
     """Write ``fmt`` rows of the traces under ``paths`` to ``to``; returns the number of rows. The file is
     Parquet for ``parquet``, and for the other formats when ``to`` ends with ``.parquet``; else JSON lines.
     ``outcome``: the reward channel that is each episode's outcome (default: the sum of its team-unit
-    channels, see ``orchestrace_collector.outcome``)."""
+    channels, see ``orchestrace_collector.outcome``).
+    ``to`` an existing directory or a path without extension: a dataset directory (``card.py``) holding the
+    file and a dataset card, Parquet for ``parquet`` and JSON lines for the others. Nothing to export (no
+    traces, or no row left) is an ``ExportError`` and writes nothing."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if trl_kind not in TRL_KINDS:
@@ -60,20 +71,37 @@ def export(
         raise ExportError("DPO pairs and KTO labels are --format trl options")
     if tokenizer is not None and fmt != "tokens":
         raise ExportError("--tokenizer is a --format tokens option")
-    filters = filters or Filters()
     episodes = load_episodes(paths, outcome)
+    if not episodes:
+        raise ExportError(f"no traces in {', '.join(map(str, paths))}")
+    config, rows = _rows(episodes, fmt, filters or Filters(), trl_kind, tokenizer)
+    rows = list(rows)
+    if not rows:
+        raise ExportError(f"no {fmt} rows to write from {len(episodes)} traces (the filters or the format, "
+                          "e.g. trl without captured content, kept none)")
+    if is_dataset_dir(to):
+        file_format = "parquet" if fmt == "parquet" else "jsonl"
+        written = write_rows(rows, CONFIGS[config], data_file(to, config, file_format,
+                                                              (e.trace_id for e in episodes)), file_format)
+        write_card(to, CONFIGS)
+        return written
     file_format = "parquet" if fmt == "parquet" or to.suffix == ".parquet" else "jsonl"
+    return write_rows(rows, CONFIGS[config], to, file_format)
+
+
+def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str,
+          tokenizer: Path | None) -> tuple[str, Iterable[Mapping[str, Any]]]:
+    """The config (schema) and rows of one export format."""
     if fmt == "decisions":
-        return write_rows(filters.apply(decision_rows(episodes)), DECISIONS, to, file_format)
+        return "decisions", filters.apply(decision_rows(episodes))
     turns = list(turn_rows(episodes))
     if fmt in ("jsonl", "parquet"):
-        return write_rows(filters.apply(turns), TURNS, to, file_format)
+        return "turns", filters.apply(turns)
     if fmt == "tokens":
-        rows = token_rows(turns, load_tokenizer(tokenizer) if tokenizer else None)
-        return write_rows(filters.apply(rows), TOKENS, to, file_format)
+        return "tokens", filters.apply(token_rows(turns, load_tokenizer(tokenizer) if tokenizer else None))
     kept = list(filters.apply(turns))
     if trl_kind == "dpo":
-        return write_rows(dpo_rows(kept), TRL_DPO, to, file_format)
+        return "trl_dpo", dpo_rows(kept)
     if trl_kind == "kto":
-        return write_rows(kto_rows(kept), TRL_KTO, to, file_format)
-    return write_rows(sft_rows(kept), TRL, to, file_format)
+        return "trl_kto", kto_rows(kept)
+    return "trl", sft_rows(kept)
