@@ -544,3 +544,73 @@ def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path:
     assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
     assert _written_lines(out) == dict.fromkeys(bodies, 1), "an episode written twice"
     record_fault("kill -9, 300 bytes cut off the WAL, then 30 identical re-sends", sent, written, peak)
+
+
+def test_refusals_are_read_by_clients_that_write_first_and_small_senders_are_served(tmp_path: Path) -> None:
+    """``requests`` (what the OTel HTTP exporter posts with) writes the whole body before it reads the answer:
+    every refusal must reach it, not a reset connection; and senders of large bodies must not starve a
+    sender of small ones (the limit keeps a quarter for small requests)."""
+    import requests
+
+    out = tmp_path / "out"
+    limit_mb = 64
+    collector = start_collector(out, "--quiet-period", "0.2", "--memory-limit-mb", str(limit_mb))
+    idle_rss = PeakRss(collector.process.pid).after(0.3)
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    stop = time.monotonic() + 4.0
+    filler = "z" * (1 << 20)
+    outcomes: dict[str, list[int]] = {"large": [], "small": []}  # status codes; 0: the connection failed
+
+    def post(kind: str, task: str, body: bytes, spans: int) -> None:
+        with sent.lock:
+            sent.sent += 1
+        try:
+            response = requests.post(collector.http_endpoint, data=body, headers=PROTOBUF_HEADERS, timeout=30)
+        except requests.ConnectionError:
+            outcomes[kind].append(0)
+            return
+        outcomes[kind].append(response.status_code)
+        with sent.lock:
+            if response.status_code == 200:
+                sent.acked[task] = spans
+            elif response.status_code == 503:
+                assert response.headers.get("Retry-After"), "503 without Retry-After"
+                sent.refused += 1
+
+    def large(worker: int) -> None:
+        index = 0
+        while time.monotonic() < stop:
+            task = f"big-{worker}-{index}"
+            index += 1
+            spans = record_run(task, tools=3)
+            for span in spans[1:]:
+                span._attributes = {**span.attributes, "filler": filler}  # type: ignore[attr-defined]
+            post("large", task, encode_protobuf(spans), len(spans))
+
+    def small() -> None:
+        index = 0
+        while time.monotonic() < stop:
+            task = f"small-{index}"
+            index += 1
+            body, spans = run_body(task)
+            post("small", task, body, spans)
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=large, args=(w,)) for w in range(5)] + [threading.Thread(target=small)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    peak = rss.stop()
+    assert outcomes["large"].count(503) > 0, "the limit was never reached: the test proves nothing"
+    assert 0 not in outcomes["large"] + outcomes["small"], "a refusal the client never read (reset)"
+    served = outcomes["small"].count(200) / len(outcomes["small"])
+    assert served >= 0.9, f"the small sender was starved: {outcomes['small'].count(503)} refusals"
+    assert_within_memory_limit(peak, idle_rss, limit_mb)
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault(
+        f"5 senders of 4 MiB bodies (requests: body first) and a small one, --memory-limit-mb {limit_mb}",
+        sent, written, peak, idle_rss=idle_rss, limit_mb=limit_mb,
+    )

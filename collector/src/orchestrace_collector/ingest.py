@@ -146,14 +146,17 @@ class Ingest:
             self.request_bytes += nbytes
 
     def try_reserve(self, nbytes: int) -> bool:
-        """:meth:`reserve` if ``nbytes`` more fit under the memory limit, or if no other request holds
-        any (so one request larger than the limit allows still gets through, alone)."""
+        """:meth:`reserve` if ``nbytes`` more fit under the memory limit, or if the request is larger than
+        the limit allows and no other request holds any (it still gets through, alone). A large request (over
+        a sixteenth of the limit) fits only under three quarters of it: the rest is kept for small ones, so
+        senders of large batches cannot starve the others."""
         with self._bytes_lock:
-            if (
-                self.memory_limit_bytes
-                and self.request_bytes > 0
-                and self.memory_bytes + nbytes * REQUEST_FACTOR > self.memory_limit_bytes
-            ):
+            limit = self.memory_limit_bytes
+            cost = nbytes * REQUEST_FACTOR
+            if limit and cost > limit // 16:
+                limit = limit * 3 // 4
+            alone = self.request_bytes == 0 and cost > limit
+            if limit and not alone and self.memory_bytes + cost > limit:
                 return False
             self.request_bytes += nbytes
             return True
