@@ -128,6 +128,12 @@ class Trace(BaseModel):
         """The trace as written: aliases (``from``) applied, unset optional fields left out."""
         return self.model_dump(by_alias=True, exclude_none=True)
 
+    def _repr_html_(self) -> str:
+        """In a notebook, the trace shows itself as the view's timeline (offline, in an iframe)."""
+        from orchestrace_collector.view.export import trace_html  # the view's pages load only when shown
+
+        return trace_html(self)
+
 
 class ToolCallFunction(BaseModel):
     name: str

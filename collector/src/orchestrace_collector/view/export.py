@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.validate import validate_trace
@@ -101,7 +102,7 @@ def trace_html(trace: Trace, turns: Sequence[Turn] = ()) -> str:
         "traces": {trace_id: {"trace": trace_obj, "turns": turn_objs, "problems": problems}},
         "credit": {trace_id: None if problems else credit_by_strategy(trace_obj, turn_objs)},
         "turns": {trace_id: {t["turn_id"]: {"turn": t, "contents": {}} for t in turn_objs}},
-        "start": f"#/episode/{trace_id}/timeline",
+        "start": f"#/episode/{quote(trace_id, safe='')}/timeline",
     }
     return (f'<iframe title="orchestrace trace {html.escape(trace_id)}" style="width:100%;height:520px;'
             f'border:1px solid #ccc" srcdoc="{html.escape(page_html(data), quote=True)}"></iframe>')

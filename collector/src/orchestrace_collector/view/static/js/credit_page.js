@@ -6,7 +6,7 @@ import { errorBox, h, replaceChildren, s } from "./dom.js";
 import { num } from "./format.js";
 import { creditColour, creditSign } from "./palette.js";
 import { laneKey, laneName } from "./lanes.js";
-import { episodeHref, setParams } from "./router.js";
+import { episodeHref, navigate, setParams } from "./router.js";
 import { renderTimeline } from "./timeline.js";
 
 export function renderCredit(main, episode, credit, params, routeParts) {
@@ -53,6 +53,6 @@ export function renderCredit(main, episode, credit, params, routeParts) {
       return { fill: creditColour(value, scale), sign: creditSign(value), value,
         title: `credit ${num(value)} (${strategy})${channels ? `: ${channels}` : ""}` };
     },
-    onTurn: (turn) => { location.hash = episodeHref(episode.trace.trace_id, "turn", { turn: turn.turn_id }); },
+    onTurn: (turn) => { navigate(episodeHref(episode.trace.trace_id, "turn", { turn: turn.turn_id })); },
   });
 }

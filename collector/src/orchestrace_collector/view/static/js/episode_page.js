@@ -4,7 +4,7 @@
 import { errorBox, h, replaceChildren } from "./dom.js";
 import { count, num, seconds } from "./format.js";
 import { buildEpisode } from "./lanes.js";
-import { episodeHref, routeHref } from "./router.js";
+import { episodeHref, navigate, routeHref } from "./router.js";
 import { fetchCredit, fetchTrace, fetchTurn } from "./source.js";
 import { renderTimeline } from "./timeline.js";
 import { renderReplay } from "./replay.js";
@@ -65,7 +65,7 @@ export async function renderEpisode(main, parts, params) {
     const box = h("div", { class: "timeline" });
     replaceChildren(area, box);
     renderTimeline(box, episode, {
-      onTurn: (turn) => { location.hash = episodeHref(traceId, "turn", { turn: turn.turn_id }); },
+      onTurn: (turn) => { navigate(episodeHref(traceId, "turn", { turn: turn.turn_id })); },
     });
   }
   return null;

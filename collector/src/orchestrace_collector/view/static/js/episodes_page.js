@@ -4,7 +4,7 @@
 import { errorBox, h, replaceChildren, s } from "./dom.js";
 import { count, num, seconds } from "./format.js";
 import { fetchEpisodes } from "./source.js";
-import { episodeHref, routeHref, setParams } from "./router.js";
+import { episodeHref, navigate, routeHref, setParams } from "./router.js";
 
 export const PAGE_SIZE = 100;
 const rows = new Map();
@@ -126,7 +126,7 @@ export function renderEpisodes(main, params) {
   const selected = new Set();
   const compare = h("button", { type: "button", disabled: true, onclick: () => {
     const [a, b] = [...selected];
-    location.hash = routeHref(["compare"], { a, b });
+    navigate(routeHref(["compare"], { a, b }));
   } }, "Compare the 2 selected");
   const controls = h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
     input("task", "Task"), input("agent", "Agent"),

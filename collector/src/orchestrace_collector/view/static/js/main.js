@@ -5,7 +5,7 @@ import { episodeRow, loadEpisodes, renderEpisodes } from "./episodes_page.js";
 import { renderEpisode } from "./episode_page.js";
 import { renderCompare } from "./compare_page.js";
 import { onNewData, startPolling } from "./live.js";
-import { parseRoute } from "./router.js";
+import { currentHash, parseRoute } from "./router.js";
 import { isExport, startRoute } from "./source.js";
 
 const main = document.getElementById("app");
@@ -22,7 +22,7 @@ async function route() {
   if (current && current.stop) current.stop();
   current = null;
   main.dataset.state = "loading";
-  const { parts, params } = parseRoute(location.hash);
+  const { parts, params } = parseRoute(currentHash(startRoute));
   try {
     await loadEpisodes();
     if (parts[0] === "episode" && parts[1]) {
@@ -44,7 +44,7 @@ window.addEventListener("unhandledrejection", (event) => fail("Something went wr
 window.addEventListener("hashchange", route);
 
 onNewData(async () => {
-  const { parts } = parseRoute(location.hash);
+  const { parts } = parseRoute(currentHash(startRoute));
   const changed = await loadEpisodes();
   if (!changed) return;
   if (parts[0] === "episode") {
@@ -58,7 +58,6 @@ onNewData(async () => {
 
 if (isExport) {
   indicator.textContent = "exported file";
-  if (startRoute && !location.hash) history.replaceState(null, "", startRoute);
 } else {
   startPolling(indicator);
 }

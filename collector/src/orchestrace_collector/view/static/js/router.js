@@ -18,7 +18,40 @@ export function episodeHref(traceId, tab = "timeline", params) {
   return routeHref(["episode", traceId, tab], params);
 }
 
-// Replace the URL's state without a new history entry (the replay's step, the episodes' filters).
+// Replace the URL's state without a new history entry (the replay's step, the episodes' filters). A page
+// shown from `srcdoc` (a notebook) has no URL of its own to change: its state then lives in memory only.
+let inMemory = null;
+
 export function setParams(parts, params) {
-  history.replaceState(null, "", routeHref(parts, params));
+  const href = routeHref(parts, params);
+  try {
+    history.replaceState(null, "", href);
+  } catch {
+    inMemory = href;
+  }
+}
+
+const frameOnly = location.protocol === "about:";
+
+export function currentHash(fallback) {
+  return (frameOnly ? inMemory : location.hash) || fallback || "";
+}
+
+export function navigate(href) {
+  if (!frameOnly) {
+    location.hash = href;
+    return;
+  }
+  inMemory = href;
+  window.dispatchEvent(new HashChangeEvent("hashchange"));
+}
+
+// In a `srcdoc` frame a link to `#/...` would leave the page: follow it in memory instead.
+if (frameOnly) {
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest && event.target.closest('a[href^="#"]');
+    if (!link) return;
+    event.preventDefault();
+    navigate(link.getAttribute("href"));
+  });
 }
