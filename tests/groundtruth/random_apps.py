@@ -3,7 +3,9 @@
 A seed draws a tree of agent calls: any names (a pool with spaces, ``#``, non-ASCII, 80 characters, names
 other integrations give their actors), run one after another, under ``asyncio.gather`` or on threads
 (``ot.ThreadPoolExecutor``), some announced with ``ot.spawn`` / ``ot.delegate`` before the call, some
-raising; each agent makes model calls (plain, or streamed and sometimes abandoned after the first chunk),
+raising; each agent makes model calls (plain, as OpenAI or as Anthropic says them with part of the prompt
+read from the cache; or streamed, yielded by the model call or returned for the caller to read, and
+sometimes abandoned after the first chunk),
 tool calls and messages (some to the instance that called it, by its handle), may record a safety event or a
 human intervention, reward itself and aggregate its children's results. :func:`truth` is what
 the written trace must say.
@@ -30,8 +32,11 @@ class Call:
     """One agent call: what it does, then its children."""
 
     name: str
-    calls: list[tuple[int, int]]  # (prompt, completion) tokens of each plain model call
-    streams: list[tuple[int, int, bool]]  # streamed calls: tokens, and whether abandoned after one chunk
+    #: Plain model calls: (prompt, completion) tokens, how many of the prompt's came from the cache, and
+    #: whether the reply is Anthropic's (its input_tokens leave the cached ones out) rather than OpenAI's.
+    calls: list[tuple[int, int, int, bool]]
+    #: Streamed calls: tokens, whether abandoned after one chunk, whether returned rather than yielded.
+    streams: list[tuple[int, int, bool, bool]]
     tools: int
     messages: int
     mode: str  # how the children run: "seq", "gather" or "threads"
@@ -51,8 +56,9 @@ def draw(seed: int) -> Call:
     def one(depth: int) -> Call:
         call = Call(
             name=rng.choice(NAMES if depth else NAMES[:3]),
-            calls=[(rng.randint(0, 50), rng.randint(0, 9)) for _ in range(rng.randint(0, 3))],
-            streams=[(rng.randint(1, 30), rng.randint(1, 5), rng.random() < 0.3)
+            calls=[(prompt, rng.randint(0, 9), rng.randint(0, prompt), rng.random() < 0.5)
+                   for prompt in (rng.randint(0, 50) for _ in range(rng.randint(0, 3)))],
+            streams=[(rng.randint(1, 30), rng.randint(1, 5), rng.random() < 0.3, rng.random() < 0.5)
                      for _ in range(rng.choice((0, 0, 1, 2)))],
             tools=rng.randint(0, 2),
             messages=rng.randint(0, 2),
@@ -76,6 +82,8 @@ def draw(seed: int) -> Call:
 class Truth:
     tokens: Counter[str] = field(default_factory=Counter)  # per agent name
     turns: int = 0
+    cached: int = 0  # prompt tokens read from the cache (part of the tokens)
+    incomplete: int = 0  # streamed turns left before their end
     tool_calls: int = 0
     messages: int = 0
     individual: float = 0.0
@@ -90,9 +98,11 @@ def truth(root: Call) -> Truth:
     t = Truth()
 
     def visit(call: Call) -> None:
-        t.tokens[call.name] += sum(p + c for p, c in call.calls)
-        t.tokens[call.name] += sum(p + c for p, c, abandoned in call.streams if not abandoned)
+        t.tokens[call.name] += sum(p + c for p, c, _, _ in call.calls)
+        t.tokens[call.name] += sum(p + c for p, c, abandoned, _ in call.streams if not abandoned)
         t.turns += len(call.calls) + len(call.streams)
+        t.cached += sum(cached for _, _, cached, _ in call.calls)
+        t.incomplete += sum(abandoned for _, _, abandoned, _ in call.streams)
         t.tool_calls += call.tools
         t.messages += call.messages + call.replies
         if call.reward is not None and (call.calls or call.streams):
@@ -116,16 +126,32 @@ class Failed(Exception):
 
 
 @ot.llm("random-model", provider="test")
-def _complete(messages: list[dict[str, str]], prompt: int, completion: int) -> dict[str, Any]:
+def _complete(messages: list[dict[str, str]], prompt: int, completion: int, cached: int,
+              anthropic: bool) -> dict[str, Any]:
+    if anthropic:
+        return {"type": "message", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt - cached, "cache_read_input_tokens": cached,
+                          "output_tokens": completion}}
     return {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
+
+
+def _chunks(prompt: int, completion: int) -> Iterator[dict[str, Any]]:
+    for k in range(completion):
+        yield {"choices": [{"index": 0, "delta": {"content": f"t{k}"}}]}
+    yield {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
 
 
 @ot.llm("random-model", provider="test")
 def _stream(messages: list[dict[str, str]], prompt: int, completion: int) -> Iterator[dict[str, Any]]:
-    for k in range(completion):
-        yield {"choices": [{"index": 0, "delta": {"content": f"t{k}"}}]}
-    yield {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
+    yield from _chunks(prompt, completion)
+
+
+@ot.llm("random-model", provider="test")
+def _returned_stream(messages: list[dict[str, str]], prompt: int,
+                     completion: int) -> Iterator[dict[str, Any]]:
+    return _chunks(prompt, completion)
 
 
 @ot.tool
@@ -134,10 +160,11 @@ def _lookup(query: str) -> str:
 
 
 def _work(call: Call, caller: Any) -> None:
-    for i, (prompt, completion) in enumerate(call.calls):
-        _complete([{"role": "user", "content": f"{call.name} {i}"}], prompt, completion)
-    for i, (prompt, completion, abandoned) in enumerate(call.streams):
-        chunks = _stream([{"role": "user", "content": f"stream {i}"}], prompt, completion)
+    for i, (prompt, completion, cached, anthropic) in enumerate(call.calls):
+        _complete([{"role": "user", "content": f"{call.name} {i}"}], prompt, completion, cached, anthropic)
+    for i, (prompt, completion, abandoned, returned) in enumerate(call.streams):
+        chunks = (_returned_stream if returned else _stream)(
+            [{"role": "user", "content": f"stream {i}"}], prompt, completion)
         for _ in chunks:
             if abandoned:
                 chunks.close()

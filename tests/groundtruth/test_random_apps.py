@@ -42,6 +42,8 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
             tokens[turn["agent"]] += turn.get("input_tokens", 0) + turn.get("output_tokens", 0)
         assert +tokens == want.tokens, way
         assert len(turns) == want.turns, way
+        assert sum(turn.get("cache_read_input_tokens", 0) for turn in turns) == want.cached, way
+        assert sum(bool(turn.get("completion_incomplete")) for turn in turns) == want.incomplete, way
         costs = trace["costs"]
         assert (costs["tokens"], costs["tool_calls"], costs["messages"]) == (
             sum(want.tokens.values()), want.tool_calls, want.messages), way
