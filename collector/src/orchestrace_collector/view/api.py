@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from orchestrace_collector.outcome import episode_outcome
 from orchestrace_collector.receiver_http import bearer_matches
 from orchestrace_collector.validate import validate_trace
 from orchestrace_collector.view.credit import credit_by_strategy
@@ -52,6 +53,7 @@ def trace_payload(store: OutputStore, trace_id: str) -> dict[str, Any] | None:
         "trace": trace,
         "turns": [light_turn(t) for t in store.turns(trace_id)],
         "problems": validate_trace(trace),
+        "outcome": episode_outcome(trace.get("rewards") or {}),  # the exports' episode_reward
     }
 
 

@@ -99,7 +99,8 @@ def trace_html(trace: Trace, turns: Sequence[Turn] = ()) -> str:
     data = {
         "status": {"generation": 1, "episodes": 1, "directories": []},
         "episodes": [summary],
-        "traces": {trace_id: {"trace": trace_obj, "turns": turn_objs, "problems": problems}},
+        "traces": {trace_id: {"trace": trace_obj, "turns": turn_objs, "problems": problems,
+                              "outcome": summary["outcome"]}},
         "credit": {trace_id: None if problems else credit_by_strategy(trace_obj, turn_objs)},
         "turns": {trace_id: {t["turn_id"]: {"turn": t, "contents": {}} for t in turn_objs}},
         "start": f"#/episode/{quote(trace_id, safe='')}/timeline",

@@ -43,7 +43,7 @@ export async function renderCompare(main, params) {
     const box = h("div", { class: "timeline" });
     const section = h("section", { class: "compare-side", "data-trace-id": trace.trace_id },
       h("h2", {}, h("a", { href: episodeHref(trace.trace_id) }, trace.trace_id)),
-      h("p", {}, `outcome ${num(trace.rewards?.team ?? null)}; rewards ${Object.entries(trace.rewards || {}).filter(([k]) => !k.startsWith("credit:")).map(([k, v]) => `${k} ${num(v)}`).join(", ") || "none"}; wall clock ${seconds(trace.costs?.wall_clock_s)}`),
+      h("p", {}, `outcome ${num(payload.outcome ?? null)}; rewards ${Object.entries(trace.rewards || {}).filter(([k]) => !k.startsWith("credit:")).map(([k, v]) => `${k} ${num(v)}`).join(", ") || "none"}; wall clock ${seconds(trace.costs?.wall_clock_s)}`),
       payload.problems.length ? errorBox("This trace fails validation", payload.problems.slice(0, 5).join("; ")) : null,
       box);
     return { section, box, highlight: new Set(mine ? [mine.event.id] : []) };

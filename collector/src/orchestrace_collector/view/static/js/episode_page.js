@@ -32,12 +32,12 @@ export async function renderEpisode(main, parts, params) {
     replaceChildren(main, errorBox("Episode not found", `No episode ${traceId} in these directories (yet).`));
     return null;
   }
-  const { trace, turns, problems } = payload;
+  const { trace, turns, problems, outcome } = payload;
   const header = h("header", { class: "episode-header" },
     h("p", { class: "crumbs" }, h("a", { href: routeHref(["episodes"], { task: trace.task_id }) }, `task ${trace.task_id}`)),
     h("h1", {}, `Episode ${trace.trace_id}`),
     h("p", { class: "facts-line" },
-      `outcome ${num(trace.rewards?.team ?? null)} · ${count(turns.length)} model calls · ${count(trace.costs?.tokens)} tokens · `
+      `outcome ${num(outcome ?? null)} · ${count(turns.length)} model calls · ${count(trace.costs?.tokens)} tokens · `
       + `${seconds(trace.costs?.wall_clock_s)} wall clock · parallelism ${num(trace.metrics?.parallelism_efficiency ?? null)} · `
       + `revision ${trace.metrics?.revision ?? 0}${trace.topology ? ` · ${trace.topology}` : ""}`),
     h("nav", { class: "tabs", "aria-label": "Episode views" }, TABS.map(([name, label]) =>
