@@ -92,7 +92,7 @@ def test_dump_training_traces_recipes_run(
         done = CliRunner().invoke(app, command[1:])
         assert done.exit_code == 0, (command, done.output, done.exception)
     researcher = [json.loads(line) for line in (tmp_path / "researcher.jsonl").read_text().splitlines()]
-    assert researcher and all(r["agent"] == "researcher" and r["reward"] >= 0.1 for r in researcher)
+    assert researcher and all(r["agent"] == "researcher" and r["episode_reward"] >= 0.1 for r in researcher)
     recipes = re.findall(r"```python\n(.*?)```", section, re.S)
     assert all(len(recipe.strip().splitlines()) <= 12 for recipe in recipes)
     ran = subprocess.run([sys.executable, "-c", RECIPES_RUNNER], input=json.dumps(recipes), cwd=tmp_path,

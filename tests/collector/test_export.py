@@ -313,4 +313,4 @@ def test_cli_export_and_its_errors(tmp_path: Path) -> None:
     done = runner.invoke(app, ["export", str(tmp_path / "missing"), "--format", "jsonl", "--to", "x"])
     assert done.exit_code == 1 and "not an output directory" in done.output
     with pytest.raises(ExportError):
-        export([out], "tokens", tmp_path / "x.jsonl")
+        export([out], "tokens", tmp_path / "x.jsonl", strict=True)

@@ -67,20 +67,44 @@ def test_recorded_ids_merged_per_trajectory_never_retokenized(tmp_path: Path) ->
     ] * sum(row["response_mask"])
 
 
-def test_a_merge_whose_recorded_ids_do_not_extend_is_refused(tmp_path: Path) -> None:
+def _not_extending(tmp_path: Path) -> Path:
+    """Task-1's worker trajectory cannot be built; its planner's, and task-2's, can."""
     trace, turns = episode("ta", "task-1", team=1.0, answer="42", token_ids=True)
     # The second call's prompt was tokenized again, differently from what the model generated before.
     turns[2]["prompt_token_ids"] = encode(
         render(turns[2]["prompt"]).replace("Let me", "Let  me") + "[assistant]"
     )
-    out = write(tmp_path / "out", (trace, turns))
+    other = episode("tb", "task-2", team=0.5, answer="7", token_ids=True)
+    return write(tmp_path / "out", (trace, turns), other)
+
+
+def test_a_merge_whose_recorded_ids_do_not_extend_is_refused(tmp_path: Path) -> None:
+    out = _not_extending(tmp_path)
     with pytest.raises(ExportError, match=r"turn ta-w2 continues .* turn ta-w1.*do not extend.*refusing"):
-        export([out], "tokens", tmp_path / "tokens.jsonl")
+        export([out], "tokens", tmp_path / "tokens.jsonl", strict=True)
     done = CliRunner().invoke(
-        app, ["export", str(out), "--format", "tokens", "--to", str(tmp_path / "t.jsonl")]
+        app, ["export", str(out), "--format", "tokens", "--to", str(tmp_path / "t.jsonl"), "--strict"]
     )
     assert done.exit_code == 1 and "refusing to merge" in done.output and "Traceback" not in done.output
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_a_trajectory_that_cannot_be_built_is_skipped_and_counted(tmp_path: Path) -> None:
+    out = _not_extending(tmp_path)
+    skipped: list[str] = []
+    assert export([out], "tokens", tmp_path / "tokens.jsonl", skipped=skipped) == 3
+    assert [(r["trace_id"], r["agent"]) for r in rows(tmp_path / "tokens.jsonl")] == [
+        ("ta", "planner"), ("tb", "planner"), ("tb", "worker")]
+    assert len(skipped) == 1 and "trace ta, agent 'worker'" in skipped[0]
+    done = CliRunner().invoke(
+        app, ["export", str(out), "--format", "tokens", "--to", str(tmp_path / "t.jsonl")], terminal_width=300
+    )
+    assert done.exit_code == 0 and "3 rows" in done.output and "(1 trajectories skipped)" in done.output
+    assert "skipped: trace ta, agent 'worker'" in done.output
+    # A task the export does not select is never built: nothing skipped, even with --strict.
+    done = CliRunner().invoke(app, ["export", str(out), "--format", "tokens", "--to",
+                                    str(tmp_path / "t.jsonl"), "--task", "task-2", "--strict"])
+    assert done.exit_code == 0 and "2 rows" in done.output and "skipped" not in done.output, done.output
 
 
 def test_a_rewritten_history_starts_a_new_row(tmp_path: Path) -> None:
@@ -115,7 +139,10 @@ def test_mixed_recorded_and_missing_ids_are_refused(tmp_path: Path) -> None:
     del turns[2]["prompt_token_ids"]
     out = write(tmp_path / "out", (trace, turns))
     with pytest.raises(ExportError, match="not mixing"):
-        export([out], "tokens", tmp_path / "tokens.jsonl")
+        export([out], "tokens", tmp_path / "tokens.jsonl", strict=True)
+    skipped: list[str] = []
+    assert export([out], "tokens", tmp_path / "tokens.jsonl", skipped=skipped) == 1  # the planner's
+    assert ["not mixing" in reason for reason in skipped] == [True]
 
 
 def test_tokenizer_by_path_when_no_ids_were_recorded(tmp_path: Path) -> None:

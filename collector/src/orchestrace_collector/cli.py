@@ -585,6 +585,13 @@ def export(
             "token ids.",
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="tokens: fail on a trajectory that cannot be built (by default it is skipped and counted).",
+        ),
+    ] = False,
 ) -> None:
     """Write a training set from the latest revision of every trace: one row per turn, TRL sample, agent
     trajectory or orchestrator decision, in a schema that is the same for every run."""
@@ -596,6 +603,7 @@ def export(
 
     if pairs and labels:
         raise _fail("give at most one of --pairs and --labels")
+    skipped: list[str] = []
     filters = Filters(
         min_reward=min_reward,
         max_reward=max_reward,
@@ -613,10 +621,14 @@ def export(
             trl_kind="dpo" if pairs else "kto" if labels else "sft",
             tokenizer=tokenizer,
             outcome=outcome,
+            strict=strict,
+            skipped=skipped,
         )
     except ExportError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"{rows} rows -> {to}")
+    for reason in skipped[:_MAX_FAILURE_ROWS]:
+        errors.print(f"[yellow]skipped:[/] {reason}", highlight=False, soft_wrap=True)
+    console.print(f"{rows} rows -> {to}" + (f" ({len(skipped)} trajectories skipped)" if skipped else ""))
 
 
 @app.command(epilog=_example("annotate traces/ --task-id task-42 --reward 1.0",

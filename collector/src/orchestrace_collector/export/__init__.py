@@ -7,6 +7,7 @@ revision of each trace, in a fixed schema (``schema.py``) so that files of any r
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,14 @@ def export(
     trl_kind: str = "sft",
     tokenizer: Path | None = None,
     outcome: str | None = None,
+    strict: bool = False,
+    skipped: list[str] | None = None,
 ) -> int:
     """Write ``fmt`` rows of the traces under ``paths`` to ``to``; returns the number of rows. The file is
     Parquet for ``parquet``, and for the other formats when ``to`` ends with ``.parquet``; else JSON lines.
     ``outcome``: the reward channel that is each episode's outcome (default: the sum of its team-unit
-    channels, see ``orchestrace_collector.outcome``).
+    channels, see ``orchestrace_collector.outcome``). ``tokens``: a trajectory that cannot be built is left
+    out and its reason appended to ``skipped``, or, ``strict``, an ExportError.
     ``to`` an existing directory or a path without extension: a dataset directory (``card.py``) holding the
     file and a dataset card, Parquet for ``parquet`` and JSON lines for the others. Nothing to export (no
     traces, or no row left) is an ``ExportError`` and writes nothing."""
@@ -74,8 +78,11 @@ def export(
     episodes = load_episodes(paths, outcome)
     if not episodes:
         raise ExportError(f"no traces in {', '.join(map(str, paths))}")
-    config, rows = _rows(episodes, fmt, filters or Filters(), trl_kind, tokenizer)
+    skipped = [] if skipped is None else skipped
+    config, rows = _rows(episodes, fmt, filters or Filters(), trl_kind, tokenizer, strict, skipped)
     rows = list(rows)
+    if not rows and skipped:
+        raise ExportError(f"no {fmt} rows: {len(skipped)} trajectories could not be built, e.g. {skipped[0]}")
     if not rows:
         raise ExportError(f"no {fmt} rows to write from {len(episodes)} traces (the filters or the format, "
                           "e.g. trl without captured content, kept none)")
@@ -89,8 +96,8 @@ def export(
     return write_rows(rows, CONFIGS[config], to, file_format)
 
 
-def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str,
-          tokenizer: Path | None) -> tuple[str, Iterable[Mapping[str, Any]]]:
+def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str, tokenizer: Path | None,
+          strict: bool, skipped: list[str]) -> tuple[str, Iterable[Mapping[str, Any]]]:
     """The config (schema) and rows of one export format."""
     if fmt == "decisions":
         return "decisions", filters.apply(decision_rows(episodes))
@@ -98,7 +105,10 @@ def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str,
     if fmt in ("jsonl", "parquet"):
         return "turns", filters.apply(turns)
     if fmt == "tokens":
-        return "tokens", filters.apply(token_rows(turns, load_tokenizer(tokenizer) if tokenizer else None))
+        # Trajectories the filters leave out are never built (a flag drops the row, not some of its turns).
+        selected = replace(filters, drop_flagged=False).apply(turns)
+        tok = load_tokenizer(tokenizer) if tokenizer else None
+        return "tokens", filters.apply(token_rows(selected, tok, strict=strict, skipped=skipped))
     kept = list(filters.apply(turns))
     if trl_kind == "dpo":
         return "trl_dpo", dpo_rows(kept)

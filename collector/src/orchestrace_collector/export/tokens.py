@@ -12,6 +12,10 @@ generated) when every turn of the trajectory has them, and then nothing is token
 recorded prompt ids do not start with the previous turn's ids is refused, since training on them would train
 on tokens the model never produced. Otherwise a tokenizer given by path renders the messages with its chat
 template.
+
+A trajectory that cannot be built so (ids that do not extend, ids on some turns only, no ids and no
+tokenizer) gives no row: it is skipped and reported (``skipped``), and the others are written; ``strict``
+makes it an error instead.
 """
 
 from __future__ import annotations
@@ -114,23 +118,21 @@ def trajectories(turns: Iterable[Mapping[str, Any]]) -> list[list[Mapping[str, A
     return list(groups.values())  # turns arrive in start order within each trace
 
 
-def token_rows(turns: Iterable[Mapping[str, Any]], tokenizer: Any | None = None) -> Iterator[dict[str, Any]]:
+def token_rows(turns: Iterable[Mapping[str, Any]], tokenizer: Any | None = None, *, strict: bool = False,
+               skipped: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Rows of every trajectory; one that cannot be built raises ExportError when ``strict``, else is left
+    out and its reason appended to ``skipped``."""
     for trajectory in trajectories(turns):
-        with_ids = [
-            t["prompt_token_ids"] is not None and t["completion_token_ids"] is not None for t in trajectory
-        ]
         first = trajectory[0]
         where = f"trace {first['trace_id']}, agent {first['agent']!r}"
-        if all(with_ids):
-            rows, source = _recorded(trajectory, where), "recorded"
-        elif any(with_ids):
-            raise ExportError(f"{where}: some turns have recorded token ids and others not; not mixing them")
-        elif tokenizer is None:
-            raise ExportError(
-                f"{where}: no recorded token ids; give --tokenizer DIR to tokenize the messages"
-            )
-        else:
-            rows, source = _tokenized(trajectory, tokenizer), "tokenizer"
+        try:
+            rows, source = _build(trajectory, tokenizer, where)
+        except ExportError as exc:
+            if strict:
+                raise
+            if skipped is not None:
+                skipped.append(str(exc))
+            continue
         for segment, row in enumerate(rows):
             rewards = [r for r in row.turn_rewards if r is not None]
             yield {
@@ -155,6 +157,19 @@ def token_rows(turns: Iterable[Mapping[str, Any]], tokenizer: Any | None = None)
                 "token_source": source,
                 "episode_reward": first["episode_reward"],
             }
+
+
+def _build(trajectory: list[Mapping[str, Any]], tokenizer: Any | None, where: str) -> tuple[list[_Row], str]:
+    with_ids = [
+        t["prompt_token_ids"] is not None and t["completion_token_ids"] is not None for t in trajectory
+    ]
+    if all(with_ids):
+        return _recorded(trajectory, where), "recorded"
+    if any(with_ids):
+        raise ExportError(f"{where}: some turns have recorded token ids and others not; not mixing them")
+    if tokenizer is None:
+        raise ExportError(f"{where}: no recorded token ids; give --tokenizer DIR to tokenize the messages")
+    return _tokenized(trajectory, tokenizer), "tokenizer"
 
 
 def _extends(messages: list[dict[str, Any]] | None, prompt: list[dict[str, Any]] | None) -> bool | None:
