@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import collector_throughput, langgraph_overhead, ray_convert, report, scaling, sdk_overhead
+from bench import (
+    collector_throughput,
+    langgraph_overhead,
+    ray_convert,
+    report,
+    scaling,
+    sdk_overhead,
+    view_render,
+)
 from bench.machine import describe
 
 BENCHMARKS: dict[str, Callable[[Path, bool], dict[str, Any]]] = {
@@ -24,6 +32,7 @@ BENCHMARKS: dict[str, Callable[[Path, bool], dict[str, Any]]] = {
     "collector": collector_throughput.run,
     "scaling": scaling.run,
     "ray": ray_convert.run,
+    "view": view_render.run,
 }
 RESULTS_DIR = Path(__file__).parent / "results"
 

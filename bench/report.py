@@ -403,12 +403,24 @@ def _ray_overhead(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _view(r: dict[str, Any]) -> list[str]:
+    rows = [[name, *(_f(v[key]) for key in ("events", "turns", "marks", "draw_ms", "page_ms"))]
+            for name, v in r.items() if isinstance(v, dict)]
+    return [
+        "The view's timeline in headless Chromium: the SVG draw, and the whole page (fetch, parse, draw).",
+        "",
+        *_table(["episode", "events", "turns", "marks + arrows", "draw ms", "page ms"], rows),
+        "",
+    ]
+
+
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "sdk": ("1. SDK decorators", _sdk),
     "langgraph": ("2. LangGraph instrumentations", _langgraph),
     "collector": ("3. Collector", _collector),
     "scaling": ("4. Growth with trace size", _scaling),
     "ray": ("5. Scale-out on Ray", _ray),
+    "view": ("6. The view's timeline", _view),
 }
 
 

@@ -37,7 +37,7 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
 @pytest.mark.timeout(600)
 def test_every_benchmark_ran_without_error(quick_results: tuple[Path, dict[str, Any]]) -> None:
     _, results = quick_results
-    for name in ("sdk", "langgraph", "collector", "scaling", "ray"):
+    for name in ("sdk", "langgraph", "collector", "scaling", "ray", "view"):
         assert name in results, name
         assert "error" not in results[name], (name, results[name].get("error"))
     assert results["machine"]["nproc"] >= 1
@@ -145,3 +145,10 @@ def test_markdown_report(quick_results: tuple[Path, dict[str, Any]]) -> None:
     ):
         assert title in text
     assert "Not measured" not in text
+
+
+def test_view_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    view = quick_results[1]["view"]
+    for name in ("turns_2000", "events_10000"):
+        assert view[name]["draw_ms"] >= 0 and view[name]["page_ms"] > 0
+        assert view[name]["marks"] > view[name]["turns"]  # every turn drawn, and more
