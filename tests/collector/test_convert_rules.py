@@ -174,10 +174,12 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
     assert {(decision["id"], calls[0]["id"]), (decision["id"], calls[1]["id"])} <= edges_of(
         w, "tool_dependency"
     )
-    # the untrusted results flow into what the next model call produced (the calc call) and into the return
+    # No prompt was captured: the next model call is taken to have read the untrusted results, so what it
+    # asked for (the calc call) is untrusted; the last call received nothing new, so the return is not.
     ret = by_type(w, "return")[0]
     flows = edges_of(w, "safety_flow")
-    assert {(results[0]["id"], calls[2]["id"]), (results[0]["id"], ret["id"])} <= flows
+    assert flows == {(results[0]["id"], calls[2]["id"]), (results[1]["id"], calls[2]["id"])}
+    assert calls[2]["trusted"] is False and ret["trusted"] is True
     assert not any(src == results[2]["id"] for src, _ in flows)  # a trusted result taints nothing
 
 
@@ -365,16 +367,20 @@ def test_human_intervention_and_safety_event_with_source() -> None:
                     sc.ORCH_SAFETY_CATEGORY: "prompt_injection",
                     sc.ORCH_SAFETY_ACTION: "blocked",
                     sc.ORCH_SAFETY_SOURCE: "call-7",
+                    sc.ORCH_SAFETY_SEVERITY: "high",
+                    sc.ORCH_TARGET_AGENT: "helper",
                 },
             ),
         ],
     )
     s.tool("browse", 2, 3, lead, **{sc.GEN_AI_TOOL_CALL_ID: "call-7", sc.ORCH_TOOL_TRUSTED: True})
+    s.agent("helper", 4, 6, lead)
     w = checked(convert_episode(s.spans))
     human = by_type(w, "human_intervention")[0]
     assert (human["agent"], human["label"]) == ("reviewer", "approve")
     safety = by_type(w, "safety_event")[0]
     assert (safety["agent"], safety["label"], safety["reason"]) == ("lead", "prompt_injection", "blocked")
+    assert (safety["severity"], safety["source"], safety["to"]) == ("high", "call-7", "helper")
     assert (by_type(w, "tool_result")[0]["id"], safety["id"]) in edges_of(w, "safety_flow")
 
 

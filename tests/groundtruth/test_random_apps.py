@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from collector_fixtures import RunningCollector
 from ground_truth_apps import WAYS, run_three_ways
-from random_apps import draw, run, truth
+from random_apps import RELAY_LEAD, Step, draw, draw_relay, relay_truth, run, run_relay, truth
 
 
 def _base(label: str | None) -> str:
@@ -65,3 +65,43 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
         metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
         written[way] = json.dumps({**trace, "metrics": metrics}, sort_keys=True)
     assert written["trace_dir"] == written["convert"] == written["collect"]
+
+
+_RELAY_STEPS = {("tool_call", "web_fetch"): "fetch_call", ("tool_result", "web_fetch"): "fetch_result",
+                ("tool_call", "vault"): "vault_call", ("tool_result", "vault"): "vault_result",
+                ("tool_call", "act"): "act_call", ("tool_result", "act"): "act_result"}
+
+
+def _relay_steps(events: list[dict[str, Any]]) -> dict[str, Step]:
+    """Each hop's events by (hop, step): the hops run one after another, each after the lead's spawn."""
+    steps: dict[str, Step] = {}
+    hop = -1
+    for e in events:
+        if e["type"] == "spawn" and e["agent"] == RELAY_LEAD:
+            hop += 1
+        elif e["agent"] == RELAY_LEAD and e["type"] == "return":
+            break
+        elif hop >= 0 and e["agent"] != RELAY_LEAD and e["type"] in ("tool_call", "tool_result"):
+            steps[e["id"]] = (hop, _RELAY_STEPS[(e["type"], e["tool"])])
+        elif hop >= 0 and e["agent"] != RELAY_LEAD and e["type"] in ("message", "return"):
+            steps[e["id"]] = (hop, e["type"])
+    return steps
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_untrusted_content_is_followed_from_agent_to_agent(tmp_path: Path, collector: RunningCollector,
+                                                          seed: int) -> None:
+    """A relay of agents passing pages, secrets, model replies or notes on by message: which events are
+    untrusted, which edges are ``safety_flow`` and which model calls read untrusted content, as built."""
+    hops = draw_relay(seed)
+    want = relay_truth(hops)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_relay(hops, f"relay-{seed}"),
+                             capture_content=True)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        steps = _relay_steps(trace["events"])
+        assert len(steps) == len({*steps.values()}), way  # every step once
+        assert {steps[e["id"]] for e in trace["events"] if e.get("trusted") is False} == want.untrusted, way
+        flows = {(steps[x["src"]], steps[x["dst"]]) for x in trace["edges"] if x["type"] == "safety_flow"}
+        assert flows == want.flows, way
+        assert [bool(t.get("tainted")) for t in turns] == want.tainted, way

@@ -30,6 +30,8 @@ def test_every_orchestration_event(spans: Spans) -> None:
         ot.decide("retry-later")
         ot.human_intervention("approve", actor="alice", content="looks fine")
         ot.safety_event("prompt_injection", severity="high", action="blocked", source="call_1")
+        ot.safety_event("pii", target=worker)
+        ot.safety_event("pii", target=ot.current_agent())  # this instance
         ot.reward(0.75, family="team", unit="agent", target="worker-1", label="good", explanation="fast")
         ot.reward(1)
         ot.stop("goal reached")
@@ -51,9 +53,12 @@ def test_every_orchestration_event(spans: Spans) -> None:
     assert _events(span, sc.EVENT_HUMAN_INTERVENTION) == [{
         sc.ORCH_HUMAN_KIND: "approve", sc.ORCH_HUMAN_ACTOR: "alice",
         sc.ORCH_CONTENT_REF: ot.content_ref("looks fine")}]
-    assert _events(span, sc.EVENT_SAFETY) == [{
-        sc.ORCH_SAFETY_CATEGORY: "prompt_injection", sc.ORCH_SAFETY_SEVERITY: "high",
-        sc.ORCH_SAFETY_ACTION: "blocked", sc.ORCH_SAFETY_SOURCE: "call_1"}]
+    assert _events(span, sc.EVENT_SAFETY) == [
+        {sc.ORCH_SAFETY_CATEGORY: "prompt_injection", sc.ORCH_SAFETY_SEVERITY: "high",
+         sc.ORCH_SAFETY_ACTION: "blocked", sc.ORCH_SAFETY_SOURCE: "call_1"},
+        {sc.ORCH_SAFETY_CATEGORY: "pii", sc.ORCH_TARGET_AGENT: "worker"},
+        {sc.ORCH_SAFETY_CATEGORY: "pii", sc.ORCH_TARGET_AGENT: "boss",
+         sc.ORCH_TARGET_ID: span.attributes[sc.GEN_AI_AGENT_ID]}]
     rewarded, plain = _events(span, sc.EVENT_EVALUATION_RESULT)
     assert rewarded == {sc.GEN_AI_EVALUATION_NAME: "team", sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
                         sc.GEN_AI_EVALUATION_SCORE_LABEL: "good", sc.GEN_AI_EVALUATION_EXPLANATION: "fast",

@@ -70,6 +70,10 @@ class Event(BaseModel):
     label: str | None = None  # a decision kind that is not one of the five, or a human / safety kind
     reason: str | None = None
     handoff: bool | None = None  # a delegate that transfers control without a return
+    severity: str | None = None  # safety_event only: the finding's severity, as recorded
+    #: safety_event only: where the finding came from, as recorded (a tool call id or a span id); the
+    #: ``safety_flow`` edge from the event it names says which
+    source: str | None = None
     agent_id: str | None = None  # raw ``gen_ai.agent.id`` (or node instance id) behind ``agent``
     t_end: float | None = None  # end time (seconds) for events that last (a tool call, an aggregate)
     t_start: float | None = None  # ``return`` only: when the activation that returns started
@@ -203,6 +207,10 @@ class Turn(BaseModel):
     #: (``orchestrace.content.prefix_span_id``) that could not be followed whole (that call missing or
     #: without content, a reference loop, fewer messages than the call received); ``prompt`` keeps the rest.
     prompt_incomplete: bool | None = None
+    #: The prompt held untrusted content: an untrusted tool result's, or content that carried it on (a
+    #: message, an agent's return, a model's reply after reading it); the ``safety_flow`` edges into the
+    #: events this call led to say from where (``convert/provenance.py``). Filter or weigh these samples.
+    tainted: bool | None = None
     #: The model call failed (its span ended with status ERROR): ``completion`` is what it produced before
     #: failing, if anything. Trainers usually filter these samples out, or learn from them on purpose.
     error: bool | None = None

@@ -154,12 +154,17 @@ class Events:
 
     @failsafe(default=None)
     def safety_event(self, category: str, *, severity: str | None = None, action: str | None = None,
-                     source: str | None = None) -> None:
+                     source: str | None = None, target: AgentRef | None = None) -> None:
         """A safety finding (e.g. ``prompt_injection``, a tripped guardrail), its severity, what was done,
-        and where it came from (a tool call id or span id)."""
+        where it came from (a tool call id or span id) and the agent it concerns (a name, an ``@ot.agent``
+        function or an instance handle)."""
         if self.span.is_recording():
             attributes: Attributes = {sc.ORCH_SAFETY_CATEGORY: category}
             _put(attributes, sc.ORCH_SAFETY_SEVERITY, severity)
             _put(attributes, sc.ORCH_SAFETY_ACTION, action)
             _put(attributes, sc.ORCH_SAFETY_SOURCE, source)
+            if target is not None:
+                attributes[sc.ORCH_TARGET_AGENT] = agent_name_role(target)[0]
+                if isinstance(target, AgentFrame):
+                    attributes[sc.ORCH_TARGET_ID] = target.id  # that instance, not the latest of its name
             self._emit(sc.EVENT_SAFETY, attributes)

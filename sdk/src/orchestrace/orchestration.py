@@ -116,12 +116,12 @@ def human_intervention(kind: str = "feedback", *, actor: str | None = None, cont
 
 @failsafe(default=None)
 def safety_event(category: str, *, severity: str | None = None, action: str | None = None,
-                 source: str | None = None) -> None:
-    """A safety finding (e.g. ``prompt_injection``), its severity, what was done, and where it came from
-    (a tool call id or span id)."""
+                 source: str | None = None, target: AgentRef | None = None) -> None:
+    """A safety finding (e.g. ``prompt_injection``), its severity, what was done, where it came from (a
+    tool call id or span id) and the agent it concerns (a name, an ``@ot.agent`` function or a handle)."""
     events = _events()
     if events is not None:
-        events.safety_event(category, severity=severity, action=action, source=source)
+        events.safety_event(category, severity=severity, action=action, source=source, target=target)
 
 
 _rejected: dict[str, int] = {}

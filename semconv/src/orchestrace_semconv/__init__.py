@@ -34,7 +34,8 @@ Span events (recorded on the current span by the orchestration calls):
 * ``orchestrace.stop``: reason (the decision to stop).
 * ``orchestrace.human_intervention``: kind (interrupt, interrupt_before, interrupt_after, resume, approve,
   edit, reject, feedback), actor, content ref.
-* ``orchestrace.safety_event``: category, severity, action, source (a tool call id or span id).
+* ``orchestrace.safety_event``: category, severity, action, source (a tool call id or span id), and the
+  agent it concerns as ``orchestrace.target.agent`` (``orchestrace.target.id`` for one instance).
 * ``gen_ai.evaluation.result`` (the GenAI evaluation event) plus ``orchestrace.reward.*``: a reward.
 
 Content (messages, tool arguments, results) never goes into a written trace: spans carry

@@ -1,21 +1,18 @@
 """Edges between numbered events (see README.md in this package for the rules).
 
 Every rule is linear in the number of events: "the next event of X after e" is a binary search in X's
-timeline, and ``safety_flow`` fans out to at most ``SAFETY_FLOW_FANOUT`` events (those of the model call that
-read the result) plus the caller's return.
+timeline. ``safety_flow`` edges follow content (``provenance.py``); only a ``safety_event`` naming its source
+gets one here.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable
 
 from .actors import Actors, Instance
 from .batches import Batches
 from .events import Ev, EventSet
-
-#: At most this many consuming events per untrusted tool result (the caller's return always counts too).
-SAFETY_FLOW_FANOUT = 32
 
 EdgeRec = tuple[int, int, str]  # (src index, dst index, type)
 _Add = Callable[[EdgeRec], None]
@@ -39,14 +36,17 @@ class _Timelines:
         return timeline[i] if i < len(timeline) else None
 
 
-def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[EdgeRec]:
-    """Every edge once, sorted by source then destination. The typed rules below never produce the same edge
-    twice; a temporal edge is left out where a typed edge already links the same two events.
+def build_edges(
+    events_set: EventSet, actors: Actors, batches: Batches, flows: list[EdgeRec]
+) -> list[EdgeRec]:
+    """Every edge once, sorted by source then destination; ``flows``: the ``safety_flow`` edges of content
+    (``provenance.py``). The typed rules below never produce the same edge twice; a temporal edge is left out
+    where a typed edge already links the same two events.
 
     Within a batch or a fan-out (``batches.py``) no edge follows the race between threads: every call or
     start follows the event before it (a fork), every result or start leads to the event after it (a join),
     and a return or a message into it leads to each of its calls or starts."""
-    edges: list[EdgeRec] = []
+    edges: list[EdgeRec] = list(flows)
     add = edges.append
     timelines = _Timelines()
 
@@ -66,8 +66,6 @@ def build_edges(events_set: EventSet, actors: Actors, batches: Batches) -> list[
         elif kind == "tool_result":
             if ev.decision_ev is not None:
                 add((ev.decision_ev.index, ev.index, "return"))
-            if not ev.trusted:
-                _safety_flow(ev, batches.after.get(ev.index), add)
         elif kind == "return":
             parent = ev.owner.parent
             nxt = timelines.next_after(parent, batches.returns_after(ev)) if parent is not None else None
@@ -118,26 +116,6 @@ def _into(src: Ev, nxt: Ev, batches: Batches, kind: str, add: _Add) -> None:
     for dst in calls:
         if dst.index > src.index:
             add((src.index, dst.index, kind))
-
-
-def _safety_flow(result: Ev, after_batch: Ev | None, add: _Add) -> None:
-    """An untrusted result flows into the events that consumed it: those of the caller's first model call
-    after the result (which read it), else the caller's next event after the result's batch; and always into
-    the caller's return."""
-    owner = result.owner
-    i = bisect_left(owner.turn_starts, result.t_ns)
-    if i < len(owner.turn_starts):
-        consumers = owner.turn_events[i][:SAFETY_FLOW_FANOUT]
-    else:
-        consumers = (
-            [after_batch] if after_batch is not None else owner.timeline[result.pos + 1 : result.pos + 2]
-        )
-    ret = owner.ret
-    for ev in consumers:
-        if ev.index > result.index and ev is not ret:
-            add((result.index, ev.index, "safety_flow"))
-    if ret is not None and ret.index > result.index:
-        add((result.index, ret.index, "safety_flow"))
 
 
 def _aggregate_edges(events_set: EventSet, add: _Add) -> None:

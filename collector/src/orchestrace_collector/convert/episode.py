@@ -19,6 +19,7 @@ from .events import Ev, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
 from .metrics import structural_metrics
+from .provenance import trace_provenance
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
 from .turns import TurnRec, build_turns, embedding_tokens, link_turns
@@ -82,7 +83,8 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     turn_recs = build_turns(events_set.model_nodes, store)
     batches = Batches(actors, events_set.closing)
     link_turns(turn_recs, batches)
-    edges = build_edges(events_set, actors, batches)
+    flows = trace_provenance(events, turn_recs, store.contents)
+    edges = build_edges(events_set, actors, batches, flows)
     reward_set = collect_rewards(events_set, actors, turn_recs)
     on_path = causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
     rewards, turn_credit = _credit(events, on_path, turn_recs, reward_set, credit)
@@ -226,6 +228,10 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
         out["reason"] = ev.reason
     if ev.handoff is not None:
         out["handoff"] = ev.handoff
+    if ev.severity is not None:
+        out["severity"] = ev.severity
+    if ev.source is not None:
+        out["source"] = ev.source
     if ev.agent_id is not None:
         out["agent_id"] = ev.agent_id
     if ev.t_end_ns is not None:
@@ -288,6 +294,8 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, 
         out["completion"] = [message_record(m) for m in rec.completion]
     if rec.prompt_incomplete:
         out["prompt_incomplete"] = True
+    if rec.tainted:
+        out["tainted"] = True
     if rec.error is not None:
         out["error"] = rec.error
     if rec.error_type is not None:

@@ -74,6 +74,7 @@ class Ev:
     label: str | None = None
     reason: str | None = None
     handoff: bool | None = None
+    severity: str | None = None  # safety_event
     agent_id: str | None = None
     t_end_ns: int | None = None
     tokens: int | None = None
@@ -328,9 +329,7 @@ def _span_event(
         ev.frm = sender_label
         recipient = attrs.get(sc.ORCH_TO)
         if recipient:
-            named = attrs.get(sc.ORCH_TARGET_ID)  # a message to one instance (its handle)
-            exact = b.actors.with_id(str(recipient), str(named)) if named else None
-            ev.recipient = exact or b.actors.resolve(str(recipient), event.time_ns)
+            ev.recipient = _addressee(b, str(recipient), attrs, event.time_ns)
             ev.to = ev.recipient.label if ev.recipient is not None else str(recipient)
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         ev.trusted = True
@@ -381,8 +380,22 @@ def _span_event(
         )
         source = attrs.get(sc.ORCH_SAFETY_SOURCE)
         ev.source = str(source) if source else None
+        severity = attrs.get(sc.ORCH_SAFETY_SEVERITY)
+        ev.severity = str(severity) if severity else None
+        target = attrs.get(sc.ORCH_TARGET_AGENT)
+        if target:  # whom the finding concerns
+            inst = _addressee(b, str(target), attrs, event.time_ns)
+            ev.to = inst.label if inst is not None else str(target)
     elif name == sc.EVENT_EVALUATION_RESULT:
         evaluations.append((node, event))
+
+
+def _addressee(b: _Builder, name: str, attrs: Attributes, t_ns: int) -> Instance | None:
+    """The instance an event names: the one with the id ``orchestrace.target.id`` when it names one (a
+    handle's), else the one of that name running then, else the next to start, else the last."""
+    named = attrs.get(sc.ORCH_TARGET_ID)
+    exact = b.actors.with_id(name, str(named)) if named else None
+    return exact or b.actors.resolve(name, t_ns)
 
 
 def _inner(owner: Instance, node: Node) -> bool:

@@ -45,6 +45,7 @@ class TurnRec:
     completion: list[ChatMessage] | None
     events: list[Ev]
     prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
+    tainted: bool = False  # its prompt held untrusted content (``provenance.py``)
     error: bool | None = None  # the model call ended with status ERROR
     error_type: str | None = None
     #: The turn's other fields read from the span (``call_details``), only those it has.
