@@ -18,6 +18,9 @@ Environment variables (arguments to :func:`orchestrace.configure` win over them)
   LangGraph integration then carries only the messages no earlier call of its trace exported, and names the
   call whose prompt and completion begin its prompt (``orchestrace.content.prefix_*``; linear size). The
   collector rebuilds the same prompts either way.
+* ``ORCHESTRACE_QUIET``: ``false`` gives back the third-party messages orchestrace keeps quiet by default
+  (the OTLP exporter's retries and errors when nothing listens at its endpoint, and the OpenAI Agents SDK's
+  "OPENAI_API_KEY is not set, skipping trace export"); see :func:`quiet`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from orchestrace.failsafe import logger
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENV_MAX_CONTENT_BYTES = "ORCHESTRACE_MAX_CONTENT_BYTES"
 ENV_FULL_PROMPT = "ORCHESTRACE_FULL_PROMPT"
+ENV_QUIET = "ORCHESTRACE_QUIET"
 DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 
 #: A redaction hook: receives captured text and returns what may leave the process.
@@ -93,3 +97,11 @@ def set_config(config: CaptureConfig | None) -> None:
     """Install settings (``None``: read the environment again on next use)."""
     global _current
     _current = config
+
+
+def quiet() -> bool:
+    """Whether third-party noise the user did not ask for stays quiet (``ORCHESTRACE_QUIET``, default on):
+    an OTLP exporter whose endpoint does not answer drops its batches with one warning line instead of
+    retrying them with a log line each (and a wait at exit), and the OpenAI Agents SDK's complaint that its
+    own exporter has no key is not logged."""
+    return os.environ.get(ENV_QUIET, "").strip().lower() not in ("0", "false", "no", "off")

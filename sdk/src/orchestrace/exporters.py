@@ -4,6 +4,11 @@ Names: ``otlp`` (OTLP http/protobuf, or gRPC when ``OTEL_EXPORTER_OTLP_PROTOCOL=
 ``jaeger`` (OTLP gRPC to a local Jaeger, ``localhost:4317``), ``console``, ``memory``, ``file:PATH``,
 ``none``.
 
+When nothing listens at an OTLP endpoint (no collector running), the first batch and every batch after a
+failed one check it with one TCP connection first, and are dropped at once, with one warning line for the
+whole process, instead of being retried for seconds with a log line per attempt (which also held the program
+at exit); ``ORCHESTRACE_QUIET=false`` gives the exporter's own retries and messages back.
+
 The OTLP exporters never lose spans to a size limit: a batch whose request is larger than
 ``ORCHESTRACE_OTLP_MAX_REQUEST_BYTES`` (default 8 MiB, under the orchestrace collector's 16 MiB body
 limit), or that the receiver refuses as too large (HTTP 413), is split in halves and each half sent; only
@@ -15,11 +20,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -27,6 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from orchestrace.config import quiet
 from orchestrace.failsafe import log_once, logger
 
 JAEGER_OTLP_GRPC_ENDPOINT = "http://localhost:4317"
@@ -216,6 +224,62 @@ class SizeLimitedExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class ListeningExporter(SpanExporter):
+    """Sends through ``inner`` (an OTLP exporter) only while something listens at its endpoint: see the
+    module docstring. ``unreachable_spans``: the spans dropped because nothing did."""
+
+    PROBE_TIMEOUT_S = 1.0
+    _warned = False  # one warning line per process, whatever the number of exporters
+
+    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+        self.inner = inner
+        self.endpoint = endpoint
+        parsed = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        self._address = (parsed.hostname or "localhost",
+                         parsed.port or (443 if parsed.scheme == "https" else 80))
+        self._check = True  # before the first batch, and after a failed one
+        self.unreachable_spans = 0
+
+    @property
+    def dropped_spans(self) -> int:
+        return int(getattr(self.inner, "dropped_spans", 0))
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._check and not self._listening():
+            self.unreachable_spans += len(spans)
+            if not ListeningExporter._warned:
+                ListeningExporter._warned = True
+                logger.warning("orchestrace: nothing listens at %s, spans are not exported (start "
+                               "`orchestrace collect`; ORCHESTRACE_QUIET=false shows the exporter's retries)",
+                               self.endpoint)
+            return SpanExportResult.FAILURE
+        result = self.inner.export(spans)
+        self._check = result is not SpanExportResult.SUCCESS
+        return result
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(self._address, timeout=self.PROBE_TIMEOUT_S).close()
+        except OSError:
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def _listening_only(exporter: SpanExporter) -> SpanExporter:
+    """``exporter`` behind a :class:`ListeningExporter` unless ``ORCHESTRACE_QUIET=false``."""
+    inner = exporter.inner if isinstance(exporter, SizeLimitedExporter) else exporter
+    endpoint = getattr(inner, "_endpoint", None)  # resolved by the OTLP exporter (arguments, then OTEL_*)
+    if not quiet() or not isinstance(endpoint, str):
+        return exporter
+    return ListeningExporter(exporter, endpoint)
+
+
 def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
                headers: Mapping[str, str] | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -241,14 +305,14 @@ def create_exporter(name: str, endpoint: str | None = None,
         return None
     if lowered == "otlp":
         if _otlp_protocol() == "grpc":
-            return _otlp_grpc(endpoint, headers=headers)
-        return _otlp_http(endpoint, headers)
+            return _listening_only(_otlp_grpc(endpoint, headers=headers))
+        return _listening_only(_otlp_http(endpoint, headers))
     if lowered in ("otlp-grpc", "otlp_grpc"):
-        return _otlp_grpc(endpoint, headers=headers)
+        return _listening_only(_otlp_grpc(endpoint, headers=headers))
     if lowered in ("otlp-http", "otlp_proto_http"):
-        return _otlp_http(endpoint, headers)
+        return _listening_only(_otlp_http(endpoint, headers))
     if lowered == "jaeger":
-        return _otlp_grpc(endpoint or JAEGER_OTLP_GRPC_ENDPOINT, insecure=True)
+        return _listening_only(_otlp_grpc(endpoint or JAEGER_OTLP_GRPC_ENDPOINT, insecure=True))
     if lowered == "console":
         return ConsoleSpanExporter(out=sys.stdout)  # the stdout of now, not of import time
     if lowered == "memory":

@@ -71,7 +71,7 @@ from opentelemetry.trace import INVALID_SPAN, Link, SpanContext
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
 from orchestrace.chat import UNTRACED, ChatCall, chat_call
-from orchestrace.config import CaptureConfig
+from orchestrace.config import CaptureConfig, quiet
 from orchestrace.content import content_ref
 from orchestrace.context import (
     AGENT_KEY,
@@ -130,6 +130,7 @@ __all__ = [
     "message_ref",
     "messages_ref",
     "prompt_refs",
+    "quiet",
     "record_error",
     "resume_link",
     "start_agent",

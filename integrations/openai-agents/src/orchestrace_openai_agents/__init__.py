@@ -14,16 +14,22 @@ The Agents SDK reports nothing while its tracing is disabled (``RunConfig(tracin
 ``OPENAI_AGENTS_DISABLE_TRACING=1``); ``set_trace_processors`` replaces every processor, this one too (call
 ``instrument()`` after it). Model inputs and outputs come only with ``trace_include_sensitive_data`` (the
 default); usage comes always.
+
+Quiet by default: while instrumented, the SDK's own exporter's "OPENAI_API_KEY is not set, skipping trace
+export" (logged for every batch it cannot send to OpenAI, which it then does not send) is filtered out of the
+``openai.agents`` logger; nothing else changes (with a key, traces still go to OpenAI as before).
+``ORCHESTRACE_QUIET=false`` keeps the message.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
 from agents import add_trace_processor
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from orchestrace.instrumentation import Telemetry
+from orchestrace.instrumentation import Telemetry, quiet
 
 from orchestrace_openai_agents._telemetry import Recorder
 from orchestrace_openai_agents.package import _instruments
@@ -33,6 +39,18 @@ from orchestrace_openai_agents.version import __version__
 __all__ = ["OpenAIAgentsInstrumentor", "__version__"]
 
 _processor: OrchestraceProcessor | None = None
+_AGENTS_LOGGER = "openai.agents"
+_NO_KEY = "OPENAI_API_KEY is not set, skipping trace export"
+
+
+class _NoKeyComplaint(logging.Filter):
+    """Drops the SDK exporter's complaint that it has no key (see the module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _NO_KEY
+
+
+_QUIET = _NoKeyComplaint()
 
 
 def _registered() -> OrchestraceProcessor:
@@ -54,7 +72,10 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):
         given: Telemetry | None = kwargs.get("telemetry")
         telemetry = (given or Telemetry(kwargs.get("tracer_provider"))).scoped(__name__, __version__)
         _registered().telemetry = Recorder(telemetry)
+        if quiet():
+            logging.getLogger(_AGENTS_LOGGER).addFilter(_QUIET)
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        logging.getLogger(_AGENTS_LOGGER).removeFilter(_QUIET)
         if _processor is not None:
             _processor.telemetry = None  # it stays registered, and goes quiet
