@@ -108,7 +108,7 @@ def test_tool_span(spans: Spans) -> None:
     assert added.attributes[sc.GEN_AI_TOOL_TYPE] == "function"
     assert added.attributes[sc.GEN_AI_TOOL_DESCRIPTION] == "Adds two numbers."
     assert str(added.attributes[sc.GEN_AI_TOOL_CALL_ID]).startswith("call_")
-    assert added.attributes[sc.ORCH_INPUT_REF] == ot.content_ref([1, 2])
+    assert added.attributes[sc.ORCH_INPUT_REF] == ot.content_ref({"a": 1, "b": 2})
     assert added.attributes[sc.ORCH_OUTPUT_REF] == ot.content_ref(3)
     assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in added.attributes
     assert sc.ORCH_TOOL_TRUSTED not in added.attributes
@@ -126,6 +126,34 @@ def test_tool_captures_arguments_and_result(captured: Spans) -> None:
     span = captured.one("execute_tool search")
     assert span.attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] == '{"limit":2,"query":"otel"}'
     assert span.attributes[sc.GEN_AI_TOOL_CALL_RESULT] == '["otel","otel"]'
+
+
+def test_tool_arguments_by_signature_whatever_the_call_form(captured: Spans) -> None:
+    """The same call is the same arguments, by parameter name with defaults filled in; ``*args`` a list,
+    ``**kwargs`` merged, a method's instance and the ``tool_call_id`` keyword left out."""
+
+    @ot.tool
+    def add(a: int, b: int = 1) -> int:
+        return a + b
+
+    @ot.tool
+    def many(first: int, *rest: int, flag: bool = False, tool_call_id: str = "", **extra: str) -> int:
+        return first
+
+    class Calculator:
+        @ot.tool
+        def double(self, x: int) -> int:
+            return 2 * x
+
+    for call in (lambda: add(2, 1), lambda: add(2, b=1), lambda: add(a=2, b=1), lambda: add(b=1, a=2),
+                 lambda: add(2)):
+        assert call() == 3
+    many(1, 2, flag=True, tool_call_id="call_9", k="v")
+    Calculator().double(5)
+    written = [span.attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] for span in captured.all]
+    assert written == ['{"a":2,"b":1}'] * 5 + ['{"first":1,"flag":true,"k":"v","rest":[2]}', '{"x":5}']
+    refs = {span.attributes[sc.ORCH_INPUT_REF] for span in captured.named("execute_tool add")}
+    assert refs == {ot.content_ref({"a": 2, "b": 1})}
 
 
 def test_methods_classmethods_staticmethods(spans: Spans) -> None:

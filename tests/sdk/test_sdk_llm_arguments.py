@@ -215,7 +215,9 @@ def test_generators_record_what_they_yielded(tmp_path: Path) -> None:
     (trace,) = latest_traces([tmp_path]).values()
     results = [e for e in trace["events"] if e["type"] == "tool_result"]
     refs = [e.get("content_ref") for e in results]
-    assert refs == [content_ref("abc"), content_ref([{"row": 0}, {"row": 1}]), content_ref("x")]
-    assert [read_content(tmp_path, ref) for ref in refs] == ["abc", '[{"row":0},{"row":1}]', "x"]
+    # A tool's items stay items; an agent's streamed text is one text.
+    assert refs == [content_ref(["a", "b", "c"]), content_ref([{"row": 0}, {"row": 1}]), content_ref(["x"])]
+    assert [read_content(tmp_path, ref) for ref in refs] == ['["a","b","c"]', '[{"row":0},{"row":1}]',
+                                                             '["x"]']
     returns = [e for e in trace["events"] if e["type"] == "return" and e["agent"] == "reader"]
     assert [e["content_ref"] for e in returns] == [content_ref("ABC")]

@@ -161,7 +161,7 @@ def test_broken_redaction_hook_captures_nothing_and_does_not_raise() -> None:
         assert echo("secret") == "secret"
         span = handle.get_finished_spans()[0]
         assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in span.attributes
-        assert span.attributes[sc.ORCH_INPUT_REF] == ot.content_ref("secret")
+        assert span.attributes[sc.ORCH_INPUT_REF] == ot.content_ref({"x": "secret"})
     finally:
         handle.shutdown()
         set_config(None)

@@ -1,5 +1,7 @@
-"""The arguments of an ``@ot.llm`` call, bound by the function's signature: the messages, the sampling
-parameters (span attributes under their GenAI names) and the tools offered.
+"""The arguments of a decorated call, bound by the function's signature.
+
+``@ot.llm``: the messages, the sampling parameters (span attributes under their GenAI names) and the tools
+offered. ``@ot.tool``: the arguments by parameter name (:class:`ToolArguments`).
 
 The messages are the argument named by the decorator (``@ot.llm(messages="history")``), else the one named
 ``messages``, ``prompt``, ``input`` or ``contents``, else the first positional one. Any other argument that is
@@ -109,3 +111,44 @@ def request_attributes(arguments: Mapping[str, Any], capture_content: bool) -> d
         else:
             _request_attribute(attributes, name, value)
     return attributes
+
+
+class ToolArguments:
+    """A tool call's arguments by the function's signature: ``{parameter: value}``, the same however the call
+    was written (``add(2, 1)``, ``add(2, b=1)``, ``add(a=2, b=1)`` and, when ``b`` defaults to 1, ``add(2)``
+    are all ``{"a": 2, "b": 1}``): defaults are filled in, so a call is recorded as the function ran it.
+    ``*args`` is a list under its name, ``**kwargs`` are merged in; the ``tool_call_id`` keyword (the call's
+    id, not an argument) is left out. Built once per decorated function."""
+
+    __slots__ = ("signature",)
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        try:
+            signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):  # builtins and the like: arguments as given (``call_input``)
+            signature = None
+        if signature is not None:
+            parameters = list(signature.parameters.values())
+            if parameters and parameters[0].name in ("self", "cls"):  # a method's calls come without it
+                signature = signature.replace(parameters=parameters[1:])
+        self.signature = signature
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if self.signature is None:
+            return call_input(args, kwargs)
+        given = {name: value for name, value in kwargs.items() if name != "tool_call_id"}
+        try:
+            bound = self.signature.bind(*args, **given)
+        except TypeError:  # a call the function will refuse itself: recorded as it was made
+            return call_input(args, kwargs)
+        bound.apply_defaults()
+        arguments: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            if name == "tool_call_id":
+                continue
+            kind = self.signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            else:
+                arguments[name] = list(value) if kind is inspect.Parameter.VAR_POSITIONAL else value
+        return arguments

@@ -19,7 +19,7 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 
-from orchestrace.arguments import CallArguments
+from orchestrace.arguments import CallArguments, ToolArguments
 from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
 from orchestrace.replies.returned import traced
 
@@ -247,10 +247,13 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
 
     ``description`` defaults to the docstring's first line. The result is an untrusted tool result unless
     ``trusted=True``. A ``tool_call_id`` keyword argument, when the function takes one, is the call id.
+    The arguments are recorded by parameter name, defaults filled in (see
+    :class:`orchestrace.arguments.ToolArguments`); a generator tool's result is the list of its items.
     """
 
     def decorate(func: F, tool_name: str | None = None) -> F:
-        spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted)
+        spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted,
+                        arguments=ToolArguments(inspect.unwrap(_function_of(func))))
         with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
             setattr(_function_of(func), _SPEC_ATTRIBUTE, spec)
         return instrument(func, spec)

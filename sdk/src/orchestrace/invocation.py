@@ -21,7 +21,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, format
 
 from orchestrace import history, results
 from orchestrace import semconv as sc
-from orchestrace.arguments import CallArguments, request_attributes
+from orchestrace.arguments import CallArguments, ToolArguments, request_attributes
 from orchestrace.config import CaptureConfig
 from orchestrace.content import Captured, call_input, capture, content_ref, quick_ref
 from orchestrace.context import (
@@ -222,6 +222,8 @@ class Spec:
     #: Whether an integration may trace this kind's calls itself (``context.TRACED_BY_CALLER_KEY``): agents
     #: and tools; the others skip the lookup on their hot path.
     may_be_traced_by_caller = False
+    #: A generator's items are its result joined when they are all strings (streamed text).
+    joins_text = True
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -335,7 +337,7 @@ class Spec:
 
     def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         if result is None and invocation.yielded is not None:
-            result = yielded_result(invocation.yielded)
+            result = yielded_result(invocation.yielded, self.joins_text)
         if result is None:
             return
         span = invocation.span
@@ -355,9 +357,10 @@ class Spec:
         invocation.yielded.append(item)
 
 
-def yielded_result(items: list[Any]) -> Any:
-    """A generator's result: what it yielded, joined when every item is a string, else as a list."""
-    if items and all(type(item) is str for item in items):
+def yielded_result(items: list[Any], joins_text: bool = True) -> Any:
+    """A generator's result: what it yielded, joined when every item is a string (``joins_text``: an agent's
+    streamed text), else as a list."""
+    if joins_text and items and all(type(item) is str for item in items):
         return "".join(items)
     return list(items)
 
@@ -408,9 +411,13 @@ class ToolSpec(Spec):
 
     may_be_traced_by_caller = True
 
+    #: A generator tool's items stay items (a list), not one text.
+    joins_text = False
+
     def __init__(self, name: str, description: str | None, trusted: bool, call_id: str | None = None,
-                 new_call_id: bool = True) -> None:
+                 new_call_id: bool = True, arguments: ToolArguments | None = None) -> None:
         super().__init__(name)
+        self.arguments = arguments
         self.description = description
         self.trusted = trusted
         self.call_id = call_id
@@ -437,6 +444,12 @@ class ToolSpec(Spec):
 
     input_key = sc.GEN_AI_TOOL_CALL_ARGUMENTS
     output_key = sc.GEN_AI_TOOL_CALL_RESULT
+
+    def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
+                    capture_config: CaptureConfig) -> Any:
+        if self.arguments is None:
+            return call_input(args, kwargs)
+        return self.arguments.bind(args, kwargs)
 
     def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
         return capture(value, capture_config)
