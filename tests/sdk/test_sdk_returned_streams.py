@@ -389,3 +389,40 @@ def test_the_collector_reads_the_cache_write_count_by_either_name(
 
     (turn,) = record_turns(tmp_path, lambda: chat(PROMPT))
     assert (turn["input_tokens"], turn["cache_creation_input_tokens"]) == (PROMPT_TOKENS, CACHED)
+
+
+def test_returned_openai_stream_manager(tmp_path: Path) -> None:
+    """``chat.completions.stream(...)`` returned and entered: its events are the helper's own
+    (``content.delta`` ...), and its snapshot is the reply."""
+    client = openai_client()
+
+    @ot.llm("gpt-test")
+    def chat(messages: list[dict[str, str]]) -> Any:
+        return client.chat.completions.stream(model="gpt-test", messages=messages,  # type: ignore[arg-type]
+                                              stream_options={"include_usage": True})
+
+    def read() -> None:
+        with chat(PROMPT) as stream:
+            text = "".join(event.delta for event in stream if event.type == "content.delta")
+        assert text == "Hello world"
+
+    (turn,) = record_turns(tmp_path, read)
+    assert _picked(turn) == WHOLE
+
+
+def test_returned_async_anthropic_stream_manager(tmp_path: Path) -> None:
+    async def run() -> None:
+        client = anthropic.AsyncAnthropic(
+            api_key="test", base_url="http://llm.test", max_retries=0,
+            http_client=httpx2.AsyncClient(transport=_transport(httpx2, anthropic_sse())))
+
+        @ot.llm("claude-test")
+        async def chat(messages: list[dict[str, str]]) -> Any:
+            return client.messages.stream(model="claude-test", max_tokens=64,
+                                          messages=messages)  # type: ignore[arg-type]
+
+        async with await chat(PROMPT) as stream:
+            assert "".join([text async for text in stream.text_stream]) == "Hello world"
+
+    (turn,) = record_turns(tmp_path, lambda: asyncio.run(run()))
+    assert _picked(turn) == WHOLE
