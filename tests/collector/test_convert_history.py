@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -220,3 +221,27 @@ def test_an_llm_call_exports_only_its_new_messages_and_every_prompt_is_rebuilt()
         written[full_prompt] = [t.model_dump() for t in turn_records]
     for with_prefix, whole in zip(written[False], written[True], strict=True):
         assert with_prefix["prompt"] == whole["prompt"] and with_prefix["completion"] == whole["completion"]
+
+
+def test_a_long_conversation_is_written_in_memory_linear_in_its_content() -> None:
+    """Each turn writes its whole prompt, so a conversation's turns are quadratic in its length: the turns
+    hold one copy of each message (shared models) and are never serialized whole before the output limit
+    cuts them."""
+    spans, received = _agent_loop(200, 4000, full_prompt=False)
+    content = sum(len(json.dumps(m)) for m in received[-1])
+    episode = convert_episode(spans)
+    records = episode.turns
+    assert records[-1].prompt is not None and records[-2].prompt is not None
+    assert all(a is b for a, b in zip(records[-1].prompt, records[-2].prompt[: len(records[-1].prompt)],
+                                      strict=False))
+    assert sum(len(json.dumps(p)) for p in received) > 25 * content  # what writing every prompt whole takes
+    episode = convert_episode(spans)
+    tracemalloc.start()
+    try:
+        _, turn_lines = episode.json_lines(1, 4 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(turn_lines) == 200 and sum(map(len, turn_lines)) < 4 << 20
+    assert json.loads(turn_lines[-1])["truncated"]["prompt"] > 0
+    assert peak < 4 * content + (8 << 20)

@@ -108,6 +108,24 @@ def may_cut(trace: Mapping[str, Any], turns: Sequence[Mapping[str, Any]], writte
     return False
 
 
+def may_exceed(turns: Sequence[Mapping[str, Any]], max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
+    """Whether the turns' message texts alone (fewer characters than their JSON bytes) make :func:`may_cut`
+    true, found before serializing them: each turn writes its whole prompt, so a long conversation's turns
+    are quadratic in its length."""
+    if max_bytes <= 0:
+        return False
+    budget = max_bytes // _UPPER_BOUND_PER_BYTE
+    chars = 0
+    for turn in turns:
+        for key in ("prompt", "completion"):
+            for message in turn.get(key) or ():
+                content = message.get("content")
+                chars += len(content) if isinstance(content, str) else 0
+        if chars > budget:
+            return True
+    return False
+
+
 def _long(fields: Mapping[str, Any], names: Sequence[str]) -> bool:
     for name in names:
         value = fields.get(name)
@@ -270,7 +288,13 @@ def _keep(
         if text <= room:
             room -= text
             continue
-        out[index], dropped = _shrink(message, max(0, room), text)
+        if room > 0:
+            out[index], dropped = _shrink(message, room, text)
+        else:  # emptied: the same copy for every turn whose prompt holds the message
+            emptied = size.emptied.get(id(message))
+            if emptied is None:
+                emptied = size.emptied[id(message)] = (message, *_shrink(message, 0, text))
+            out[index], dropped = emptied[1], emptied[2]
         left_out += dropped
         room = 0
     return out, left_out, room
@@ -313,6 +337,10 @@ class _Sizer:
 
     def __init__(self) -> None:
         self._long: dict[int, int] = {}
+        #: A message's copy with its texts emptied, and the bytes that left out, by the message's identity
+        #: (the message kept: its id stays its own). A long conversation's older messages are emptied in
+        #: every later turn: one copy each, not one per turn.
+        self.emptied: dict[int, tuple[Message, Message, int]] = {}
 
     def text(self, value: object) -> int:
         if not isinstance(value, str):

@@ -23,7 +23,7 @@ from .provenance import trace_provenance
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
 from .turns import TurnRec, build_turns, embedding_tokens, link_turns
-from .written import Episode, TraceRecord, TurnRecord, message_record
+from .written import Episode, MessageRecord, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
 _KEY = attrgetter("key")  # an event's sort key
@@ -122,7 +122,10 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     if embedded:
         trace["costs"]["embedding_tokens"] = float(embedded)
     trace["metrics"] = metrics
-    turns = [_turn(t, trace_id, str(task), t0, c) for t, c in zip(turn_recs, turn_credit, strict=True)]
+    shared: dict[int, MessageRecord] = {}
+    turns = [
+        _turn(t, trace_id, str(task), t0, c, shared) for t, c in zip(turn_recs, turn_credit, strict=True)
+    ]
     return Episode(trace, turns, store.contents)
 
 
@@ -257,8 +260,18 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
     return out
 
 
-def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, float]) -> TurnRecord:
-    """The turn's record: ``model.Turn``'s fields in declaration order, those with a value."""
+def _record(message: dict[str, Any], shared: dict[int, MessageRecord]) -> MessageRecord:
+    found = shared.get(id(message))  # the messages are alive (in the turns) as long as ``shared``
+    if found is None:
+        found = shared[id(message)] = message_record(message)
+    return found
+
+
+def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, float],
+          shared: dict[int, MessageRecord]) -> TurnRecord:
+    """The turn's record: ``model.Turn``'s fields in declaration order, those with a value. ``shared``: the
+    records of the messages seen so far, by identity: a message of a history stored once is in the prompt of
+    every later turn, and stays one record (the turns of a long conversation are not copies of it)."""
     owner = rec.owner
     out: TurnRecord = {
         "trace_id": trace_id,
@@ -289,9 +302,9 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, 
         out["reward"] = sum(credit.values())
         out["credit"] = credit
     if rec.prompt is not None:
-        out["prompt"] = [message_record(m) for m in rec.prompt]
+        out["prompt"] = [_record(m, shared) for m in rec.prompt]
     if rec.completion is not None:
-        out["completion"] = [message_record(m) for m in rec.completion]
+        out["completion"] = [_record(m, shared) for m in rec.completion]
     if rec.prompt_incomplete:
         out["prompt_incomplete"] = True
     if rec.tainted:

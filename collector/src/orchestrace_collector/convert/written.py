@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..model import REVISION, Costs, Edge, Event, Message, ToolDefinition, Trace, Turn, json_metrics
-from ..output_limit import limit_output, may_cut
+from ..output_limit import limit_output, may_cut, may_exceed
 from .construct import Constructor
 
 #: A written trace / turn / chat message, as the dict its JSON line holds.
@@ -65,7 +65,8 @@ class Episode:
     def turns(self) -> list[Turn]:
         if self._turns is None:
             assert self._turn_records is not None
-            self._turns = [_turn_model(t) for t in self._turn_records]
+            shared: dict[int, Message] = {}
+            self._turns = [_turn_model(t, shared) for t in self._turn_records]
             self._turn_records = None
         return self._turns
 
@@ -109,6 +110,8 @@ class Episode:
         trace, turns = self._trace_record, self._turn_records
         if trace is None or turns is None:
             return None
+        if may_exceed(turns, max_trace_bytes):
+            return None  # not serialized whole first: a long conversation's turns may be gigabytes
         metrics = json_metrics({**trace["metrics"], REVISION: revision})
         suffix = b',"%s":%d}\n' % (REVISION.encode(), revision)
         try:
@@ -155,11 +158,20 @@ def _event_model(record: dict[str, Any]) -> Event:
     return _new_event.complete(fields)
 
 
-def _turn_model(record: TurnRecord) -> Turn:
+def _turn_model(record: TurnRecord, shared: dict[int, Message]) -> Turn:
+    """``shared``: the models of the message records seen so far, by identity. A history stored once is one
+    record in every prompt that holds it, and stays one model (no cut changes a message in place): the
+    turns of a long conversation hold references to their messages, not copies."""
     fields = dict(record)
     for key in ("prompt", "completion"):
         if key in fields:
-            fields[key] = [message_model(m) for m in fields[key]]
+            models = []
+            for message in fields[key]:
+                model = shared.get(id(message))
+                if model is None:
+                    model = shared[id(message)] = message_model(message)
+                models.append(model)
+            fields[key] = models
     if "tools" in fields:
         fields["tools"] = [ToolDefinition.model_validate(t) for t in fields["tools"]]
     return _new_turn(fields)
