@@ -64,6 +64,9 @@ async def test_responses_api_turns(spans: Spans, capture: None) -> None:
     assert (add_tool["function"]["name"], add_tool["function"]["description"]) == ("add", "Add two integers.")
     assert sorted(add_tool["function"]["parameters"]["properties"]) == ["a", "b"]
     check_math_turns(turns[1:])
+    chats = spans.named("chat scripted-model")
+    # math's second call names its first (history exported once); its first starts with its own instructions
+    assert [sc.ORCH_PREFIX_SPAN_ID in c.attributes for c in chats] == [False, False, True]
     # the handoff is in math's history: the transfer call and its answer
     history = messages(turns[1].prompt)
     assert history[2]["tool_calls"][0]["function"]["name"] == "transfer_to_math"
@@ -81,6 +84,9 @@ async def test_chat_completions_turns(spans: Spans, capture: None) -> None:
     await Runner.run(agent, "What is 2 + 3?")
     chats = spans.named("chat chat-model")
     assert len(chats) == 2
+    # The history went out once: the second call carries the tool's result only and names the first.
+    assert chats[1].attributes[sc.ORCH_PREFIX_SPAN_ID] == format(chats[0].context.span_id, "016x")
+    assert len(json.loads(str(chats[1].attributes[sc.GEN_AI_INPUT_MESSAGES]))) == 1
     written, episode = spans.convert()
     assert [(t.agent, t.model, t.input_tokens, t.output_tokens) for t in episode.turns] == [
         ("math", "chat-model", 12, 6), ("math", "chat-model", 20, 4)]

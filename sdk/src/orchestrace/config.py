@@ -14,9 +14,10 @@ Environment variables (arguments to :func:`orchestrace.configure` win over them)
   1 MiB: a model call's whole prompt and whole completion each, as real agent prompts need; what is cut is
   counted on the span and flagged on the turn).
 * ``ORCHESTRACE_FULL_PROMPT``: ``true`` exports the whole prompt (every input message) on each model-call span
-  that has captured content, for backends that show one span at a time. Off by default: a call of the
-  LangGraph integration then carries only the messages no earlier call of its trace exported, and names the
-  call whose prompt and completion begin its prompt (``orchestrace.content.prefix_*``; linear size). The
+  that has captured content, for backends that show one span at a time. Off by default: a model call
+  (``@ot.llm``, ``start_model_call``, the LangGraph and OpenAI Agents integrations) then carries only the
+  messages no earlier call of its trace exported, and names the call whose prompt and completion begin its
+  prompt (``orchestrace.content.prefix_*``; linear size). The
   collector rebuilds the same prompts either way.
 * ``ORCHESTRACE_QUIET``: ``false`` gives back the third-party messages orchestrace keeps quiet by default
   (the OTLP exporter's retries and errors when nothing listens at its endpoint, and the OpenAI Agents SDK's
