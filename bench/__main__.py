@@ -18,6 +18,7 @@ from typing import Any
 from bench import (
     collector_throughput,
     langgraph_overhead,
+    long_episode,
     ray_convert,
     report,
     scaling,
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, Callable[[Path, bool], dict[str, Any]]] = {
     "scaling": scaling.run,
     "ray": ray_convert.run,
     "view": view_render.run,
+    "long_episode": long_episode.run,
 }
 RESULTS_DIR = Path(__file__).parent / "results"
 

@@ -414,6 +414,33 @@ def _view(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _long_episode(r: dict[str, Any]) -> list[str]:
+    long = r["long_episode"]
+    app, convert = long["app"], long["convert"]
+    written = ", ".join(
+        f"{path} {w['turns']:,} turns ({w['prompts_whole_length']:,} with the whole history, "
+        f"{w['truncated']:,} cut by the per-episode output limit)"
+        for path, w in long["written"].items()
+    )
+    return [
+        f"An `@ot.llm` loop whose prompt is the whole history, replies of {r['reply_bytes']:,} bytes. Span "
+        "dump size (MB) with the history exported once (now) and with `full_prompt=True` (each call's "
+        "whole prompt, as `@ot.llm` exported before):",
+        "",
+        *_table(
+            ["turns", "history once (MB)", "full prompt (MB)"],
+            [[_f(row["turns"]), _f(row["once_mb"], 2), _f(row["full_mb"], 2)] for row in r["export_size"]],
+        ),
+        "",
+        f"{long['turns']:,} turns through the OTLP exporter to `orchestrace collect`, `trace_dir` and a "
+        f"span dump ({long['dump_mb']:.1f} MB) at once: the app {app['seconds']:.1f} s, "
+        f"{app['extra_rss_mib']:.0f} MiB above its RSS before the episode, {app['dropped_spans']} spans "
+        f"dropped; offline conversion of the dump {convert['seconds']:.1f} s, "
+        f"{convert['extra_rss_mib']:.0f} MiB above its start. Written: {written}.",
+        "",
+    ]
+
+
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "sdk": ("1. SDK decorators", _sdk),
     "langgraph": ("2. LangGraph instrumentations", _langgraph),
@@ -421,6 +448,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "scaling": ("4. Growth with trace size", _scaling),
     "ray": ("5. Scale-out on Ray", _ray),
     "view": ("6. The view's timeline", _view),
+    "long_episode": ("7. A long episode: export size and memory", _long_episode),
 }
 
 

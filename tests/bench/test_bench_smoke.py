@@ -37,10 +37,25 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
 @pytest.mark.timeout(600)
 def test_every_benchmark_ran_without_error(quick_results: tuple[Path, dict[str, Any]]) -> None:
     _, results = quick_results
-    for name in ("sdk", "langgraph", "collector", "scaling", "ray", "view"):
+    for name in ("sdk", "langgraph", "collector", "scaling", "ray", "view", "long_episode"):
         assert name in results, name
         assert "error" not in results[name], (name, results[name].get("error"))
     assert results["machine"]["nproc"] >= 1
+
+
+def test_long_episode_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
+    """Sizes, not speeds: the history-once dump is smaller than the full-prompt one, and every path wrote
+    every turn of the long episode with its whole history, its task and its reward."""
+    long = quick_results[1]["long_episode"]
+    assert [row["turns"] for row in long["export_size"]] == [10, 20]
+    assert all(row["once_mb"] < row["full_mb"] for row in long["export_size"])
+    episode = long["long_episode"]
+    assert episode["app"]["dropped_spans"] == 0 and episode["app"]["extra_rss_mib"] > 0
+    assert set(episode["written"]) == {"collect", "trace_dir", "convert"}
+    for written in episode["written"].values():
+        turns = episode["turns"]
+        assert written == {"turns": turns, "prompts_whole_length": turns, "truncated": 0,
+                           "task_id": "long-episode", "team_reward": 1.0}
 
 
 def test_sdk_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
