@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -380,3 +381,178 @@ def run_relay(hops: list[Hop], task_id: str) -> None:
 
     with ot.task(task_id):
         lead()
+
+
+# --- rollout groups: several rollouts of one task, rewarded by every family and unit ---------------------
+#
+# A group is a task run several times. Each rollout runs agents one after another (any names, a name possibly
+# twice), each making 0-4 model calls whose prompt is its conversation so far (so the calls of one activation
+# continue each other), a tool call and maybe a process reward, with token ids recorded as an engine returns
+# them: none, extending from call to call, or re-tokenized so they do not extend. Then the rollout is
+# rewarded: team-unit channels (team, its other names shared and outcome, verifier, hybrid; a channel may be
+# set twice, the last value counts) and rewards of other units (an agent's, by family or by a bare target; a
+# role's, a tool's, the orchestrator's). The same step of the same agent gets the same prompt in every
+# rollout; answers differ between rollouts except for some later calls.
+
+ROLE = "rollout-role"
+#: What ``ot.reward`` is given for each kind (family, unit, target kind, named), and what the trace must make
+#: of it: its channel's family (the key is ``family`` or ``family:name``) and whether it is the team's.
+REWARD_KINDS: tuple[tuple[str | None, str | None, str | None, bool, str, bool], ...] = (
+    ("team", None, None, False, "team", True),
+    ("shared", "team", None, False, "team", True),
+    ("outcome", None, None, False, "team", True),
+    ("verifier", None, None, True, "verifier", True),
+    ("verifier", None, None, False, "verifier", True),
+    ("hybrid", None, None, False, "hybrid", True),
+    ("individual", "agent", "agent", False, "individual", False),
+    (None, None, "agent", False, "individual", False),  # a bare target: the agent's reward, not the team's
+    ("debate", None, "agent", False, "debate", False),
+    (None, None, "role", False, "role", False),
+    ("tool", None, "tool", False, "tool", False),
+    ("orchestration", None, None, False, "orchestration", False),
+)
+
+
+@dataclass
+class Reward:
+    value: float
+    family: str | None
+    unit: str | None
+    target: str | None
+    name: str | None
+    channel: str  # its key in the trace's rewards
+    team: bool  # a team-unit channel: part of the outcome
+
+
+@dataclass
+class Activation:
+    name: str
+    answers: list[str]  # the completion of each model call
+    ids: str  # token ids recorded: "none", "extend" or "broken" (the second call's do not extend the first's)
+    process: float | None  # a process reward of its last call
+
+
+@dataclass
+class Rollout:
+    index: int
+    activations: list[Activation]
+    rewards: list[Reward]
+
+    def outcome(self) -> float | None:
+        """The sum of the team-unit channels, each at its last recorded value."""
+        last = {r.channel: r.value for r in self.rewards if r.team}
+        return math.fsum(last.values()) if last else None
+
+    def turns(self) -> list[tuple[str, list[dict[str, str]], str]]:
+        """(agent, prompt, answer) of each model call, in order."""
+        return [(act.name, conversation(act, j), answer)
+                for act in self.activations for j, answer in enumerate(act.answers)]
+
+
+@dataclass
+class Group:
+    task_id: str
+    rollouts: list[Rollout]
+
+
+def draw_group(seed: int, task_id: str) -> Group:
+    rng = random.Random(seed)
+    names = [rng.choice(NAMES) for _ in range(rng.randint(1, 3))]
+    rollouts = []
+    for index in range(rng.randint(2, 4)):
+        activations = []
+        again = [names[0]] if rng.random() < 0.2 else []  # an agent called a second time
+        for name in rng.sample(names, rng.randint(1, len(names))) + again:
+            calls = rng.choice((0, 1, 1, 2, 3, 4))
+            # The first call of a rollout is its own (the test tells rollouts apart by it); some later ones
+            # answer as another rollout does.
+            answers = [f"{name} {j} same" if activations and rng.random() < 0.3 else f"r{index} {name} {j}"
+                       for j in range(calls)]
+            activations.append(Activation(name, answers, rng.choice(("none", "extend", "broken")),
+                                          round(rng.uniform(-1, 1), 2) if rng.random() < 0.3 else None))
+        if not activations[0].answers:
+            activations[0].answers = [f"r{index} {activations[0].name} 0"]
+        rewards = []
+        for _ in range(rng.randint(0, 5)):
+            family, unit, target_kind, named, channel, team = rng.choice(REWARD_KINDS)
+            target = {"agent": rng.choice([a.name for a in activations]), "role": ROLE, "tool": "probe",
+                      None: None}[target_kind]
+            name = rng.choice(("unit_tests", "judge")) if named else None
+            rewards.append(Reward(round(rng.uniform(-1, 2), 2), family, unit, target, name,
+                                  f"{channel}:{name}" if name else channel, team))
+        rollouts.append(Rollout(index, activations, rewards))
+    return Group(task_id, rollouts)
+
+
+def conversation(act: Activation, step: int) -> list[dict[str, str]]:
+    """The prompt of an activation's call ``step``: its earlier calls' prompts and answers, then this step."""
+    messages = []
+    for j in range(step + 1):
+        messages.append({"role": "user", "content": f"{act.name} step {j}"})
+        if j < step:
+            messages.append({"role": "assistant", "content": act.answers[j]})
+    return messages
+
+
+def token_ids(act: Activation) -> list[tuple[list[int], list[int]] | None]:
+    """The (prompt, completion) token ids the engine returns for each call of ``act``."""
+    if act.ids == "none":
+        return [None] * len(act.answers)
+    out: list[tuple[list[int], list[int]] | None] = []
+    context: list[int] = []
+    for j in range(len(act.answers)):
+        prompt = context + [100 + j] * 3
+        if act.ids == "broken" and j == 1:
+            prompt = [7, *prompt[1:]]  # tokenized again, differently from what the model generated
+        completion = [200 + j, 300 + j]
+        out.append((prompt, completion))
+        context = prompt + completion
+    return out
+
+
+def token_rows_truth(rollout: Rollout) -> tuple[list[tuple[str, list[int]]], int]:
+    """The token rows of a rollout, as (agent, input ids), and how many trajectories cannot be built."""
+    rows, skipped = [], 0
+    for act in rollout.activations:
+        ids = token_ids(act)
+        if not ids:
+            continue
+        if act.ids == "none" or (act.ids == "broken" and len(ids) > 1):
+            skipped += 1
+            continue
+        last = ids[-1]
+        assert last is not None
+        rows.append((act.name, last[0] + last[1]))
+    return rows, skipped
+
+
+@ot.llm("rollout-model", provider="test")
+def _generate(messages: list[dict[str, str]], answer: str,
+              ids: tuple[list[int], list[int]] | None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+    reply: dict[str, Any] = {"choices": [choice], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}
+    if ids is not None:
+        reply["prompt_token_ids"], choice["token_ids"] = ids
+    return reply
+
+
+@ot.tool
+def probe(query: str) -> str:
+    return query
+
+
+def _activation(act: Activation) -> None:
+    for j, (answer, ids) in enumerate(zip(act.answers, token_ids(act), strict=True)):
+        _generate(conversation(act, j), answer, ids)
+    probe(act.name)
+    if act.process is not None and act.answers:
+        ot.reward(act.process, family="process")
+
+
+def run_group(group: Group) -> None:
+    for rollout in group.rollouts:
+        with ot.task(group.task_id):
+            for act in rollout.activations:
+                ot.agent(act.name, role=ROLE)(_activation)(act)
+            for r in rollout.rewards:
+                ot.reward(r.value, family=r.family, unit=r.unit, target=r.target, name=r.name)

@@ -4,6 +4,8 @@ against what each app did by construction."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,24 @@ from typing import Any
 import pytest
 from collector_fixtures import RunningCollector
 from ground_truth_apps import WAYS, run_three_ways
-from random_apps import RELAY_LEAD, Step, draw, draw_relay, relay_truth, run, run_relay, truth
+from orchestrace_collector.export import ExportError, export
+from orchestrace_collector.output import latest_traces
+from orchestrace_collector.stats import compute_stats
+from random_apps import (
+    RELAY_LEAD,
+    Group,
+    Rollout,
+    Step,
+    draw,
+    draw_group,
+    draw_relay,
+    relay_truth,
+    run,
+    run_group,
+    run_relay,
+    token_rows_truth,
+    truth,
+)
 
 
 def _base(label: str | None) -> str:
@@ -105,3 +124,119 @@ def test_untrusted_content_is_followed_from_agent_to_agent(tmp_path: Path, colle
         flows = {(steps[x["src"]], steps[x["dst"]]) for x in trace["edges"] if x["type"] == "safety_flow"}
         assert flows == want.flows, way
         assert [bool(t.get("tainted")) for t in turns] == want.tainted, way
+
+
+# --- rollout groups: the exports against the outcome of each rollout ------------------------------------
+
+
+def _rows(out: Path, fmt: str, to: Path, **options: Any) -> list[dict[str, Any]]:
+    try:
+        export([out], fmt, to, **options)
+    except ExportError as exc:  # nothing to write (no pair, no label, no trajectory) is an error
+        assert str(exc).startswith(f"no {fmt} rows"), exc
+        return []
+    return [json.loads(line) for line in to.read_text().splitlines()]
+
+
+def _expected_pairs(best: Rollout, worst: Rollout) -> list[tuple[str, str, str]]:
+    """(agent, chosen answer, rejected answer): each call of the best rollout against the worst's call of
+    the same agent with the same prompt, else the same agent's call at the same position."""
+    theirs = worst.turns()
+    used: set[int] = set()
+    pairs = []
+    mine = best.turns()
+    for k, (agent, prompt, answer) in enumerate(mine):
+        same_prompt = [i for i, t in enumerate(theirs) if t[:2] == (agent, prompt) and i not in used]
+        position = sum(t[0] == agent for t in mine[:k])
+        of_agent = [i for i, t in enumerate(theirs) if t[0] == agent]
+        if same_prompt:
+            match = same_prompt[0]
+        elif position < len(of_agent) and of_agent[position] not in used:
+            match = of_agent[position]
+        else:
+            continue
+        used.add(match)
+        if answer != theirs[match][2]:
+            pairs.append((agent, answer, theirs[match][2]))
+    return pairs
+
+
+def check_rollout_exports(out: Path, groups: list[Group], work: Path) -> None:
+    turns = _rows(out, "jsonl", work / "turns.jsonl")
+    rollout_of: dict[str, Rollout] = {}  # trace id -> the rollout, told apart by its first answer
+    for row in turns:
+        group = next(g for g in groups if g.task_id == row["task_id"])
+        for rollout in group.rollouts:
+            if row["completion"][0]["content"] == rollout.turns()[0][2]:
+                rollout_of[row["trace_id"]] = rollout
+    assert len(rollout_of) == sum(len(g.rollouts) for g in groups)
+    trace_of = {id(r): t for t, r in rollout_of.items()}
+    traces = latest_traces([out])
+    for trace_id, rollout in rollout_of.items():
+        written = [(r["agent"], [{"role": m["role"], "content": m["content"]} for m in r["prompt"]],
+                    r["completion"][0]["content"]) for r in turns if r["trace_id"] == trace_id]
+        assert written == rollout.turns()
+        want = rollout.outcome()
+        for row in turns:
+            if row["trace_id"] == trace_id:
+                assert row["episode_reward"] == (pytest.approx(want) if want is not None else None)
+        rewards = traces[trace_id]["rewards"]
+        for reward in rollout.rewards:
+            if reward.team:
+                assert rewards[reward.channel] == [r.value for r in rollout.rewards
+                                                   if r.channel == reward.channel][-1]
+            else:
+                assert reward.channel in rewards  # credited to its unit, not to the outcome
+        assert "rejected_rewards" not in traces[trace_id]["metrics"]
+    stats = compute_stats(traces.values())
+    for group in groups:
+        assert sorted(stats.groups[group.task_id], key=str) == sorted(
+            (r.outcome() for r in group.rollouts), key=str)
+
+    pairs = Counter((p["agent"], p["chosen"][0]["content"], p["rejected"][0]["content"],
+                     p["chosen_trace_id"], p["rejected_trace_id"])
+                    for p in _rows(out, "trl", work / "dpo.jsonl", trl_kind="dpo"))
+    labels = Counter((r["trace_id"], r["completion"][0]["content"], r["label"])
+                     for r in _rows(out, "trl", work / "kto.jsonl", trl_kind="kto"))
+    want_pairs: Counter[tuple[str, str, str, str, str]] = Counter()
+    want_labels: Counter[tuple[str, str, bool]] = Counter()
+    for group in groups:
+        rewarded = [r for r in group.rollouts if r.outcome() is not None]
+        if len(rewarded) < 2:
+            continue
+        # Equal outcomes: the first by trace id ranks lowest, as the export reads the traces in that order.
+        ranked = sorted(sorted(rewarded, key=lambda r: trace_of[id(r)]), key=lambda r: r.outcome() or 0.0)
+        worst, best = ranked[0], ranked[-1]
+        if not math.isclose(best.outcome() or 0.0, worst.outcome() or 0.0):
+            want_pairs.update((agent, chosen, rejected, trace_of[id(best)], trace_of[id(worst)])
+                              for agent, chosen, rejected in _expected_pairs(best, worst))
+        mean = statistics.fmean(r.outcome() or 0.0 for r in rewarded)
+        for rollout in rewarded:
+            outcome = rollout.outcome() or 0.0
+            if not math.isclose(outcome, mean, abs_tol=1e-12):
+                want_labels.update((trace_of[id(rollout)], answer, outcome > mean)
+                                   for _, _, answer in rollout.turns())
+    assert pairs == want_pairs
+    assert labels == want_labels
+
+    skipped: list[str] = []
+    tokens = _rows(out, "tokens", work / "tokens.jsonl", skipped=skipped)
+    want_skipped = 0
+    for trace_id, rollout in rollout_of.items():
+        want_rows, not_built = token_rows_truth(rollout)
+        want_skipped += not_built
+        mine = [r for r in tokens if r["trace_id"] == trace_id]
+        assert sorted((r["agent"], r["input_ids"]) for r in mine) == sorted(want_rows)
+        assert [r["episode_reward"] for r in mine] == [rollout.outcome()] * len(mine)
+    assert len(skipped) == want_skipped
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rollout_groups_are_exported_by_their_outcome(tmp_path: Path, collector: RunningCollector,
+                                                      seed: int) -> None:
+    groups = [draw_group(seed * 2 + k, f"group {seed}/{k}") for k in range(2)]
+    outputs = run_three_ways(tmp_path, collector, lambda: [run_group(g) for g in groups],
+                             capture_content=True)
+    for way in WAYS:
+        (tmp_path / f"exports-{way}").mkdir()
+        check_rollout_exports(outputs[way].out, groups, tmp_path / f"exports-{way}")
