@@ -81,3 +81,45 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_non_object_input_is_reported_not_raised() -> None:
     assert validate_trace([1, 2]) != []  # type: ignore[arg-type]
     assert validate_trace({"events": "x", "edges": 3, "costs": []}) != []
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda t: t["events"][0].update(decision="route"), "events/0: decision 'route' is not one of spawn"),
+        (lambda t: t["events"][0].update(decision=None), "events/0: decision None is not one of"),
+        (lambda t: t["rewards"].update(vibes=1.0), "rewards/vibes: not a reward key"),
+        (lambda t: t["rewards"].update({"agent": 1.0}), "rewards/agent: not a reward key"),
+        (lambda t: t["rewards"].update({"verifier:": 1.0}), "rewards/verifier:: not a reward key"),
+        (lambda t: t["rewards"].update({"credit:planet:x": 1.0}), "rewards/credit:planet:x: not a"),
+        (lambda t: t["rewards"].update({"credit:agent": 1.0}), "rewards/credit:agent: not a reward key"),
+    ],
+)
+def test_the_contract_vocabulary_is_enforced_unless_schema_only(damage: Any, expected: str) -> None:
+    trace = copy.deepcopy(_example())
+    damage(trace)
+    problems = validate_trace(trace)
+    assert any(p.startswith(expected) for p in problems), problems
+    assert validate_trace(trace, schema_only=True) == []
+
+
+def test_every_key_form_of_the_contract_is_accepted() -> None:
+    trace = copy.deepcopy(_example())
+    trace["events"][0]["decision"] = "delegate"
+    trace["rewards"] = {"team": 1.0, "shared": 0.5, "verifier:unit_tests": 0.9, "agent:writer#2": 0.6,
+                        "turn:00f1": 0.1, "credit:agent:writer#2": 0.6, "role:writer": 0.5,
+                        "tool:search": -0.2}
+    assert validate_trace(trace) == []
+
+
+def test_cli_validate_schema_only(tmp_path: Path) -> None:
+    from orchestrace_collector.cli import app
+    from typer.testing import CliRunner
+
+    trace = copy.deepcopy(_example())
+    trace["events"][0]["decision"] = "handoff"
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    strict = CliRunner().invoke(app, ["validate", str(tmp_path / "trace.json")], terminal_width=300)
+    assert strict.exit_code == 1 and "decision 'handoff' is not one of" in strict.output
+    bare = CliRunner().invoke(app, ["validate", str(tmp_path / "trace.json"), "--schema-only"])
+    assert bare.exit_code == 0, bare.output

@@ -443,9 +443,18 @@ def _count(n: int, noun: str) -> str:
 @app.command(epilog=_example("validate traces/"))
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl, .json) or output directories.")],
+    schema_only: Annotated[
+        bool,
+        typer.Option(
+            "--schema-only",
+            help="Only the upstream checks (schema, ids, times, edges, costs), not the contract's vocabulary "
+            "(decision values, reward key forms).",
+        ),
+    ] = False,
 ) -> None:
-    """Check every trace (every revision) against the schema and referential rules, and every content file
-of an output directory against its name (the sha256 of its bytes); exit 0 if all pass."""
+    """Check every trace (every revision) against the schema, the referential rules and the contract's
+vocabulary, and every content file of an output directory against its name (the sha256 of its bytes); exit 0
+if all pass."""
     from orchestrace_collector.validate import content_problems, validate_trace
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -468,7 +477,7 @@ of an output directory against its name (the sha256 of its bytes); exit 0 if all
         elif not isinstance(obj, dict):
             problems = ["not a JSON object"]
         else:
-            problems = validate_trace(obj)
+            problems = validate_trace(obj, schema_only=schema_only)
         if not problems:
             continue
         invalid += 1

@@ -4,6 +4,12 @@ express; and an output directory's content store (every file named by the sha256
 The referential rules are those of the upstream validator: unique event ids, ``t >= 0``, every edge's ``src``
 and ``dst`` an event id, every cost >= 0. They run even when the schema fails, on whatever parts have the
 right shape, so one call reports every problem.
+
+By default the contract's vocabulary is checked too (``schema_only`` leaves it out): an
+``orchestrator_decision``'s ``decision``, when it has one, is one of the five sub-decisions
+(``orchestrace_semconv.DECISION_KINDS``; a free-form kind is its ``label``), and every ``rewards`` key has one
+of the contract's forms: a family (``team`` ..., ``shared`` and ``outcome`` included), ``family:name``, a
+unit-scoped key ``unit:name`` (``agent:writer``), or a credited share ``credit:unit:name``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from orchestrace_semconv import DECISION_KINDS, REWARD_FAMILIES, REWARD_FAMILY_ALIASES, REWARD_UNITS
 
 SCHEMA_RESOURCE = "schema/trace_schema.json"
 
@@ -37,8 +44,9 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema())
 
 
-def validate_trace(obj: dict[str, Any]) -> list[str]:
-    """Every problem found in one trace object, as readable messages; empty when the trace is valid."""
+def validate_trace(obj: dict[str, Any], *, schema_only: bool = False) -> list[str]:
+    """Every problem found in one trace object, as readable messages; empty when the trace is valid.
+    ``schema_only``: the upstream checks alone, not the contract's vocabulary."""
     problems = [
         f"{_path(error.absolute_path)}: {error.message}"
         for error in sorted(_validator().iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
@@ -73,7 +81,37 @@ def validate_trace(obj: dict[str, Any]) -> list[str]:
         for name, value in costs.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
                 problems.append(f"costs/{name}: negative cost ({value})")
+    if not schema_only:
+        problems.extend(vocabulary_problems(obj))
     return problems
+
+
+_KEY_HEADS = frozenset((*REWARD_FAMILIES, *REWARD_FAMILY_ALIASES, *REWARD_UNITS))
+
+
+def vocabulary_problems(obj: dict[str, Any]) -> Iterator[str]:
+    """Where a trace steps outside the contract's vocabulary (see the module docstring)."""
+    events = obj.get("events")
+    for i, event in enumerate(events if isinstance(events, list) else []):
+        if (isinstance(event, dict) and event.get("type") == "orchestrator_decision" and "decision" in event
+                and event["decision"] not in DECISION_KINDS):
+            yield (f"events/{i}: decision {event['decision']!r} is not one of {', '.join(DECISION_KINDS)} "
+                   "(a free-form kind is a label)")
+    rewards = obj.get("rewards")
+    for key in rewards if isinstance(rewards, dict) else {}:
+        if not _reward_key(str(key)):
+            yield (f"rewards/{key}: not a reward key (family, family:name, unit:name or credit:unit:name; "
+                   f"families {', '.join(REWARD_FAMILIES)}, units {', '.join(REWARD_UNITS)})")
+
+
+def _reward_key(key: str) -> bool:
+    head, sep, rest = key.partition(":")
+    if head == "credit":
+        unit, sep, name = rest.partition(":")
+        return unit in REWARD_UNITS and bool(sep and name)
+    if not sep:
+        return head in REWARD_FAMILIES or head in REWARD_FAMILY_ALIASES
+    return head in _KEY_HEADS and bool(rest)
 
 
 _CONTENT_FILE = re.compile(r"^([0-9a-f]{64})\.txt$")
