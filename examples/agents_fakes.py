@@ -5,7 +5,8 @@ counts, traced the way OpenAI's own models trace their calls (no client, no API 
 ``ScriptedResponsesModel`` behaves like ``OpenAIResponsesModel``: a ``response_span`` carrying the request's
 input and the ``Response`` (instructions and tools echoed, as the API does), streamed as Responses API events.
 ``ScriptedChatModel`` behaves like ``OpenAIChatCompletionsModel``: a ``generation_span`` with the chat
-messages sent, the reply message, the model settings and the usage.
+messages sent, the reply message, the model settings and the usage. ``UntracedModel`` replies as
+``ScriptedResponsesModel`` and traces nothing, as a ``Model`` of one's own.
 """
 
 from __future__ import annotations
@@ -204,3 +205,28 @@ class ScriptedChatModel(_ScriptedModel):
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the chat-completions fake does not stream")
 
+
+
+class UntracedModel(ScriptedResponsesModel):
+    """A ``Model`` of one's own, as users write them: the replies of ``ScriptedResponsesModel`` and no span of
+    its own (the Runner still gets each ``ModelResponse``, usage included; a stream ends with the completed
+    ``Response``)."""
+
+    @property
+    def model(self) -> str:
+        """The model's name, where OpenAI's models keep theirs."""
+        return self.script.model
+
+    async def get_response(self, system_instructions: str | None, input: Any, model_settings: ModelSettings,
+                           tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: ModelTracing,
+                           **kwargs: Any) -> ModelResponse:
+        step = await self._step(system_instructions, input, tools, handoffs)
+        return ModelResponse(output=_output(step), usage=_usage(step), response_id=None)
+
+    async def stream_response(self, system_instructions: str | None, input: Any,
+                              model_settings: ModelSettings, tools: list[Any], output_schema: Any,
+                              handoffs: list[Any], tracing: ModelTracing, **kwargs: Any,
+                              ) -> AsyncIterator[Any]:
+        step = await self._step(system_instructions, input, tools, handoffs)
+        response = self._response(step, system_instructions, model_settings, tools, handoffs)
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)

@@ -4,17 +4,21 @@ Responses API's spans and from Chat Completions' ones; only refs and usage with 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner
+from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
 from agents_apps import TRIAGE_TURNS, add, math_agent, triage_app
 from agents_spans import Spans
+from openai import AsyncOpenAI
+from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
 
-from examples.agents_fakes import ScriptedChatModel, call, say
+from examples.agents_fakes import ScriptedChatModel, Step, UntracedModel, call, say
 
 
 @pytest.fixture
@@ -117,4 +121,123 @@ async def test_sensitive_data_off_keeps_usage(spans: Spans, capture: None) -> No
     assert all(sc.GEN_AI_INPUT_MESSAGES not in c.attributes for c in chats)
     assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in spans.one("execute_tool add").attributes
     written, _ = spans.convert()
+    assert written["costs"]["tokens"] == 42
+
+
+# --- models that open no span of their own --------------------------------------------------------------
+def untraced_math_agent() -> Agent[Any]:
+    model = UntracedModel([call(("add", {"a": 2, "b": 3}), input_tokens=12, output_tokens=6),
+                           say("2 + 3 = 5", input_tokens=20, output_tokens=4)], model="own-model")
+    return Agent(name="math", instructions="Compute with the add tool.", model=model, tools=[add])
+
+
+def check_untraced_turns(spans: Spans) -> None:
+    """The Runner's two calls of a model that traces nothing: two turns, with request, tools and usage."""
+    assert len(spans.named("chat own-model")) == 2
+    written, episode = spans.convert()
+    turns = episode.turns
+    assert [(t.agent, t.model, t.input_tokens, t.output_tokens) for t in turns] == [
+        ("math", "own-model", 12, 6), ("math", "own-model", 20, 4)]
+    check_math_turns(turns)
+    assert messages(turns[0].prompt)[1] == {"role": "user", "content": "What is 2 + 3?"}
+    for turn in turns:
+        (offered,) = tools(turn)
+        function = offered["function"]
+        assert (function["name"], function["description"]) == ("add", "Add two integers.")
+    assert written["costs"]["tokens"] == 42
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_a_model_that_traces_nothing_still_gives_every_turn(spans: Spans, capture: None,
+                                                                  streamed: bool) -> None:
+    agent = untraced_math_agent()
+    if streamed:
+        result = Runner.run_streamed(agent, "What is 2 + 3?")
+        async for _ in result.stream_events():
+            pass
+    else:
+        await Runner.run(agent, "What is 2 + 3?")
+    check_untraced_turns(spans)
+
+
+def test_a_model_that_traces_nothing_run_sync(spans: Spans, capture: None) -> None:
+    Runner.run_sync(untraced_math_agent(), "What is 2 + 3?")
+    check_untraced_turns(spans)
+
+
+async def test_untraced_handoff_and_failure(spans: Spans, capture: None) -> None:
+    """A handoff offered by an untraced model is among its tools; a call that raises is a failed turn."""
+    triage = Agent(name="triage", instructions="Route the question.", handoffs=[untraced_math_agent()],
+                   model=UntracedModel([call(("transfer_to_math", {}), input_tokens=7, output_tokens=3)]))
+    await Runner.run(triage, "What is 2 + 3?")
+    _, episode = spans.convert()
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == TRIAGE_TURNS
+    assert [t["function"]["name"] for t in tools(episode.turns[0])] == ["transfer_to_math"]
+    spans.clear()
+    broken = Agent(name="math", model=UntracedModel([Step(error=ValueError("model down"))]))
+    with pytest.raises(ValueError, match="model down"):
+        await Runner.run(broken, "What is 2 + 3?")
+    (chat,) = spans.named("chat")
+    assert chat.status.status_code is StatusCode.ERROR and chat.attributes[sc.ERROR_TYPE] == "ValueError"
+
+
+class _ChatCompletionsServer(ThreadingHTTPServer):
+    """A local OpenAI-compatible server: answers each ``/v1/chat/completions`` with the next reply."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        super().__init__(("127.0.0.1", 0), _ChatCompletionsHandler)
+        self.replies = replies
+        self.requests: list[dict[str, Any]] = []
+
+
+class _ChatCompletionsHandler(BaseHTTPRequestHandler):
+    server: _ChatCompletionsServer
+
+    def do_POST(self) -> None:
+        self.server.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        message, (prompt, completion) = self.server.replies.pop(0)
+        body = json.dumps({
+            "id": f"chatcmpl-{len(self.server.requests)}", "object": "chat.completion", "created": 0,
+            "model": "served-model",
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+async def test_openai_chat_completions_model_against_a_local_server(spans: Spans, capture: None) -> None:
+    """The SDK's own Chat Completions model opens a generation span per call: one turn per call, not two."""
+    add_call = {"id": "call_1", "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+    server = _ChatCompletionsServer([
+        ({"role": "assistant", "content": None, "tool_calls": [add_call]}, (12, 6)),
+        ({"role": "assistant", "content": "2 + 3 = 5"}, (20, 4)),
+    ])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="test",
+                             max_retries=0)
+        model = OpenAIChatCompletionsModel(model="served-model", openai_client=client)
+        agent = Agent(name="math", instructions="Compute with the add tool.", model=model, tools=[add])
+        await Runner.run(agent, "What is 2 + 3?")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(server.requests) == 2
+    assert len(spans.named("chat served-model")) == 2
+    written, episode = spans.convert()
+    assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
+        ("math", 12, 6), ("math", 20, 4)]
+    check_math_turns(episode.turns)
+    assert [t["function"]["name"] for t in tools(episode.turns[0])] == ["add"]
     assert written["costs"]["tokens"] == 42

@@ -28,7 +28,7 @@ from collector_fixtures import RunningCollector, run_into_collector, validate_tr
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from orchestrace_openai_agents import OpenAIAgentsInstrumentor
 
-from examples.agents_fakes import ScriptedResponsesModel, call, say
+from examples.agents_fakes import ScriptedResponsesModel, UntracedModel, call, say
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,6 +49,20 @@ def test_instrument_twice_records_once_and_uninstrument_goes_quiet(spans: Spans)
     OpenAIAgentsInstrumentor().instrument(tracer_provider=spans.provider)
     Runner.run_sync(triage_app(), "q")
     assert len(spans.named("invoke_workflow Agent workflow")) == 2
+
+
+def test_a_model_that_traces_nothing_goes_quiet_when_uninstrumented(spans: Spans) -> None:
+    """Its calls are wrapped on the model itself: uninstrumented, they pass straight through (the model keeps
+    answering); instrumented again, they are turns again."""
+    agent = Agent(name="own", model=UntracedModel([say("one"), say("two"), say("three")], model="own-model"))
+    assert Runner.run_sync(agent, "q").final_output == "one"
+    assert len(spans.named("chat own-model")) == 1
+    OpenAIAgentsInstrumentor().uninstrument()
+    assert Runner.run_sync(agent, "q").final_output == "two"
+    assert len(spans.named("chat own-model")) == 1
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=spans.provider)
+    assert Runner.run_sync(agent, "q").final_output == "three"
+    assert len(spans.named("chat own-model")) == 2
 
 
 def test_uninstrumented_mid_run_the_started_spans_still_end(spans: Spans) -> None:

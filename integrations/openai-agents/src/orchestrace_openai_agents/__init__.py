@@ -5,7 +5,8 @@ the Agents SDK (``agents.add_trace_processor``): the processors already there (t
 user's) stay, and nothing is sent anywhere but to the OpenTelemetry tracer provider. Every ``Runner.run``,
 ``run_sync`` and ``run_streamed`` then gives orchestrace spans: agents, handoffs, agents used as tools,
 function tools, guardrails that tripped, and model calls with their messages, tools and usage (see
-``orchestrace_openai_agents.processor`` for the mapping). Spans are recorded through the SDK's public API
+``orchestrace_openai_agents.processor`` for the mapping), also from models that trace nothing themselves
+(``orchestrace_openai_agents.model_calls``). Spans are recorded through the SDK's public API
 (``orchestrace.instrumentation``) with ``telemetry`` (what ``ot.configure`` returns), else one with
 ``tracer_provider`` (else the configured provider, read when used), which also decides what content they
 carry.
@@ -23,15 +24,20 @@ export" (logged for every batch it cannot send to OpenAI, which it then does not
 
 from __future__ import annotations
 
+import importlib
 import logging
+import warnings
 from collections.abc import Collection
 from typing import Any
 
 from agents import add_trace_processor
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
 from orchestrace.instrumentation import Telemetry, quiet
+from wrapt import wrap_function_wrapper
 
 from orchestrace_openai_agents._telemetry import Recorder
+from orchestrace_openai_agents.model_calls import GET_MODEL, RUN_LOOP_MODULE, ModelCalls
 from orchestrace_openai_agents.package import _instruments
 from orchestrace_openai_agents.processor import OrchestraceProcessor
 from orchestrace_openai_agents.version import __version__
@@ -65,17 +71,31 @@ def _registered() -> OrchestraceProcessor:
 class OpenAIAgentsInstrumentor(BaseInstrumentor):
     """Instruments the OpenAI Agents SDK for orchestrace."""
 
+    _run_loop: Any = None  # the module whose ``get_model`` is wrapped, while it is
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         given: Telemetry | None = kwargs.get("telemetry")
         telemetry = (given or Telemetry(kwargs.get("tracer_provider"))).scoped(__name__, __version__)
-        _registered().telemetry = Recorder(telemetry)
+        processor = _registered()
+        processor.telemetry = Recorder(telemetry)
         if quiet():
             logging.getLogger(_AGENTS_LOGGER).addFilter(_QUIET)
+        run_loop = importlib.import_module(RUN_LOOP_MODULE)
+        if callable(getattr(run_loop, GET_MODEL, None)):
+            wrap_function_wrapper(run_loop, GET_MODEL, ModelCalls(lambda: processor.telemetry).get_model)
+            self._run_loop = run_loop
+        else:
+            warnings.warn(f"orchestrace_openai_agents: {RUN_LOOP_MODULE}.{GET_MODEL} is not in this Agents "
+                          "SDK version; calls of models that open no span of their own are not recorded",
+                          RuntimeWarning, stacklevel=2)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         logging.getLogger(_AGENTS_LOGGER).removeFilter(_QUIET)
         if _processor is not None:
             _processor.telemetry = None  # it stays registered, and goes quiet
+        if self._run_loop is not None:
+            unwrap(self._run_loop, GET_MODEL)  # models wrapped meanwhile pass their calls straight through
+            self._run_loop = None

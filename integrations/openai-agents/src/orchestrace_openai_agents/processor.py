@@ -9,7 +9,8 @@
   agent's span inside it (spawn, return, despawn);
 * a function span: ``execute_tool {name}``, with arguments, result, error;
 * a response span (Responses API) or generation span (Chat Completions, LiteLLM): ``chat {model}``, one turn,
-  with its messages, the tools offered, sampling parameters and usage;
+  with its messages, the tools offered, sampling parameters and usage (the span ``model_calls`` opened for
+  the Runner's call of that model; a model that opens no such span gets its turn there);
 * a guardrail span whose tripwire triggered: ``orchestrace.safety_event`` (category: the guardrail's name) on
   its agent;
 * task, turn, custom and other spans: nothing; what they hold belongs to the span around them.
@@ -41,6 +42,7 @@ from agents.tracing import (
 from opentelemetry import context as otel_context
 
 from orchestrace_openai_agents import _telemetry as telemetry
+from orchestrace_openai_agents import model_calls
 from orchestrace_openai_agents.items import chat_messages
 
 WORKFLOW, AGENT, TOOL, MODEL = "workflow", "agent", "tool", "model"
@@ -144,7 +146,8 @@ class OrchestraceProcessor(TracingProcessor):
         elif isinstance(data, FunctionSpanData):
             kind, invocation = TOOL, tel.tool(data.name, context)
         elif isinstance(data, ResponseSpanData | GenerationSpanData):
-            kind, invocation = MODEL, tel.model_call(context)
+            # The span the Runner's call of this model opened (model_calls), else one of its own.
+            kind, invocation = MODEL, model_calls.claim() or tel.model_call(context)
         if kind is None or invocation is None:
             if parent is not None:  # a span of no kind of ours: what it holds belongs to its parent
                 self._nodes[span.span_id] = parent
