@@ -179,3 +179,28 @@ def test_annotate_takes_the_papers_names_of_the_team_family(tmp_path: Path) -> N
     refused = CliRunner().invoke(app, ["annotate", str(out), "--task-id", "targeted", "--reward", "1",
                                        "--family", "individual"])
     assert refused.exit_code == 1 and "--family must be one of team, verifier, hybrid" in refused.output
+
+
+@ot.agent
+def graded() -> None:
+    _chat([{"role": "user", "content": "grade me"}], "graded")
+    ot.reward(0.75, family="verifier", unit="turn")  # a verifier's score of that one turn
+
+
+def _crossed() -> None:
+    with ot.task("crossed"):
+        solver("c", 2)
+        graded()
+        ot.reward(0.5, family="individual", unit="team")  # the team's, whatever its family
+        ot.reward(0.25, family="verifier", name="judge", unit="agent", target="solver")
+
+
+def test_a_family_given_with_a_unit_of_the_other_kind_keys_by_the_unit(tmp_path: Path) -> None:
+    out = record(tmp_path, _crossed)
+    (trace,) = latest_traces([out]).values()
+    channels = {k: v for k, v in trace["rewards"].items() if not k.startswith(("credit:", "turn:", "agent:"))}
+    assert channels == {"process:verifier": 0.75, "team:individual": 0.5, "individual:judge": 0.25}
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    turns = rows(tmp_path / "turns.jsonl")
+    assert {r["episode_reward"] for r in turns} == {0.5}  # only the team-unit reward is the outcome
+    assert sum(r["reward"] for r in turns) == pytest.approx(1.5)

@@ -8,6 +8,12 @@ agent, a role, a tool, a turn, an event: never the team's), one recorded on a mo
 reward of that turn, any other a ``team`` reward. Its *channel* (its key in ``rewards``) is ``family``, or
 ``family:name`` when it has a name of its own (``gen_ai.evaluation.name`` other than the family).
 
+**The outcome.** The channels of unit ``team`` are the episode's outcome, and a written trace says so by the
+key alone (``orchestrace_collector.outcome``: the families ``team``, ``verifier``, ``hybrid``). So a family
+given with a unit of the other kind is written under the unit's family with the given family as its name:
+``family="verifier", unit="turn"`` is ``process:verifier`` (one turn's, not the outcome);
+``family="individual", unit="team"`` is ``team:individual`` (the team's, part of the outcome).
+
 **Repeated keys.** Within a channel, one value per unit instance: the last recorded wins (a team outcome
 recorded twice is one outcome; a verifier re-run replaces its score). Values for distinct instances add up
 (two agents each rewarded 0.5 make the channel 1.0).
@@ -135,6 +141,10 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
             continue
         name = attrs.get(sc.GEN_AI_EVALUATION_NAME)
         named = str(name) if name and name not in ("reward", given) else None
+        if (unit == "team") != (sc.REWARD_FAMILY_UNIT[family] == "team"):
+            # The key's family tells every reader whether the channel is part of the outcome: a family given
+            # with a unit of the other kind becomes the name, under the unit's family.
+            named, family = named or family, "team" if unit == "team" else sc.REWARD_UNIT_FAMILY[unit]
         key = channel_key(family, named)
         instance, part = resolved
         part.value = value
