@@ -68,7 +68,7 @@ def turn_weights(strategy: str, turn_events: Sequence[Collection[int]], owners: 
     allowed = set(range(n)) if among is None or not among else set(among)
     chosen = allowed
     if strategy == "causal":
-        chosen = {i for i in allowed if i in _causal_turns(turn_events, owners, on_path)} or allowed
+        chosen = allowed & _causal_turns(turn_events, owners, on_path) or allowed  # computed once: O(turns)
     return [1.0 / len(chosen) if i in chosen else 0.0 for i in range(n)]
 
 
