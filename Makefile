@@ -1,4 +1,4 @@
-# The README's two commands: `make demo` and `make test`. Each bootstraps uv and the locked venv itself.
+# The README's two commands: `make demo` and `make test` (also `make docs`: the docs site). Each bootstraps uv and the locked venv itself.
 PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
@@ -7,7 +7,7 @@ UV := $(CURDIR)/.tools/bin/uv
 endif
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-slow lint pytest bench sync clean
+.PHONY: demo test test-slow lint pytest bench docs sync clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -52,5 +52,10 @@ test-slow: sync
 bench: sync
 	$(RUN) python -m bench
 
+# The docs site (mkdocs.yml) into site/; DOCS_FLAGS=--strict (as CI builds it) fails on a broken link or reference.
+DOCS_FLAGS ?=
+docs: sync
+	NO_MKDOCS_2_WARNING=1 $(RUN) mkdocs build $(DOCS_FLAGS)
+
 clean:
-	rm -rf .venv .tools out collector/build
+	rm -rf .venv .tools out site collector/build

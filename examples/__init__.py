@@ -1,1 +1,1 @@
-"""Runnable examples of orchestrace: from the repository root, ``uv run python -m examples.<name>.app``."""
+"""Runnable examples of orchestrace: from the repository root, ``.venv/bin/python -m examples.<name>.app``."""

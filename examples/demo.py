@@ -6,8 +6,9 @@
 4. prints what was written (traces, turns, events by type, rewards, metrics, topology) and validates it;
 5. points to the OpenAI Agents SDK examples (examples/agents_triage, examples/agents_as_tools).
 
-Offline and deterministic: the example's models are scripted fakes. Run it with
-``uv run --frozen python examples/demo.py [--out DIR]``.
+Offline and deterministic: the example's models are scripted fakes. Run it with ``make demo``, or
+``.venv/bin/python examples/demo.py [--out DIR]``. The commands it prints at the end are this environment's
+(``.venv/bin/...`` from the clone: ``make demo`` puts nothing on ``PATH``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ def _shown(path: Path) -> Path:
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
+def _command(name: str) -> str:
+    """``name`` as installed beside this interpreter (``.venv/bin/orchestrace``), as typed from here."""
+    return str(_shown(Path(sys.executable).parent / name))
+
+
 def _numbers(values: Mapping[str, float]) -> str:
     return ", ".join(f"{k}={v:.3g}" for k, v in sorted(values.items())) or "(none)"
 
@@ -133,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo", help="output dir (emptied first)")
     out: Path = parser.parse_args(argv).out
-    console = Console()
+    console = Console(soft_wrap=True)  # whole lines in a log or a pipe; tables keep the terminal width
     shutil.rmtree(out, ignore_errors=True)  # the summary describes this run only
 
     with tempfile.TemporaryFile() as log:
@@ -159,20 +165,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     summarize(console, out, traces)
     files = sorted(p.name for p in out.iterdir() if p.is_file())
     console.print(f"written to {_shown(out)}: {', '.join(files)}")
-    console.print(f"$ orchestrace validate {_shown(out)}")
+    console.print(f"$ {_command('orchestrace')} validate {_shown(out)}")
     validate = [sys.executable, "-m", "orchestrace_collector.cli", "validate", str(_shown(out))]
     if subprocess.run(validate, check=False).returncode != 0:
         return 1
 
     console.rule("the same run in Jaeger")
     console.print("docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one")
-    console.print(f"uv run --frozen python -m {EXAMPLE} --exporter jaeger")
+    console.print(f"{_command('python')} -m {EXAMPLE} --exporter jaeger")
     console.print('open http://localhost:16686 and pick the service "supervisor-example"')
 
     console.rule("the OpenAI Agents SDK, instrumented the same way")
     for example, shows in AGENTS_EXAMPLES.items():
         name = example.split(".")[1]
-        command = f"uv run --frozen python -m {example} --exporter none --trace-dir out/{name}"
+        command = f"{_command('python')} -m {example} --exporter none --trace-dir out/{name}"
         console.print(f"{command}  [dim]# {shows}[/]")
     return 0
 

@@ -9,8 +9,8 @@ The models are scripted (examples/agents_fakes.py): no network, no API key, the 
 
 Run it from the repository root:
 
-    uv run python -m examples.agents_as_tools.app --exporter console
-    uv run python -m examples.agents_as_tools.app --exporter none --trace-dir out/agents_as_tools
+    .venv/bin/python -m examples.agents_as_tools.app --exporter console
+    .venv/bin/python -m examples.agents_as_tools.app --exporter none --trace-dir out/agents_as_tools
 """
 
 from __future__ import annotations

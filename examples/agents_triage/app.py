@@ -11,8 +11,8 @@ The models are scripted (examples/agents_fakes.py): no network, no API key, the 
 
 Run it from the repository root:
 
-    uv run python -m examples.agents_triage.app --exporter console
-    uv run python -m examples.agents_triage.app --exporter none --trace-dir out/agents_triage
+    .venv/bin/python -m examples.agents_triage.app --exporter console
+    .venv/bin/python -m examples.agents_triage.app --exporter none --trace-dir out/agents_triage
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ recorded. No network, no API key, the same run every time.
 
 Run it from the repository root:
 
-    uv run python -m examples.custom_agents.app --exporter console
-    uv run python -m examples.custom_agents.app --exporter none --trace-dir out/custom_agents
+    .venv/bin/python -m examples.custom_agents.app --exporter console
+    .venv/bin/python -m examples.custom_agents.app --exporter none --trace-dir out/custom_agents
 
 or see it in Jaeger (http://localhost:16686, service "custom-agents-example"):
 
     docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one
-    uv run python -m examples.custom_agents.app --exporter jaeger
+    .venv/bin/python -m examples.custom_agents.app --exporter jaeger
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ The model is a scripted fake (examples/fakes.py): no network, no API key, the sa
 
 Run it from the repository root:
 
-    uv run python -m examples.human_in_the_loop.app --exporter console
-    uv run python -m examples.human_in_the_loop.app --exporter none --trace-dir out/human_in_the_loop
+    .venv/bin/python -m examples.human_in_the_loop.app --exporter console
+    .venv/bin/python -m examples.human_in_the_loop.app --exporter none --trace-dir out/human_in_the_loop
 
 or see it in Jaeger (http://localhost:16686, service "human-in-the-loop-example"):
 
     docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one
-    uv run python -m examples.human_in_the_loop.app --exporter jaeger
+    .venv/bin/python -m examples.human_in_the_loop.app --exporter jaeger
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ The models are scripted fakes (examples/fakes.py): no network, no API key, the s
 
 Run it from the repository root:
 
-    uv run python -m examples.map_reduce.app --exporter console
-    uv run python -m examples.map_reduce.app --exporter none --trace-dir out/map_reduce
+    .venv/bin/python -m examples.map_reduce.app --exporter console
+    .venv/bin/python -m examples.map_reduce.app --exporter none --trace-dir out/map_reduce
 
 or see it in Jaeger (http://localhost:16686, service "map-reduce-example"):
 
     docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one
-    uv run python -m examples.map_reduce.app --exporter jaeger
+    .venv/bin/python -m examples.map_reduce.app --exporter jaeger
 """
 
 from __future__ import annotations

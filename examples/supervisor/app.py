@@ -10,13 +10,13 @@ The models are scripted fakes (examples/fakes.py): no network, no API key, the s
 
 Run it from the repository root:
 
-    uv run python -m examples.supervisor.app --exporter console                         # spans
-    uv run python -m examples.supervisor.app --exporter none --trace-dir out/supervisor  # traces
+    .venv/bin/python -m examples.supervisor.app --exporter console                         # spans
+    .venv/bin/python -m examples.supervisor.app --exporter none --trace-dir out/supervisor  # traces
 
 or see it in Jaeger (http://localhost:16686, service "supervisor-example"):
 
     docker run -p 16686:16686 -p 4317:4317 -p 4318:4318 jaegertracing/all-in-one
-    uv run python -m examples.supervisor.app --exporter jaeger
+    .venv/bin/python -m examples.supervisor.app --exporter jaeger
 """
 
 from __future__ import annotations

@@ -696,7 +696,7 @@ def annotate(
         )
 
 
-@app.command()
+@app.command(epilog=_example("view traces/", "view traces/ --export report.html"))
 def view(
     out: Annotated[list[Path], typer.Argument(help="Output directories (also one a collector writes to).")],
     host: Annotated[str, typer.Option(help="Address to serve (not loopback: needs a token).")] = "127.0.0.1",
