@@ -14,7 +14,7 @@ def test_causal_turns_are_found_once_and_weights_unchanged(monkeypatch: pytest.M
 
     def counted(*args: object) -> set[int]:
         calls.append(1)
-        return original(*args)  # type: ignore[arg-type]
+        return original(*args)
 
     monkeypatch.setattr(credit, "_causal_turns", counted)
     # Two activations of four turns each; the answer depends on event 10 (a's third turn) only.

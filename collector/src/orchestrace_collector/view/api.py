@@ -1,9 +1,9 @@
 """The view's web app: the static pages and a small JSON API over an :class:`OutputStore`.
 
 ``GET /api/status`` (cheap: the pages poll it for live updates), ``/api/episodes?after=G`` (the rows that
-changed after generation G), ``/api/trace?id=`` (the trace, its turns without their content, and its
-validation problems), ``/api/credit?id=`` (credit under every strategy), ``/api/turn?trace=&turn=`` (one
-turn with its content store entries).
+changed after generation G), ``/api/trace?id=`` (the trace and its turns without their content),
+``/api/problems?id=`` (its validation problems), ``/api/credit?id=`` (credit under every strategy),
+``/api/turn?trace=&turn=`` (one turn with its content store entries).
 
 Exposure as ``orchestrace collect``: on loopback the ``Host`` header must be a loopback name (no DNS
 rebinding); with a token, every API call needs it (``Authorization: Bearer``, or the cookie that opening
@@ -27,7 +27,6 @@ from starlette.staticfiles import StaticFiles
 
 from orchestrace_collector.outcome import episode_outcome
 from orchestrace_collector.receiver_http import bearer_matches
-from orchestrace_collector.validate import validate_trace
 from orchestrace_collector.view.credit import credit_by_strategy
 from orchestrace_collector.view.store import OutputStore
 
@@ -52,18 +51,23 @@ def trace_payload(store: OutputStore, trace_id: str) -> dict[str, Any] | None:
     return {
         "trace": trace,
         "turns": [light_turn(t) for t in store.turns(trace_id)],
-        "problems": validate_trace(trace),
         "outcome": episode_outcome(trace.get("rewards") or {}),  # the exports' episode_reward
     }
 
 
+def problems_payload(store: OutputStore, trace_id: str) -> dict[str, Any] | None:
+    """Apart from the trace: validating a 10,000-event trace takes seconds, and the timeline need not wait."""
+    problems = store.problems(trace_id)
+    return None if problems is None else {"problems": problems}
+
+
 def credit_payload(store: OutputStore, trace_id: str) -> dict[str, Any] | None:
-    payload = trace_payload(store, trace_id)
-    if payload is None:
+    trace = store.trace(trace_id)
+    if trace is None:
         return None
-    if payload["problems"]:
+    if store.problems(trace_id):
         return {"error": "the trace fails validation; credit cannot be recomputed"}
-    return credit_by_strategy(payload["trace"], store.turns(trace_id))
+    return credit_by_strategy(trace, store.turns(trace_id))
 
 
 def turn_payload(store: OutputStore, trace_id: str, turn_id: str) -> dict[str, Any] | None:
@@ -130,6 +134,7 @@ def create_app(store: OutputStore, *, token: str | None = None,
         Route("/api/status", api(lambda q: store.status())),
         Route("/api/episodes", api(episodes)),
         Route("/api/trace", api(lambda q: trace_payload(store, q.get("id", "")))),
+        Route("/api/problems", api(lambda q: problems_payload(store, q.get("id", "")))),
         Route("/api/credit", api(lambda q: credit_payload(store, q.get("id", "")))),
         Route("/api/turn", api(lambda q: turn_payload(store, q.get("trace", ""), q.get("turn", "")))),
         Mount("/static", StaticFiles(directory=static_dir()), name="static"),

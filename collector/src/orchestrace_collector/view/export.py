@@ -78,7 +78,7 @@ def export_html(paths: Sequence[Path], out: Path) -> int:
     turns: dict[str, Any] = {}
     for summary in summaries:
         trace_id = summary["trace_id"]
-        traces[trace_id] = trace_payload(store, trace_id)
+        traces[trace_id] = {**(trace_payload(store, trace_id) or {}), "problems": store.problems(trace_id)}
         credit[trace_id] = credit_payload(store, trace_id)
         turns[trace_id] = {t["turn_id"]: turn_payload(store, trace_id, str(t["turn_id"]))
                            for t in traces[trace_id]["turns"]}

@@ -27,9 +27,11 @@ from orchestrace_collector.output import (
     read_content,
     revision_of,
 )
+from orchestrace_collector.validate import validate_trace
 
 #: A refresh stats every file; more often than this, requests share the last one.
 REFRESH_INTERVAL_S = 0.5
+_PROBLEMS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class OutputStore:
         self._traces: dict[str, _Entry] = {}
         self._turns: dict[tuple[str, int], dict[str, Location]] = {}
         self._refs: dict[int, tuple[float, dict[str, str]]] = {}
+        self._problems: dict[tuple[str, int], list[str]] = {}
         self._lock = threading.Lock()
         self._refreshed = 0.0
         self.refresh(force=True)
@@ -169,6 +172,18 @@ class OutputStore:
             return None
         trace: dict[str, Any] = entry.location.read()
         return trace
+
+    def problems(self, trace_id: str) -> list[str] | None:
+        """The trace's validation problems (schema and references), remembered per revision."""
+        entry = self._traces.get(trace_id)
+        if entry is None:
+            return None
+        key = (trace_id, entry.revision)
+        if key not in self._problems:
+            if len(self._problems) >= _PROBLEMS_KEPT:
+                self._problems.clear()
+            self._problems[key] = validate_trace(entry.location.read())
+        return self._problems[key]
 
     def turns(self, trace_id: str) -> list[dict[str, Any]]:
         """The turns of the trace's latest revision, in start order."""

@@ -5,7 +5,7 @@ import { errorBox, h, replaceChildren } from "./dom.js";
 import { num, seconds } from "./format.js";
 import { buildEpisode, decisionKey } from "./lanes.js";
 import { episodeHref } from "./router.js";
-import { fetchTrace } from "./source.js";
+import { fetchProblems, fetchTrace } from "./source.js";
 import { renderTimeline } from "./timeline.js";
 
 function decisions(episode) {
@@ -29,6 +29,7 @@ export async function renderCompare(main, params) {
     return;
   }
   const payloads = await Promise.all(ids.map(fetchTrace));
+  const checks = await Promise.all(ids.map(fetchProblems));
   const missing = ids.filter((id, i) => !payloads[i]);
   if (missing.length) {
     replaceChildren(main, errorBox("Episode not found", `No episode ${missing.join(", ")} in these directories.`));
@@ -37,18 +38,18 @@ export async function renderCompare(main, params) {
   const episodes = payloads.map((p) => buildEpisode(p.trace, p.turns));
   const end = Math.max(...episodes.map((e) => e.end));
   const diff = firstDifference(episodes[0], episodes[1]);
-  const side = (episode, payload, which) => {
+  const side = (episode, payload, check, which) => {
     const trace = episode.trace;
     const mine = diff ? diff[which] : null;
     const box = h("div", { class: "timeline" });
     const section = h("section", { class: "compare-side", "data-trace-id": trace.trace_id },
       h("h2", {}, h("a", { href: episodeHref(trace.trace_id) }, trace.trace_id)),
       h("p", {}, `outcome ${num(payload.outcome ?? null)}; rewards ${Object.entries(trace.rewards || {}).filter(([k]) => !k.startsWith("credit:")).map(([k, v]) => `${k} ${num(v)}`).join(", ") || "none"}; wall clock ${seconds(trace.costs?.wall_clock_s)}`),
-      payload.problems.length ? errorBox("This trace fails validation", payload.problems.slice(0, 5).join("; ")) : null,
+      check && check.problems.length ? errorBox("This trace fails validation", check.problems.slice(0, 5).join("; ")) : null,
       box);
     return { section, box, highlight: new Set(mine ? [mine.event.id] : []) };
   };
-  const sides = [side(episodes[0], payloads[0], "a"), side(episodes[1], payloads[1], "b")];
+  const sides = [side(episodes[0], payloads[0], checks[0], "a"), side(episodes[1], payloads[1], checks[1], "b")];
   const describe = (d) => (d ? `${d.key} (${d.event.id} at ${seconds(d.event.t)})` : "no further decision");
   const summary = diff
     ? h("div", { class: "first-difference", id: "first-difference", "data-index": diff.index,

@@ -5,7 +5,7 @@ import { errorBox, h, replaceChildren } from "./dom.js";
 import { count, num, seconds } from "./format.js";
 import { buildEpisode } from "./lanes.js";
 import { episodeHref, navigate, routeHref } from "./router.js";
-import { fetchCredit, fetchTrace, fetchTurn } from "./source.js";
+import { fetchCredit, fetchProblems, fetchTrace, fetchTurn } from "./source.js";
 import { renderTimeline } from "./timeline.js";
 import { renderReplay } from "./replay.js";
 import { renderCredit } from "./credit_page.js";
@@ -22,17 +22,18 @@ function turnList(episode) {
       h("td", {}, `${t.agent}${t.activation ? ` #${t.activation}` : ""}`), h("td", {}, t.model || ""),
       h("td", { class: "num" }, seconds(t.t)), h("td", { class: "num" }, count((t.input_tokens || 0) + (t.output_tokens || 0))),
       h("td", { class: "num" }, num(t.reward)),
-      h("td", {}, ["truncated", "prompt_incomplete", "error"].filter((f) => t[f]).join(", "))))));
+      h("td", {}, ["tainted", "truncated", "prompt_incomplete", "error"].filter((f) => t[f]).join(", "))))));
 }
 
 export async function renderEpisode(main, parts, params) {
   const [, traceId, tab = "timeline"] = parts;
+  const checked = fetchProblems(traceId);  // validation is slow on a large trace: the timeline does not wait
   const payload = await fetchTrace(traceId);
   if (!payload) {
     replaceChildren(main, errorBox("Episode not found", `No episode ${traceId} in these directories (yet).`));
     return null;
   }
-  const { trace, turns, problems, outcome } = payload;
+  const { trace, turns, outcome } = payload;
   const header = h("header", { class: "episode-header" },
     h("p", { class: "crumbs" }, h("a", { href: routeHref(["episodes"], { task: trace.task_id }) }, `task ${trace.task_id}`)),
     h("h1", {}, `Episode ${trace.trace_id}`),
@@ -43,17 +44,23 @@ export async function renderEpisode(main, parts, params) {
     h("nav", { class: "tabs", "aria-label": "Episode views" }, TABS.map(([name, label]) =>
       h("a", { href: episodeHref(traceId, name), "aria-current": name === tab ? "page" : null }, label))));
   const area = h("div", { class: "tab" });
-  const warning = problems.length
-    ? errorBox(`This trace fails validation (${problems.length} problems)`, problems.slice(0, 8).join("; "))
-    : null;
+  const warning = h("div", { class: "validation" });
   replaceChildren(main, header, warning, area);
   let episode;
   try {
     episode = buildEpisode(trace, turns);
   } catch (error) {
     area.append(errorBox("This trace cannot be drawn", String(error.message || error)));
-    return null;
   }
+  const shown = episode ? await showTab(area, episode, tab, traceId, parts, params) : null;
+  const { problems } = (await checked) || { problems: [] };
+  if (problems.length) {
+    warning.append(errorBox(`This trace fails validation (${problems.length} problems)`, problems.slice(0, 8).join("; ")));
+  }
+  return shown;
+}
+
+async function showTab(area, episode, tab, traceId, parts, params) {
   if (tab === "replay") return renderReplay(area, episode, params, parts);
   if (tab === "credit") {
     renderCredit(area, episode, await fetchCredit(traceId), params, parts);

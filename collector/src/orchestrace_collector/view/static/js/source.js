@@ -46,6 +46,11 @@ export function fetchTrace(traceId) {
   return embedded ? Promise.resolve(embedded.traces[traceId] || null) : getJson(`/api/trace?${query({ id: traceId })}`);
 }
 
+export function fetchProblems(traceId) {
+  if (embedded) return Promise.resolve(embedded.traces[traceId] ? { problems: embedded.traces[traceId].problems || [] } : null);
+  return getJson(`/api/problems?${query({ id: traceId })}`);
+}
+
 export function fetchCredit(traceId) {
   return embedded ? Promise.resolve(embedded.credit[traceId] || null) : getJson(`/api/credit?${query({ id: traceId })}`);
 }

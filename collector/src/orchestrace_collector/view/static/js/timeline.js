@@ -34,6 +34,8 @@ function turnTitle(turn, extra) {
   const parts = [`model call by ${turn.agent}${turn.activation ? ` #${turn.activation}` : ""}`];
   if (turn.model) parts.push(`model ${turn.model}`);
   parts.push(`${seconds(turn.t)} to ${seconds(turn.t_end ?? turn.t)}`, `${tokensOf(turn)} tokens`);
+  if (turn.tainted) parts.push("tainted: its prompt held untrusted content");
+  if (turn.error) parts.push("failed");
   if (extra) parts.push(extra);
   return parts.join(", ");
 }
@@ -47,6 +49,7 @@ function eventTitle(event) {
   if (event.reason) parts.push(`reason ${event.reason}`);
   parts.push(`by ${event.agent}`, `at ${seconds(event.t)}`);
   if (event.trusted === false) parts.push("untrusted content");
+  if (event.severity) parts.push(`severity ${event.severity}`);
   if (event.error) parts.push(`error ${event.error_type || ""}`.trim());
   return parts.join(", ");
 }
@@ -141,7 +144,7 @@ export function renderTimeline(container, episode, options = {}) {
       const style = options.turnStyle ? options.turnStyle(turn) : null;
       const cy = y(rowOf.get(turn.lane));
       const mark = s("rect", {
-        class: `mark mark-turn${future(turn.t) ? " future" : ""}`, "data-turn-id": turn.turn_id, "data-lane-key": turn.lane,
+        class: `mark mark-turn${future(turn.t) ? " future" : ""}${turn.tainted ? " tainted" : ""}`, "data-turn-id": turn.turn_id, "data-lane-key": turn.lane,
         "data-credit-sign": style ? style.sign : null, "data-credit": style ? style.value : null,
         x: x(turn.t), y: cy - 6, width: Math.max(3, x(end) - x(turn.t)), height: 12, rx: 5,
         fill: style ? style.fill : KIND.turn.colour, tabindex: options.onTurn ? "0" : null,

@@ -27,7 +27,7 @@ export function renderTurn(main, episode, payload) {
     return;
   }
   const { turn, contents } = payload;
-  const flags = ["truncated", "prompt_incomplete", "error"].filter((f) => turn[f]);
+  const flags = ["tainted", "truncated", "prompt_incomplete", "error"].filter((f) => turn[f]);
   const led = new Set(turn.event_ids || []);
   const flows = (episode.trace.edges || []).filter((e) => e.type === "safety_flow" && (led.has(e.dst) || led.has(e.src)));
   const untrustedEvents = (turn.event_ids || []).map((id) => episode.byId.get(id)).filter((e) => e && e.trusted === false);
@@ -43,7 +43,8 @@ export function renderTurn(main, episode, payload) {
   replaceChildren(main,
     h("h1", {}, `Model call ${turn.turn_id}`),
     flags.length ? h("p", { class: "warning", role: "note", id: "turn-flags" }, `Flags: ${flags.join(", ")}${turn.error_type ? ` (${turn.error_type})` : ""}`) : null,
-    flows.length || untrustedEvents.length ? h("p", { class: "warning untrusted", id: "safety-flow", role: "note" },
+    flows.length || untrustedEvents.length || turn.tainted ? h("p", { class: "warning untrusted", id: "safety-flow", role: "note" },
+      turn.tainted ? "This call's prompt held untrusted content (tainted). " : "",
       `Untrusted content: ${untrustedEvents.map((e) => `${e.id} (${e.type}${e.tool ? ` ${e.tool}` : ""})`).join(", ") || "none among its events"}; `,
       `safety_flow edges: ${flows.map((e) => `${e.src} \u2192 ${e.dst}`).join(", ") || "none"}`) : null,
     h("dl", { class: "facts" }, facts.filter(([, v]) => v !== null && v !== undefined && v !== "")
