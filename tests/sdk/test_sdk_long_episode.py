@@ -100,7 +100,7 @@ def test_a_long_episode_is_written_whole_through_every_path(tmp_path: Path, monk
     assert dump.stat().st_size < 4 * content
 
 
-def test_a_span_too_large_alone_is_dropped_counted_and_the_rest_arrives(
+def test_a_span_too_large_alone_goes_without_its_content_and_the_rest_arrives(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv(ENV_MAX_REQUEST_BYTES, str(1 << 20))
     collector = _collector(tmp_path)
@@ -118,8 +118,8 @@ def test_a_span_too_large_alone_is_dropped_counted_and_the_rest_arrives(
                 store("y" * int(BODY_MB * 2 * (1 << 20)))  # one span twice the body limit
                 ot.reward(0.5)
             handle.force_flush()
-        assert handle.dropped_spans == 1
-        assert caplog.text.count("dropped span 'execute_tool store'") == 1
+        assert (handle.cut_spans, handle.dropped_spans) == (1, 0)
+        assert caplog.text.count("sending without its content span 'execute_tool store'") == 1
         assert "refused as too large by the receiver (413)" in caplog.text
     finally:
         handle.shutdown()
@@ -129,5 +129,26 @@ def test_a_span_too_large_alone_is_dropped_counted_and_the_rest_arrives(
     (trace,) = traces.values()
     assert trace["task_id"] == "big-tool" and trace["rewards"]["team"] == 0.5
     assert len(latest_turns(collector.out, traces)[trace["trace_id"]]) == len(received)
-    assert "tool_call" not in [event["type"] for event in trace["events"]]
+    (call,) = [event for event in trace["events"] if event["type"] == "tool_call"]
+    assert call["tool"] == "store" and call["content_ref"].startswith("sha256:")  # its ref, not its content
     assert re.search(r"[1-9][0-9]* requests refused as too large \(413\)", collector.log_text())
+
+
+def test_a_span_too_large_even_without_content_is_dropped_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(ENV_MAX_REQUEST_BYTES, "100")  # below any span
+    collector = _collector(tmp_path)
+    handle = ot.configure(exporter="otlp", endpoint=collector.base_url, tracer_provider=new_provider(),
+                          capture_content=True)
+    try:
+        with caplog.at_level(logging.ERROR, logger="orchestrace"):
+            _episode(2, 10)
+            handle.force_flush()
+        spans = 4  # the task, the agent, two model calls
+        assert handle.dropped_spans == handle.cut_spans == spans
+        assert caplog.text.count("orchestrace: dropped span") == 1
+    finally:
+        handle.shutdown()
+        set_config(None)
+        assert collector.stop() == 0
+    assert not list(collector.out.glob("traces*.jsonl"))  # nothing arrived: nothing written

@@ -11,8 +11,10 @@ at exit); ``ORCHESTRACE_QUIET=false`` gives the exporter's own retries and messa
 
 The OTLP exporters never lose spans to a size limit: a batch whose request is larger than
 ``ORCHESTRACE_OTLP_MAX_REQUEST_BYTES`` (default 8 MiB, under the orchestrace collector's 16 MiB body
-limit), or that the receiver refuses as too large (HTTP 413), is split in halves and each half sent; only
-a single span that is too large alone is dropped, logged once and counted (``dropped_spans``).
+limit), or that the receiver refuses as too large (HTTP 413), is split in halves and each half sent. A
+single span too large alone is sent without its content (its long string attributes left out, flagged
+``orchestrace.content.truncated``; logged once, counted in ``cut_spans``): the trace keeps its structure,
+refs and usage. Only a span still too large then is dropped, logged once and counted (``dropped_spans``).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from urllib.parse import urlsplit
 
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from orchestrace import semconv as sc
 from orchestrace.config import quiet
 from orchestrace.failsafe import log_once, logger
 
@@ -112,20 +115,47 @@ def max_request_bytes() -> int:
         return DEFAULT_MAX_REQUEST_BYTES
 
 
-class _Dropped:
-    """Spans an exporter dropped because each alone was larger than a request may be: logged once, counted."""
+class _TooLarge:
+    """Spans too large alone for a request: sent without their content (``cut``), else dropped
+    (``dropped``); each logged once, counted."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.cut = 0
+        self.dropped = 0
         self._lock = threading.Lock()
 
-    def add(self, span: ReadableSpan, size: int, why: str) -> None:
+    def add(self, span: ReadableSpan, size: int, why: str, stripped: bool) -> ReadableSpan | None:
+        """The span to send instead (``None``: drop it). ``stripped``: ``span`` is already without content."""
         with self._lock:
-            self.count += 1
-            first = self.count == 1
+            if stripped:
+                self.dropped += 1
+                first = self.dropped == 1
+            else:
+                self.cut += 1
+                first = self.cut == 1
         if first:
-            logger.error("orchestrace: dropped span %r: %d bytes alone, %s (further ones are counted, not "
-                         "logged)", span.name, size, why)
+            logger.error("orchestrace: %s span %r: %d bytes alone, %s (further ones are counted, not logged)",
+                         "dropped" if stripped else "sending without its content", span.name, size, why)
+        return None if stripped else without_content(span)
+
+
+#: String attributes longer than this are content (messages, tool arguments and results, states).
+_CONTENT_CHARS = 1024
+
+
+def _small(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {key: value for key, value in (attributes or {}).items()
+            if not isinstance(value, str) or len(value) <= _CONTENT_CHARS}
+
+
+def without_content(span: ReadableSpan) -> ReadableSpan:
+    """``span`` without its long string attributes (its own and its events'), flagged truncated: its ids,
+    times, names, refs and usage kept."""
+    attributes = {**_small(span.attributes), sc.ORCH_CONTENT_TRUNCATED: True}
+    events = [Event(e.name, _small(e.attributes), e.timestamp) for e in span.events]
+    return ReadableSpan(span.name, span.context, span.parent, span.resource, attributes, events, span.links,
+                        span.kind, status=span.status, start_time=span.start_time, end_time=span.end_time,
+                        instrumentation_scope=span.instrumentation_scope)
 
 
 def _halves(spans: Sequence[ReadableSpan]) -> tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]:
@@ -142,18 +172,22 @@ def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -
             limit = max_request_bytes()
             super().__init__(max_request_size=limit, **options)
             self._limit = limit
-            self._dropped = _Dropped()
+            self._too_large = _TooLarge()
 
         @property
         def dropped_spans(self) -> int:
-            return self._dropped.count
+            return self._too_large.dropped
+
+        @property
+        def cut_spans(self) -> int:
+            return self._too_large.cut
 
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             if self._shutdown:
                 return SpanExportResult.FAILURE
             return self._send(spans)
 
-        def _send(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        def _send(self, spans: Sequence[ReadableSpan], stripped: bool = False) -> SpanExportResult:
             try:
                 data = encode_spans(spans).SerializePartialToString()
             except Exception as exc:
@@ -172,8 +206,8 @@ def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -
             if len(spans) == 1:
                 why = (f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
                        if size > self._limit else "refused as too large by the receiver (413)")
-                self._dropped.add(spans[0], size, why)
-                return SpanExportResult.FAILURE
+                instead = self._too_large.add(spans[0], size, why, stripped)
+                return SpanExportResult.FAILURE if instead is None else self._send([instead], stripped=True)
             first, second = _halves(spans)
             ok = self._send(first) == SpanExportResult.SUCCESS
             return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
@@ -188,19 +222,26 @@ def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -
 
 class SizeLimitedExporter(SpanExporter):
     """Sends ``inner`` batches no larger than ``limit`` serialized bytes, halving a larger one; a single span
-    larger alone is dropped, logged once and counted (``dropped_spans``). For exporters that cannot tell a
-    request refused for its size (gRPC retries ``RESOURCE_EXHAUSTED`` until its timeout)."""
+    larger alone is sent without its content, else dropped (see the module docstring). For exporters that
+    cannot tell a request refused for its size (gRPC retries ``RESOURCE_EXHAUSTED`` until its timeout)."""
 
     def __init__(self, inner: SpanExporter, limit: int) -> None:
         self.inner = inner
         self.limit = limit
-        self._dropped = _Dropped()
+        self._too_large = _TooLarge()
 
     @property
     def dropped_spans(self) -> int:
-        return self._dropped.count
+        return self._too_large.dropped
+
+    @property
+    def cut_spans(self) -> int:
+        return self._too_large.cut
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self._send(spans)
+
+    def _send(self, spans: Sequence[ReadableSpan], stripped: bool = False) -> SpanExportResult:
         try:
             size = encode_spans(spans).ByteSize()
         except Exception as exc:
@@ -210,11 +251,11 @@ class SizeLimitedExporter(SpanExporter):
             return self.inner.export(spans)
         if len(spans) == 1:
             why = f"over the {self.limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
-            self._dropped.add(spans[0], size, why)
-            return SpanExportResult.FAILURE
+            instead = self._too_large.add(spans[0], size, why, stripped)
+            return SpanExportResult.FAILURE if instead is None else self._send([instead], stripped=True)
         first, second = _halves(spans)
-        ok = self.export(first) == SpanExportResult.SUCCESS
-        return SpanExportResult.SUCCESS if self.export(second) == SpanExportResult.SUCCESS and ok \
+        ok = self._send(first) == SpanExportResult.SUCCESS
+        return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
             else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -243,6 +284,10 @@ class ListeningExporter(SpanExporter):
     @property
     def dropped_spans(self) -> int:
         return int(getattr(self.inner, "dropped_spans", 0))
+
+    @property
+    def cut_spans(self) -> int:
+        return int(getattr(self.inner, "cut_spans", 0))
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._check and not self._listening():

@@ -136,9 +136,15 @@ class TracingHandle(Telemetry):
 
     @property
     def dropped_spans(self) -> int:
-        """Spans the installed exporters dropped because each alone was larger than a request may be (see
-        :mod:`orchestrace.exporters`; logged once)."""
+        """Spans the installed exporters dropped because each alone, even without its content, was larger
+        than a request may be (see :mod:`orchestrace.exporters`; logged once)."""
         return sum(int(getattr(exporter, "dropped_spans", 0)) for exporter in self._processors._exporters)
+
+    @property
+    def cut_spans(self) -> int:
+        """Spans the installed exporters sent without their content because each alone was larger than a
+        request may be (logged once)."""
+        return sum(int(getattr(exporter, "cut_spans", 0)) for exporter in self._processors._exporters)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export every finished span now. Never raises; ``False`` when something did not flush."""
