@@ -214,3 +214,49 @@ def test_a_non_loopback_address_needs_a_token(tmp_path: Path) -> None:
             assert client.get(f"{base}/?token=s3cret").status_code == 200  # redirected, cookie set
             assert client.get(f"{base}/api/status").status_code == 200
         assert httpx.get(f"{base}/api/status", headers={"Host": "evil.example"}).status_code == 403
+
+
+def test_a_new_revision_appears_on_the_open_episode(page: Any, tmp_path: Path) -> None:
+    out = write_episodes(tmp_path / "out", [build_episode("rev", "t", ["a", "b"], outcome=1.0)])
+    with running_view(out) as base:
+        assert open_page(page, f"{base}/#/episode/rev/credit") == "ready"
+        assert "revision 0" in page.inner_text(".facts-line")
+        page.evaluate("window.__sameDocument = true")
+        from orchestrace_collector.cli import app
+        from typer.testing import CliRunner
+
+        done = CliRunner().invoke(app, ["annotate", str(out), "--trace-id", "rev", "--reward", "0.25",
+                                        "--family", "team"])
+        assert done.exit_code == 0, done.output
+        page.wait_for_function("document.querySelector('.facts-line').textContent.includes('revision 1')",
+                               timeout=30_000)
+        assert "outcome 0.25" in page.inner_text(".facts-line")
+        assert page.evaluate("window.__sameDocument") is True
+    validate_trace_dir(out)
+
+
+def test_targets_named_by_separate_activation_fields(page: Any, tmp_path: Path) -> None:
+    """Names never carry ``#k`` in the newer format: ``to`` is the name and ``to_activation`` the instance.
+    The same episode written both ways draws the same arrows."""
+    trace, turns = build_episode("labels", "t", ["w", "w", "v"])
+    labelled = trace.to_json_dict()
+    fields = json.loads(json.dumps(labelled))
+    fields["trace_id"] = "fields"
+    for event in fields["events"]:
+        for end in ("to", "from"):
+            name, _, k = str(event.get(end, "")).partition("#")
+            if k.isdigit():
+                event[end], event[f"{end}_activation"] = name, int(k)
+    out = tmp_path / "out"
+    write_episodes(out, [(trace, turns)])
+    with (out / "traces-00000.jsonl").open("a") as handle:
+        handle.write(json.dumps({**fields, "metrics": {"revision": 0}}) + "\n")
+    validate_trace_dir(out)
+    drawn: dict[str, list[tuple[str, str, str]]] = {}
+    with running_view(out) as base:
+        for trace_id in ("labels", "fields"):
+            route_to(page, base, f"#/episode/{trace_id}/timeline")
+            drawn[trace_id] = sorted(page.eval_on_selector_all(
+                "path.arrow", "els => els.map(e => [e.dataset.eventId, e.dataset.from, e.dataset.to])"))
+    assert drawn["labels"] == drawn["fields"]
+    assert any(to == json.dumps(["w", 2], separators=(",", ":")) for _, _, to in map(tuple, drawn["fields"]))

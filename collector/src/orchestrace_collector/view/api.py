@@ -18,6 +18,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -34,6 +35,13 @@ TOKEN_COOKIE = "orchestrace_view"
 #: Turn fields the timeline does not need (the turn page fetches them): a 2,000-turn episode stays small.
 _HEAVY_TURN_FIELDS = ("prompt", "completion", "tools", "prompt_token_ids", "completion_token_ids",
                       "completion_logprobs")
+
+
+class _Json(JSONResponse):
+    """orjson: a 10,000-event trace is several MB of JSON, ten times faster to write than with ``json``."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 def static_dir() -> Path:
@@ -120,7 +128,7 @@ def create_app(store: OutputStore, *, token: str | None = None,
             result = await run_in_threadpool(handler, request.query_params)
             if result is None:
                 return JSONResponse({"error": "not found"}, status_code=404)
-            return JSONResponse(result, headers={"Cache-Control": "no-store"})
+            return _Json(result, headers={"Cache-Control": "no-store"})
 
         return endpoint
 

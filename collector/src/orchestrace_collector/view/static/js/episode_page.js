@@ -27,7 +27,6 @@ function turnList(episode) {
 
 export async function renderEpisode(main, parts, params) {
   const [, traceId, tab = "timeline"] = parts;
-  const checked = fetchProblems(traceId);  // validation is slow on a large trace: the timeline does not wait
   const payload = await fetchTrace(traceId);
   if (!payload) {
     replaceChildren(main, errorBox("Episode not found", `No episode ${traceId} in these directories (yet).`));
@@ -53,7 +52,8 @@ export async function renderEpisode(main, parts, params) {
     area.append(errorBox("This trace cannot be drawn", String(error.message || error)));
   }
   const shown = episode ? await showTab(area, episode, tab, traceId, parts, params) : null;
-  const { problems } = (await checked) || { problems: [] };
+  // Asked for once the page is drawn: validating a large trace takes the server seconds.
+  const { problems } = (await fetchProblems(traceId)) || { problems: [] };
   if (problems.length) {
     warning.append(errorBox(`This trace fails validation (${problems.length} problems)`, problems.slice(0, 8).join("; ")));
   }

@@ -19,6 +19,10 @@ export async function loadEpisodes() {
   return answer.episodes.length;
 }
 
+export function knownGeneration() {
+  return known;
+}
+
 export function episodeRow(traceId) {
   return rows.get(traceId) || null;
 }

@@ -1,7 +1,7 @@
 // Start: route the URL's fragment to a page; any failure becomes a message on the page, never a blank one.
 
 import { errorBox, replaceChildren } from "./dom.js";
-import { episodeRow, loadEpisodes, renderEpisodes } from "./episodes_page.js";
+import { episodeRow, knownGeneration, loadEpisodes, renderEpisodes } from "./episodes_page.js";
 import { renderEpisode } from "./episode_page.js";
 import { renderCompare } from "./compare_page.js";
 import { onNewData, startPolling } from "./live.js";
@@ -59,7 +59,7 @@ onNewData(async () => {
 if (isExport) {
   indicator.textContent = "exported file";
 } else {
-  startPolling(indicator);
+  startPolling(indicator, knownGeneration);
 }
 document.title = isExport ? "orchestrace report" : "orchestrace view";
 route();
