@@ -11,6 +11,7 @@ dependencies are not ours), installed by ``uv`` on first use.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -262,6 +263,41 @@ def test_inputs_and_outputs(supervisor: list[Sent]) -> None:
             if span["span_kind"] == "LLM":
                 assert _messages(span, "output"), span["name"]
                 assert span["attributes"]["llm.model_name"].endswith("-model")
+
+
+def test_agents_and_workflows_fill_the_input_and_output_panes(supervisor: list[Sent]) -> None:
+    """Phoenix's Input and Output panes show ``input.value`` / ``output.value``: every agent and workflow
+    span fills them with the messages it captured (JSON, as its GenAI messages), so only a span that captured
+    nothing in a direction stays blank there (the ``ot.task`` around the graph, which is given no input; a
+    supervisor activation that hands off, whose result is a ``Command``). A model call keeps its content in
+    its messages alone, which Phoenix shows as such."""
+    for run in supervisor:
+        panes = [span for span in run.spans
+                 if span["span_kind"] == "AGENT" or span["name"].startswith(f"{sc.OP_INVOKE_WORKFLOW} ")]
+        shown = Counter()
+        for span in panes:
+            attributes = span["attributes"]
+            for value, messages, mime in ((sc.INPUT_VALUE, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_MIME_TYPE),
+                                          (sc.OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_MIME_TYPE)):
+                assert (value in attributes) == (messages in attributes), (span["name"], value)
+                if value in attributes:
+                    assert json.loads(attributes[value]) and attributes[mime] == sc.MIME_JSON
+                    shown[value] += 1
+        print(f"agent and workflow spans: {len(panes)}, input pane filled {shown[sc.INPUT_VALUE]}, "
+              f"output pane filled {shown[sc.OUTPUT_VALUE]}")
+        assert len(panes) == 16  # 7 agent activations, each with its graph run, the team's graph, the task
+        assert shown[sc.INPUT_VALUE] == 15 and shown[sc.OUTPUT_VALUE] == 9
+        for worker in ("researcher", "mathematician", "writer"):
+            for name in (f"invoke_agent {worker}", f"invoke_workflow {worker}"):
+                (span,) = run.named(name)
+                assert {sc.INPUT_VALUE, sc.OUTPUT_VALUE} <= set(span["attributes"]), name
+        (graph_run,) = run.named("invoke_workflow moon_team")
+        question = json.loads(graph_run["attributes"][sc.INPUT_VALUE])[0]["parts"][0]["content"]
+        assert question == supervisor_app.QUESTION
+        assert supervisor_app.ANSWER in graph_run["attributes"][sc.OUTPUT_VALUE]
+        for span in run.spans:
+            if span["span_kind"] == "LLM":
+                assert _messages(span, "input") and _messages(span, "output"), span["name"]
 
 
 def test_full_prompt_shows_each_model_call_whole(supervisor: list[Sent]) -> None:

@@ -63,17 +63,55 @@ def test_agent_invocation_records_its_whole_attribute_set(rec: Recorder) -> None
     invocation.stop("routed to billing", token)
     assert ot.current_agent() is None
     span = rec.one("invoke_agent triage")
+    prompt = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "help me"}]}])
+    reply = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "routed to billing"}],
+                         "finish_reason": "stop"}])
     assert dict(span.attributes or {}) == {
         sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "triage",
         sc.GEN_AI_AGENT_ID: "triage-1", sc.ORCH_AGENT_ROLE: "router", "framework.step": 3,
         sc.ORCH_INPUT_REF: ot.content_ref("help me"), sc.ORCH_OUTPUT_REF: ot.content_ref("routed to billing"),
-        sc.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text",
-                                                                          "content": "help me"}]}]),
-        sc.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [
-            {"type": "text", "content": "routed to billing"}], "finish_reason": "stop"}]),
+        sc.GEN_AI_INPUT_MESSAGES: prompt, sc.GEN_AI_OUTPUT_MESSAGES: reply,
+        # what Phoenix shows in its Input and Output panes
+        sc.INPUT_VALUE: prompt, sc.INPUT_MIME_TYPE: sc.MIME_JSON,
+        sc.OUTPUT_VALUE: reply, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON,
     }
     assert span.status.status_code == StatusCode.OK
     assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "orchestrace"
+
+
+def test_content_for_phoenix_panes_on_workflows_and_agents_never_twice_on_model_calls(rec: Recorder) -> None:
+    """With capture on, a workflow and an agent carry their messages as OpenInference's input / output
+    values too (Phoenix shows those in its panes); a model call only as GenAI messages, whatever the path;
+    a graph step (framework state) neither."""
+    telemetry = rec.telemetry(CAPTURE)
+    workflow = inst.start_workflow(telemetry, "support", input={"messages": [("user", "where is 42?")]})
+    agent = inst.start_agent(telemetry, "triage", input="where is 42?", context=workflow.context)
+    step = inst.start_step(telemetry, "router", context=agent.context)
+    call = inst.start_model_call(telemetry, "gpt-test", input=[{"role": "user", "content": "where is 42?"}],
+                                 context=agent.context)
+    call.stop({"choices": [{"message": {"role": "assistant", "content": "shipped"},
+                            "finish_reason": "stop"}]})
+    chat = inst.start_chat(telemetry, [{"role": "user", "content": "and 43?"}], model="gpt-test",
+                           context=agent.context)
+    chat.stop("pending")
+    step.stop({"state": 1})
+    agent.stop("shipped")
+    workflow.set_output({"messages": [("assistant", "shipped")]}, ref=False)
+    workflow.stop()
+    for name in ("invoke_workflow support", "invoke_agent triage"):
+        attributes = dict(rec.one(name).attributes or {})
+        assert attributes[sc.INPUT_VALUE] == attributes[sc.GEN_AI_INPUT_MESSAGES], name
+        assert attributes[sc.OUTPUT_VALUE] == attributes[sc.GEN_AI_OUTPUT_MESSAGES], name
+        assert attributes[sc.INPUT_MIME_TYPE] == attributes[sc.OUTPUT_MIME_TYPE] == sc.MIME_JSON
+        assert "where is 42?" in str(attributes[sc.INPUT_VALUE])
+        assert "shipped" in str(attributes[sc.OUTPUT_VALUE])
+    model_calls = [s for s in rec.spans if s.name == "chat gpt-test"]
+    assert len(model_calls) == 2
+    for span in [*model_calls, rec.one("router")]:
+        attributes = dict(span.attributes or {})
+        panes = {sc.INPUT_VALUE, sc.OUTPUT_VALUE, sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE}
+        assert not panes & set(attributes), span.name
+    assert all(sc.GEN_AI_OUTPUT_MESSAGES in (s.attributes or {}) for s in model_calls)
 
 
 def test_tool_model_call_workflow_and_step_attribute_sets(rec: Recorder) -> None:

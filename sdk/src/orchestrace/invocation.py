@@ -127,8 +127,7 @@ class Invocation:
             else:
                 captured = self.spec.capture_output(value, self.capture)
                 if captured is not None:
-                    self.span.set_attributes(captured.attributes(self.spec.output_key,
-                                                                 sc.ORCH_OUTPUT_CUT_BYTES))
+                    self.span.set_attributes(self.spec.content_attributes(captured, output=True))
 
     @failsafe(default=None)
     def set_request(self, model: str | None = None, request: Mapping[str, Any] | None = None) -> None:
@@ -315,6 +314,10 @@ class Spec:
     #: Where captured input and output content go (GenAI chat messages by default).
     input_key = sc.GEN_AI_INPUT_MESSAGES
     output_key = sc.GEN_AI_OUTPUT_MESSAGES
+    #: Whether captured messages also go to OpenInference's ``input.value`` / ``output.value``: what Phoenix
+    #: shows in its Input and Output panes, where it shows a model call's messages but no agent's or
+    #: workflow's (model calls keep the GenAI messages alone: one copy of their content).
+    shows_values = False
 
     def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
         if not capture_config.capture_content:
@@ -326,6 +329,18 @@ class Spec:
             return None
         return capture_messages(output_messages(result), capture_config)
 
+    def content_attributes(self, captured: Captured, *, output: bool) -> dict[str, str | bool | int]:
+        """The span attributes of captured input (or ``output``) content."""
+        if output:
+            attributes = captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES)
+            if self.shows_values:
+                attributes[sc.OUTPUT_VALUE], attributes[sc.OUTPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
+        else:
+            attributes = captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES)
+            if self.shows_values:
+                attributes[sc.INPUT_VALUE], attributes[sc.INPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
+        return attributes
+
     def record_input(self, invocation: Invocation, value: Any, ref: str | None) -> None:
         """The call's input ``value`` (``ref``: its content ref when already on the span; ``""``: none)."""
         span = invocation.span
@@ -333,7 +348,7 @@ class Spec:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
         captured = self.capture_input(value, invocation.capture)
         if captured is not None:
-            span.set_attributes(captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES))
+            span.set_attributes(self.content_attributes(captured, output=False))
 
     def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
         if result is None and invocation.yielded is not None:
@@ -348,7 +363,7 @@ class Spec:
         if capture_config.capture_content:
             captured = self.capture_output(result, capture_config)
             if captured is not None:
-                span.set_attributes(captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES))
+                span.set_attributes(self.content_attributes(captured, output=True))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
         """A generator yielded ``item``: kept, to be its result unless it returns one."""
@@ -378,6 +393,7 @@ class AgentSpec(Spec):
     ``{name}-{12 hex}`` per call), the calling agent its parent (``orchestrace.agent.parent_id``)."""
 
     may_be_traced_by_caller = True
+    shows_values = True
 
     def __init__(self, name: str, role: str | None, agent_id: str | None) -> None:
         super().__init__(name)
@@ -519,6 +535,18 @@ class LlmSpec(Spec):
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
+    def content_attributes(self, captured: Captured, *, output: bool) -> dict[str, str | bool | int]:
+        """The span attributes of captured input (or ``output``) content."""
+        if output:
+            attributes = captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES)
+            if self.shows_values:
+                attributes[sc.OUTPUT_VALUE], attributes[sc.OUTPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
+        else:
+            attributes = captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES)
+            if self.shows_values:
+                attributes[sc.INPUT_VALUE], attributes[sc.INPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
+        return attributes
+
     def record_input(self, invocation: Invocation, value: Any, ref: str | None) -> None:
         """The prompt; with capture on, only the messages no earlier call of the trace exported (a history is
         exported once, see :mod:`orchestrace.history`), unless ``full_prompt`` is set."""
@@ -612,6 +640,8 @@ class WorkflowSpec(Spec):
     episode id (``episode_id``, else the enclosing episode's, else a new one) and a task id (``task_id``,
     else the episode id), and the code inside it belongs to that episode. Otherwise ``episode_id`` only
     names the episode the run is part of."""
+
+    shows_values = True
 
     def __init__(self, name: str | None, task_id: str | None, topology: str | None, system: str | None,
                  workflow: str | None, episode_id: str | None = None, episode: bool = True,

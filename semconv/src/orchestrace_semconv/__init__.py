@@ -185,6 +185,12 @@ OPERATION_TOOL_NODE: Final = "tool_node"
 #: Captured output of a span that is no model call (an aggregate): OpenInference's neutral value, which
 #: standard backends show as a chain's output (``gen_ai.output.messages`` would make it a model call).
 OUTPUT_VALUE: Final = "output.value"
+#: OpenInference's input and the media types of both values: what Arize Phoenix shows in its Input and Output
+#: panes. Agent and workflow spans carry their captured messages there too (JSON); model calls do not.
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+MIME_JSON: Final = "application/json"
 #: OpenInference's span kind, put on spans GenAI has no kind for (workflow runs, graph nodes, aggregates) so
 #: that backends reading OpenInference (Arize Phoenix) classify them as chains rather than leave them unknown;
 #: the GenAI operation and ``orchestrace.operation`` still say what they are.
