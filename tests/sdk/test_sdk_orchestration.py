@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 import orchestrace as ot
+import pytest
 from opentelemetry.trace import SpanContext, StatusCode
 from orchestrace import semconv as sc
 from sdk_spans import Spans
@@ -186,3 +187,40 @@ def test_no_links_when_nothing_resolves(spans: Spans) -> None:
 
     alone()
     assert spans.one("aggregate alone").links == ()
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["default", "gen_ai_latest_experimental"])
+def test_cache_counts_on_an_agent_span_follow_the_conventions(spans: Spans, latest: bool,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ot.set_usage`` in a model call writes its cache counts under the setting's names; outside one (on an
+    agent's span) the latest conventions leave the cache counts out, the default keeps them."""
+    if latest:
+        monkeypatch.setenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, sc.GEN_AI_LATEST_EXPERIMENTAL)
+    else:
+        monkeypatch.delenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, raising=False)
+    names = sc.GEN_AI_LATEST if latest else sc.GEN_AI_DEFAULT
+
+    @ot.llm(model="m")
+    def call() -> str:
+        ot.set_usage(input_tokens=100, output_tokens=5, cache_read_input_tokens=60,
+                     cache_creation_input_tokens=30)
+        return "ok"
+
+    @ot.agent
+    def worker() -> str:
+        call()
+        ot.set_usage(input_tokens=100, output_tokens=5, cache_read_input_tokens=60,
+                     cache_creation_input_tokens=30)
+        return "done"
+
+    worker()
+    model_call = dict(spans.one("chat m").attributes or {})
+    assert model_call[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 60
+    assert model_call[names.cache_write_input_tokens] == 30
+    other = sc.GEN_AI_DEFAULT if latest else sc.GEN_AI_LATEST
+    assert other.cache_write_input_tokens not in model_call
+    agent = dict(spans.one("invoke_agent worker").attributes or {})
+    assert agent[sc.GEN_AI_USAGE_INPUT_TOKENS] == 100
+    cache_keys = {sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, *sc.CACHE_WRITE_INPUT_TOKENS_NAMES}
+    assert (cache_keys & set(agent)) == (set() if latest else {sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+                                                                  names.cache_write_input_tokens})

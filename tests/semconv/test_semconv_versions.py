@@ -46,10 +46,12 @@ def test_the_two_name_sets() -> None:
     assert sc.GenAiNames(
         runner_operation="invoke_workflow",
         cache_write_input_tokens="gen_ai.usage.cache_creation.input_tokens",
+        cache_counts_outside_model_calls=True,
     ) == sc.GEN_AI_DEFAULT
     assert sc.GenAiNames(
         runner_operation="handle_conversation_turn",
         cache_write_input_tokens="gen_ai.usage.cache_write.input_tokens",
+        cache_counts_outside_model_calls=False,
     ) == sc.GEN_AI_LATEST
     # Readers take every name a writer may use.
     assert set(sc.CACHE_WRITE_INPUT_TOKENS_NAMES) == {
@@ -73,3 +75,6 @@ def test_the_readme_table_states_the_names_written() -> None:
         sc.GEN_AI_DEFAULT.cache_write_input_tokens, sc.GEN_AI_LATEST.cache_write_input_tokens,
     )
     assert rows["input tokens read from a prompt cache"] == (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,) * 2
+    outside = rows["cache counts `ot.set_usage` states outside a model call"]
+    assert [cell == "written" for cell in outside] == [
+        sc.GEN_AI_DEFAULT.cache_counts_outside_model_calls, sc.GEN_AI_LATEST.cache_counts_outside_model_calls]

@@ -214,6 +214,8 @@ def set_usage(input_tokens: int | None = None, output_tokens: int | None = None,
         span: Span | None = invocation.span
     else:
         span = _recording_span()
+        if not sc.gen_ai_names().cache_counts_outside_model_calls:
+            cache_read_input_tokens = cache_creation_input_tokens = None
     if span is not None:
         set_usage_on(span, Usage(input_tokens, output_tokens, cache_read_input_tokens,
                                  cache_creation_input_tokens))

@@ -136,20 +136,24 @@ class GenAiNames:
 
     #: ``gen_ai.operation.name`` of a framework runner's entrypoint (one ``Runner.run``).
     runner_operation: str
-    #: Input tokens written to the provider's prompt cache. Cache counts go on model-call spans only, under
-    #: both settings (the latest conventions removed them from agent spans: summed over models they mislead).
+    #: Input tokens written to the provider's prompt cache.
     cache_write_input_tokens: str
+    #: Whether cache counts stated outside a model call (``ot.set_usage`` on an agent's span) are written:
+    #: the latest conventions removed them from agent spans (summed over models they mislead).
+    cache_counts_outside_model_calls: bool
 
 
 #: Today's names (``opentelemetry-semantic-conventions``), the default.
 GEN_AI_DEFAULT: Final = GenAiNames(
     runner_operation=OP_INVOKE_WORKFLOW,
     cache_write_input_tokens=GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    cache_counts_outside_model_calls=True,
 )
 #: The latest ``semantic-conventions-genai`` release's names, under ``gen_ai_latest_experimental``.
 GEN_AI_LATEST: Final = GenAiNames(
     runner_operation=OP_HANDLE_CONVERSATION_TURN,
     cache_write_input_tokens=GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+    cache_counts_outside_model_calls=False,
 )
 
 
