@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from collector_fixtures import RunningCollector
 from ground_truth_apps import WAYS, run_three_ways
-from orchestrace_collector.export import ExportError, export
+from orchestrace_collector.export import ExportError, Filters, export
 from orchestrace_collector.output import latest_traces
 from orchestrace_collector.stats import compute_stats
 from random_apps import (
@@ -63,6 +63,11 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
         assert len(turns) == want.turns, way
         assert sum(turn.get("cache_read_input_tokens", 0) for turn in turns) == want.cached, way
         assert sum(bool(turn.get("completion_incomplete")) for turn in turns) == want.incomplete, way
+        whole = {t["turn_id"] for t in turns if not t.get("completion_incomplete")}
+        if whole:  # (an export that keeps no row is an error)
+            exported = tmp_path / f"{way}-kept.jsonl"
+            export([outputs[way].out], "jsonl", exported, filters=Filters(drop_flagged=True))
+            assert {json.loads(line)["turn_id"] for line in exported.read_text().splitlines()} == whole, way
         costs = trace["costs"]
         assert (costs["tokens"], costs["tool_calls"], costs["messages"]) == (
             sum(want.tokens.values()), want.tool_calls, want.messages), way
