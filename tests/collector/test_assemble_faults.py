@@ -143,14 +143,18 @@ def test_open_episode_cap_writes_the_oldest_as_they_are() -> None:
 def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
     sink, clock = FlakySink(failing=False), Clock()
     assembler = Assembler(sink, quiet_period_s=1, max_bytes=10_000, clock=clock)  # type: ignore[arg-type]
-    assembler.add(spans_of("done"), nbytes=4_000)
+    assembler.add(spans_of("done"), nbytes=3_000)
     clock.now += 2
-    assert assembler.tick() == 1 and assembler.retained_bytes == 4_000
+    assert assembler.tick() == 1 and assembler.retained_bytes == 3_000
     for index in range(4):
         assembler.add([s for s in spans_of(f"big-{index}") if s.parent_span_id is not None], nbytes=3_000)
     assert assembler.tick() == 2, "12 kB open: the two oldest are written"
     assert assembler.open_bytes == 6_000
-    assert assembler.retained_bytes == 6_000, "the first episode was let go, the two written are retained"
+    # The first episode was let go; of the two written, the newer one fits in the retained third of the bound.
+    assert assembler.retained_bytes == 3_000
+    assembler.add(spans_of("large"), nbytes=4_000)
+    clock.now += 2
+    assert assembler.tick() == 1 and assembler.retained_bytes == 0, "over a third of the bound: not retained"
 
 
 def _episode_spans(out: Path) -> dict[str, int]:

@@ -43,6 +43,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from orchestrace_collector.ingest import resident_bytes
 from orchestrace_collector.output import latest_traces
 from orchestrace_collector.wal import KIND_BATCH, MAGIC, frame
 
@@ -236,7 +237,8 @@ def test_flood_of_never_ending_episodes_stays_under_the_memory_limit(tmp_path: P
     sent = Sent()
     stop = time.monotonic() + 6.0
     make = _large_never_ending if shape == "large" else _small_never_ending
-    make(0)  # recorded once before the clock matters
+    sample, sample_runs = make(0)  # recorded once before the clock matters
+    per_run = resident_bytes(ExportTraceServiceRequest.FromString(sample), len(sample)) / len(sample_runs)
 
     def never_ending(worker: int) -> None:
         with httpx.Client() as client:
@@ -261,7 +263,9 @@ def test_flood_of_never_ending_episodes_stays_under_the_memory_limit(tmp_path: P
     for thread in threads:
         thread.join()
     peak = rss.stop()
-    assert sent.refused > 0, "the limit was never reached: the test proves nothing"
+    # The limit was reached: requests were refused, or the collector acknowledged more than the limit holds
+    # (it wrote open episodes as they were to stay under it).
+    assert sent.refused > 0 or per_run * len(sent.acked) > (limit_mb << 20), "the test proves nothing"
     assert small_ok > 0, "small requests must get through"
     assert_within_memory_limit(peak, idle_rss, limit_mb)
     assert collector.stop() == 0
@@ -612,5 +616,64 @@ def test_refusals_are_read_by_clients_that_write_first_and_small_senders_are_ser
     written = assert_acked_written(sent, out)
     record_fault(
         f"5 senders of 4 MiB bodies (requests: body first) and a small one, --memory-limit-mb {limit_mb}",
+        sent, written, peak, idle_rss=idle_rss, limit_mb=limit_mb,
+    )
+
+
+@pytest.mark.slow
+def test_a_flood_of_large_grpc_requests_stays_under_the_memory_limit(tmp_path: Path) -> None:
+    import grpc
+
+    out = tmp_path / "out"
+    limit_mb = 100
+    collector = start_collector(out, "--quiet-period", "0.2", "--memory-limit-mb", str(limit_mb))
+    idle_rss = PeakRss(collector.process.pid).after(0.3)
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    stop = time.monotonic() + 5.0
+    filler = "g" * (3 << 20)
+    codes: list[grpc.StatusCode] = []
+
+    def sender(worker: int) -> None:
+        channel = grpc.insecure_channel(
+            collector.grpc_endpoint, options=[("grpc.max_send_message_length", 64 << 20)]
+        )
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        index = 0
+        while time.monotonic() < stop:
+            task = f"grpc-{worker}-{index}"
+            index += 1
+            spans = record_run(task, tools=3)
+            for span in spans[1:]:
+                span._attributes = {**span.attributes, "filler": filler}  # type: ignore[attr-defined]
+            with sent.lock:
+                sent.sent += 1
+            try:
+                export(encode_protobuf(spans), timeout=30)
+            except grpc.RpcError as error:
+                codes.append(error.code())
+                continue
+            with sent.lock:
+                sent.acked[task] = len(spans)
+        channel.close()
+
+    threads = [threading.Thread(target=sender, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    peak = rss.stop()
+    sent.refused = len(codes)
+    assert codes, "the limit was never reached: the test proves nothing"
+    assert set(codes) == {grpc.StatusCode.RESOURCE_EXHAUSTED}, "a memory refusal is RESOURCE_EXHAUSTED"
+    assert_within_memory_limit(peak, idle_rss, limit_mb)
+    assert collector.stop() == 0
+    written = assert_acked_written(sent, out)
+    record_fault(
+        f"gRPC flood: 6 senders of 12 MiB requests for 5 s, --memory-limit-mb {limit_mb}",
         sent, written, peak, idle_rss=idle_rss, limit_mb=limit_mb,
     )

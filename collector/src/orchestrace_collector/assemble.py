@@ -583,7 +583,12 @@ class Assembler:
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
-        while self._retained and self._retained_spans > self.retain_spans:
+        # Retained spans are a cache for late ones: under a byte bound they keep a third of it (a quarter of
+        # the collector's memory limit), the rest is for open episodes and the requests coming in.
+        while self._retained and (
+            self._retained_spans > self.retain_spans
+            or (self.max_bytes and self.retained_bytes > self.max_bytes // 3)
+        ):
             self._evict_oldest_retained()
 
     def _evict_oldest_retained(self) -> None:

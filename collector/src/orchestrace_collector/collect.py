@@ -34,6 +34,7 @@ from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, de
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
+from orchestrace_collector.malloc import release_large_blocks
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES
 from orchestrace_collector.receiver_grpc import bind_grpc_server, serve_grpc
@@ -124,6 +125,7 @@ def check_exposure(options: CollectorOptions) -> None:
 
 def run_collector(options: CollectorOptions) -> None:
     check_exposure(options)
+    release_large_blocks()
     if options.allow_unauthenticated and not is_loopback(options.host) and options.credentials is None:
         log.warning(
             "orchestrace: SERVING %s WITHOUT AUTHENTICATION (--insecure-no-auth): anyone who can reach "
@@ -140,6 +142,7 @@ def run_collector(options: CollectorOptions) -> None:
             options.host,
             options.grpc_port,
             max_message_bytes=options.max_body_bytes,
+            memory_limit_bytes=options.memory_limit_bytes,
             tls=tls,
             max_connection_idle_s=options.limits.keepalive_timeout_s,
         )

@@ -2,12 +2,14 @@
 
 Same path as OTLP/HTTP (``ingest.py``), with the status codes the OTLP spec gives: invalid spans are reported
 in ``partial_success``; a malformed message is ``INVALID_ARGUMENT`` (the method takes raw bytes and decodes
-them itself: grpc's own deserializer would answer ``INTERNAL``);
-an oversized one ``RESOURCE_EXHAUSTED`` (grpc's receive limit, without retry info: never retried); a
-collector under pressure or whose storage fails answers ``UNAVAILABLE`` with a ``RetryInfo`` delay, which
-exporters retry after that delay; a missing or wrong bearer token is ``UNAUTHENTICATED``, spans of an episode
-another named sender opened ``PERMISSION_DENIED`` (``senders.py``). An unexpected error
-is ``UNAVAILABLE`` too (nothing was acknowledged; a retry may succeed), never ``UNKNOWN``.
+them itself: grpc's own deserializer would answer ``INTERNAL``); an oversized one ``RESOURCE_EXHAUSTED``
+(grpc's receive limit, without retry info: never retried); one that does not fit under the memory limit now
+``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` delay (its bytes are counted against ``--memory-limit-mb`` as soon
+as grpc hands them over, as the HTTP receiver counts a body it reads, and the server runs as many requests at
+once as the limit has room for); a collector under pressure or whose storage fails answers ``UNAVAILABLE``
+with a ``RetryInfo`` delay, which exporters retry after that delay; a missing or wrong bearer token is
+``UNAUTHENTICATED``, spans of an episode another named sender opened ``PERMISSION_DENIED`` (``senders.py``).
+An unexpected error is ``UNAVAILABLE`` too (nothing was acknowledged; a retry may succeed), never ``UNKNOWN``.
 """
 
 from __future__ import annotations
@@ -58,13 +60,24 @@ class _TraceService:
             sender = self.credentials.sender(str(metadata.get("authorization", "")))
             if sender is None:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if not self.ingest.try_reserve(len(body)):
+            _retry_later(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "collector over its memory limit")
+        try:
+            return self._export(body, sender, context)
+        finally:
+            self.ingest.release(len(body))
+
+    def _export(
+        self, body: bytes, sender: str | None, context: grpc.ServicerContext
+    ) -> ExportTraceServiceResponse:
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not an ExportTraceServiceRequest: {exc}")
         forwarded = body if self.ingest.forwarder is not None else None
         try:
-            accepted = self.ingest.submit(request, body, sender=sender)  # its bytes reused for the log
+            # Its bytes reused for the log; they hold their reservation (the memory limit's admission).
+            accepted = self.ingest.submit(request, body, len(body), sender)
             self.ingest.wal.sync(accepted.seq)
         except Forbidden as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
@@ -87,8 +100,13 @@ class _TraceService:
 
 
 def _unavailable(context: grpc.ServicerContext, message: str) -> None:
+    _retry_later(context, grpc.StatusCode.UNAVAILABLE, message)
+
+
+def _retry_later(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> None:
+    """Abort with ``code`` and a ``RetryInfo`` delay: the exporter retries after it."""
     context.set_trailing_metadata((("google.rpc.retryinfo-bin", _RETRY_INFO),))
-    context.abort(grpc.StatusCode.UNAVAILABLE, message)
+    context.abort(code, message)
 
 
 def bind_grpc_server(
@@ -97,12 +115,19 @@ def bind_grpc_server(
     *,
     max_message_bytes: int = 16 << 20,
     workers: int = 8,
+    memory_limit_bytes: int = 0,
     tls: tuple[bytes, bytes] | None = None,
     max_connection_idle_s: float = 300.0,
 ) -> tuple[grpc.Server, int]:
     """A server bound to ``host:port`` but not serving yet (``serve_grpc`` starts it), so that a taken port
     is an error before anything else starts; returns it and the bound port (``port=0`` picks a free one).
-    ``tls``: the PEM certificate chain and private key."""
+    ``workers``: requests handled at once, fewer when ``memory_limit_bytes`` has room for few of the largest
+    (grpc holds each one whole before the handler can count it). ``tls``: the PEM certificate chain
+    and private key."""
+    # A limit with room for few of the largest requests: fewer at once, none waiting with its bytes held.
+    tight = 0 < memory_limit_bytes < 32 * max_message_bytes
+    if tight:
+        workers = max(2, min(workers, memory_limit_bytes // (4 * max_message_bytes)))
     address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     if port:
         # grpcio reports a taken port only after logging it itself on stderr: ask the OS first.
@@ -120,8 +145,12 @@ def bind_grpc_server(
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),  # a second collector on the same port must fail, not share it
             ("grpc.max_connection_idle_ms", int(max_connection_idle_s * 1000)),
+            # No receive window grown by bandwidth probes: a request waiting for a worker holds 64 KiB, not
+            # megabytes, and one refused is not read whole.
+            ("grpc.http2.bdp_probe", 0 if tight else 1),
         ],
-        maximum_concurrent_rpcs=workers * 8,  # beyond this grpc answers RESOURCE_EXHAUSTED itself
+        # Beyond this grpc answers RESOURCE_EXHAUSTED itself; under a memory limit no request waits (held).
+        maximum_concurrent_rpcs=workers if tight else workers * 8,
     )
     try:
         if tls is not None:
