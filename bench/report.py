@@ -418,8 +418,8 @@ def _long_episode(r: dict[str, Any]) -> list[str]:
     long = r["long_episode"]
     app, convert = long["app"], long["convert"]
     written = ", ".join(
-        f"{path} {w['turns']:,} turns ({w['prompts_whole_length']:,} with the whole history, "
-        f"{w['truncated']:,} cut by the per-episode output limit)"
+        f"{path} {w['turns']:,} turns ({w['prompts_whole_length']:,} prompts with every message of the "
+        f"history, {w['truncated']:,} with texts cut by the per-episode output limit, `--max-trace-mb`)"
         for path, w in long["written"].items()
     )
     return [
