@@ -1515,3 +1515,24 @@ def test_an_agent_beside_its_caller_in_the_run_is_the_callers_when_called_as_a_t
         ("lead", "helper"), ("team", "bystander"), ("team", "lead")]
     returns = {(e["agent"], e.get("to")) for e in by_type(w, "return")}
     assert returns >= {("helper", "lead"), ("bystander", "team")}
+
+
+@pytest.mark.parametrize(("read_key", "write_key"), [
+    (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
+    ("gen_ai.usage.cache_read_input_tokens", "gen_ai.usage.cache_creation_input_tokens"),
+    ("gen_ai.usage.cache_read_input_tokens", "gen_ai.usage.cache_write_input_tokens"),
+    ("llm.token_count.prompt_details.cache_read", "llm.token_count.prompt_details.cache_write"),
+], ids=["genai", "genai-latest", "openllmetry", "strands", "openinference"])
+def test_a_turn_keeps_the_cached_parts_of_its_prompt_in_every_vocabulary(read_key: str,
+                                                                         write_key: str) -> None:
+    s = Spans()
+    agent = s.agent("a", 0, 5)
+    s.chat(1, 2, agent, tokens=(1210, 3), **{read_key: 1000, write_key: 200})
+    s.chat(3, 4, agent)
+    episode = convert_episode(s.spans)
+    checked(episode)
+    cached, plain = episode.turns
+    assert (cached.input_tokens, cached.cache_read_input_tokens, cached.cache_creation_input_tokens) == (
+        1210, 1000, 200)
+    assert (plain.cache_read_input_tokens, plain.cache_creation_input_tokens) == (None, None)

@@ -3,7 +3,7 @@ response's id / model / finish reason, token ids and logprobs, the cached parts 
 the size limit cut, and whether the reply stream was left before its end.
 
 Read from the GenAI attributes (``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``,
-``gen_ai.usage.cache_*``) and
+``gen_ai.usage.cache_*``, and the other vocabularies' cache counts) and
 orchestrace's own (``orchestrace.request.*``, ``orchestrace.prompt.token_ids``, ``orchestrace.completion.*``,
 ``orchestrace.content.*_cut_bytes``), so any instrumentation that sets them gets them on its turns.
 """
@@ -19,6 +19,7 @@ from orchestrace_semconv.tool_definitions import openai_tool
 
 from ..spans import Attributes
 from .chat import FINISH_REASON_KEYS, output_finish_reason
+from .vocabularies import CACHE_READ_INPUT_TOKENS, CACHE_WRITE_INPUT_TOKENS
 
 #: Turn field -> attribute holding how many bytes were cut from it.
 _CUTS = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))
@@ -28,8 +29,7 @@ _KEYS = frozenset({
     sc.GEN_AI_TOOL_DEFINITIONS, sc.ORCH_INPUT_CUT_BYTES, sc.ORCH_OUTPUT_CUT_BYTES,
     sc.ORCH_PROMPT_TOKEN_IDS, sc.ORCH_COMPLETION_TOKEN_IDS, sc.ORCH_COMPLETION_LOGPROBS,
     sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_RESPONSE_FINISH_REASONS, *FINISH_REASON_KEYS,
-    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, *sc.CACHE_WRITE_INPUT_TOKENS_NAMES,
-    sc.ORCH_COMPLETION_INCOMPLETE,
+    *CACHE_READ_INPUT_TOKENS, *CACHE_WRITE_INPUT_TOKENS, sc.ORCH_COMPLETION_INCOMPLETE,
 })
 
 
@@ -50,8 +50,8 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
         "response_model": text(attrs, sc.GEN_AI_RESPONSE_MODEL),
         # A cut reply's output message says "stop" (the GenAI shape needs a word): the model's own word only.
         "finish_reason": explicit_finish_reason(attrs) if incomplete else finish_reason(attrs),
-        "cache_read_input_tokens": count(attrs, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
-        "cache_creation_input_tokens": first(count(attrs, key) for key in sc.CACHE_WRITE_INPUT_TOKENS_NAMES),
+        "cache_read_input_tokens": first(count(attrs, key) for key in CACHE_READ_INPUT_TOKENS),
+        "cache_creation_input_tokens": first(count(attrs, key) for key in CACHE_WRITE_INPUT_TOKENS),
         "completion_incomplete": True if incomplete else None,
     }
     return {key: value for key, value in found.items() if value is not None} or None

@@ -131,6 +131,17 @@ GEN_AI_COMPLETION: Final = _g.GEN_AI_COMPLETION
 #: Token counts by vocabulary: GenAI, older GenAI (OpenLLMetry), OpenInference.
 INPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_PROMPT_TOKENS, OI_PROMPT_TOKENS)
 OUTPUT_TOKENS: Final = (_sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_TOKENS, OI_COMPLETION_TOKENS)
+#: The parts of the input tokens read from the prompt cache and written to it, by vocabulary: GenAI (both
+#: versions' names), the older names of OpenLLMetry and Strands, OpenInference. The input tokens are taken as
+#: they say them: the whole prompt, as GenAI counts it (the LangChain instrumentors take LangChain's, whole).
+CACHE_READ_INPUT_TOKENS: Final = (
+    _sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+CACHE_WRITE_INPUT_TOKENS: Final = (
+    *_sc.CACHE_WRITE_INPUT_TOKENS_NAMES, "gen_ai.usage.cache_creation_input_tokens",
+    "gen_ai.usage.cache_write_input_tokens", "llm.token_count.prompt_details.cache_write",
+)
 
 #: A span with any of these is a messaging span (OTel's messaging conventions; ``messaging.operation`` is the
 #: older name AutoGen's runtime writes): named after a queue or topic, often one made for the run.
