@@ -9,9 +9,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orchestrace as ot
 import orchestrace_semconv as sc
 import pytest
+from collector_fixtures import encode_otlp_json
 from example_runs import EXAMPLES, ExampleRun, run_examples
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from orchestrace.config import set_config
 from orchestrace_collector.offline import convert_local
 from orchestrace_collector.output import TraceDirWriter
 
@@ -87,3 +93,41 @@ def test_both_settings_write_the_same_traces(name: str, example_run: Any, latest
     written = _written(latest.spans, tmp_path / "latest")
     assert _written(as_default, tmp_path / "as-default") == written
     trace_dir_validator(tmp_path / "latest" / "traces")
+
+
+def test_cache_counts_under_either_name_write_the_same_turns(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model call with a prompt-cache read and write, recorded by the SDK under the latest names: the
+    collector writes the same bytes from it and from it under the default names, and its turn has both
+    counts."""
+    monkeypatch.setenv(sc.OTEL_SEMCONV_STABILITY_OPT_IN, sc.GEN_AI_LATEST_EXPERIMENTAL)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    handle = ot.configure(tracer_provider=provider, exporter="none")
+    try:
+        @ot.llm(model="cached-model")
+        def answer(question: str) -> str:
+            ot.set_usage(input_tokens=1210, output_tokens=12, cache_read_input_tokens=1024,
+                         cache_creation_input_tokens=150)
+            return "42"
+
+        @ot.agent
+        def solver() -> str:
+            return answer("what is six times seven?")
+
+        with ot.task("cached"):
+            solver()
+    finally:
+        handle.shutdown()
+        set_config(None)
+    spans = [span for resource in encode_otlp_json(list(memory.get_finished_spans()))["resourceSpans"]
+             for scope in resource["scopeSpans"] for span in scope["spans"]]
+    (chat,) = [span for span in spans if _operation(span) == sc.OP_CHAT]
+    assert sc.GEN_AI_LATEST.cache_write_input_tokens in {a["key"] for a in chat["attributes"]}
+    written = _written(spans, tmp_path / "latest")
+    assert _written([_as_default(span) for span in spans], tmp_path / "as-default") == written
+    (turn,) = [json.loads(line) for name, data in written.items() if name.startswith("turns")
+               for line in data.decode().splitlines()]
+    assert (turn["input_tokens"], turn["cache_read_input_tokens"], turn["cache_creation_input_tokens"]) == (
+        1210, 1024, 150)
