@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 Trace = dict[str, Any]
+#: One activation of an agent: its stable name and which instance (``from`` / ``from_activation``, ...).
+Activation = tuple[str, Any]
 
 
 def latest(out: Path) -> tuple[dict[str, Trace], dict[str, list[dict[str, Any]]]]:
@@ -80,20 +81,19 @@ def busy_seconds(trace: Trace, turns: list[dict[str, Any]]) -> float:
     less the union of what ran inside it), rebuilt from the events' and turns' start and end times. Inside
     an activation, a model call or a child activation within one of its tool calls or aggregates ran inside
     that call (an agent used as a tool, a tool that asks a model)."""
-    containers: dict[str, list[tuple[float, float]]] = defaultdict(list)  # activation -> its tools, merges
-    others: dict[str, list[tuple[float, float]]] = defaultdict(list)  # activation -> its calls, children
-    activations: dict[str, tuple[float, float]] = {}
-    label = activation_labels(trace)
+    containers: dict[Activation, list[tuple[float, float]]] = defaultdict(list)  # its tools, merges
+    others: dict[Activation, list[tuple[float, float]]] = defaultdict(list)  # its calls, children
+    activations: dict[Activation, tuple[float, float]] = {}
     for e in trace["events"]:
         if e["type"] == "return":
-            activations[e["from"]] = (e["t_start"], e["t"])
+            activations[e["from"], e.get("from_activation")] = (e["t_start"], e["t"])
             if e.get("to"):
-                others[e["to"]].append((e["t_start"], e["t"]))
+                others[e["to"], e.get("to_activation")].append((e["t_start"], e["t"]))
         elif e["type"] in ("tool_call", "aggregate") and e.get("t_end") is not None:
-            containers[label(e)].append((e["t"], e["t_end"]))
+            containers[e["agent"], e.get("activation")].append((e["t"], e["t_end"]))
     total = 0.0
     for turn in turns:
-        others[label(turn)].append((turn["t"], turn["t_end"]))
+        others[turn["agent"], turn.get("activation")].append((turn["t"], turn["t_end"]))
         total += turn["t_end"] - turn["t"]  # a model call's own time is all of it
     for name, (start, end) in activations.items():
         inside: dict[int, list[tuple[float, float]]] = defaultdict(list)  # container index (-1: none)
@@ -104,21 +104,6 @@ def busy_seconds(trace: Trace, turns: list[dict[str, Any]]) -> float:
         total += end - start - _union(boxes + inside[-1])
         total += sum(e - s - _union(inside[i]) for i, (s, e) in enumerate(boxes))
     return total
-
-
-def activation_labels(trace: Trace) -> Callable[[dict[str, Any]], str]:
-    """``label(event_or_turn)``: the activation's label, ``name#k`` (``activation`` k) when the episode has
-    several activations of that name, else the name: what ``to`` / ``from`` and reward keys use."""
-    count: dict[str, int] = defaultdict(int)
-    for e in trace["events"]:
-        if isinstance(e.get("activation"), int):
-            count[e["agent"]] = max(count[e["agent"]], e["activation"])
-
-    def label(item: dict[str, Any]) -> str:
-        name, k = item["agent"], item.get("activation")
-        return f"{name}#{k}" if isinstance(k, int) and count[name] > 1 else name
-
-    return label
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

@@ -233,10 +233,10 @@ def test_other_libraries_langchain_instrumentor(which: str, foreign_episode: For
     assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
         ("agent", 1), ("tools", 1), ("agent", 2), ("calculator", 1),
     ]
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
-        ("calculator", "agent#1"),
-        ("calculator", "tools"),
-        ("calculator", "agent#2"),
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [
+        ("calculator", "agent", 1),
+        ("calculator", "tools", 1),
+        ("calculator", "agent", 2),
     ]
     assert by_type(w, "tool_call")[0]["agent"] == "tools"
     assert [(t.agent, t.activation) for t in episode.turns] == [("agent", 1), ("agent", 2)]
@@ -272,12 +272,12 @@ def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(
 ) -> None:
     """plan -> Send("work") x3 -> gather, recorded by another library alone: gather aggregates the three."""
     w = checked(foreign_episode(which, "fanout"))
-    returns = {e["from"]: e for e in by_type(w, "return")}
-    assert {"plan", "work#1", "work#2", "work#3", "gather", "fan"} == set(returns)
+    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    assert {("plan", 1), ("work", 1), ("work", 2), ("work", 3), ("gather", 1), ("fan", 1)} == set(returns)
     (aggregate,) = by_type(w, "aggregate")
     assert (aggregate["agent"], aggregate["activation"]) == ("gather", 1)
     into = {src for src, dst in edges_of(w, "aggregate") if dst == aggregate["id"]}
-    assert into == {returns[f"work#{k}"]["id"] for k in (1, 2, 3)}
+    assert into == {returns["work", k]["id"] for k in (1, 2, 3)}
     assert w["topology"] == "centralized"
 
 

@@ -171,8 +171,9 @@ def test_many_instances_of_one_name_are_numbered_in_start_order() -> None:
         s.agent("w", k, k + 0.5, root, **{sc.GEN_AI_AGENT_ID: f"id-{k}"})
     w = checked(convert_episode(s.spans))
     returns = [e for e in by_type(w, "return") if e["agent"] != "lead"]
-    assert [(e["agent"], e["activation"], e["from"], e["agent_id"]) for e in returns] == [
-        ("w", k + 1, f"w#{k + 1}", f"id-{k}") for k in range(12)
+    got = [(e["agent"], e["activation"], e["from"], e["from_activation"], e["agent_id"]) for e in returns]
+    assert got == [
+        ("w", k + 1, "w", k + 1, f"id-{k}") for k in range(12)
     ]
 
 

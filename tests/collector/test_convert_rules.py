@@ -57,11 +57,13 @@ def test_a_fan_outs_payload_goes_to_the_worker_that_took_it_whichever_started_fi
     for x in "ab":
         s.agent("work", starts[x], 3, run, **{sc.ORCH_INPUT_REF: f"sha256:{x}"})
     w = checked(convert_episode(s.spans))
-    label = {e["t_start"]: e["from"] for e in by_type(w, "return") if e["agent"] == "work"}
-    given = {e["content_ref"]: e["to"] for e in by_type(w, "spawn") if "content_ref" in e}
+    label = {e["t_start"]: (e["from"], e["from_activation"])
+             for e in by_type(w, "return") if e["agent"] == "work"}
+    given = {e["content_ref"]: (e["to"], e["to_activation"])
+             for e in by_type(w, "spawn") if "content_ref" in e}
     assert given == {f"sha256:{x}": label[starts[x]] for x in "ab"}
     # Numbered in the order the payloads were sent, whichever worker's thread started first.
-    assert given == {"sha256:a": "work#1", "sha256:b": "work#2"}
+    assert given == {"sha256:a": ("work", 1), "sha256:b": ("work", 2)}
 
 
 def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end() -> None:
@@ -83,20 +85,20 @@ def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end()
 
     spawns = by_type(w, "spawn")
     # the earliest unmatched explicit spawn goes to the first helper, the next to the second
-    assert [(e["t"], e["to"], e.get("role")) for e in spawns] == [
-        (1, "helper#1", "scout"),
-        (1.5, "helper#2", "scout"),
-        (8, "remote", None),
+    assert [(e["t"], e["to"], e.get("to_activation"), e.get("role")) for e in spawns] == [
+        (1, "helper", 1, "scout"),
+        (1.5, "helper", 2, "scout"),
+        (8, "remote", None, None),
     ]
     decisions = by_type(w, "orchestrator_decision")
     assert [d["decision"] for d in decisions] == ["spawn", "spawn", "spawn"]  # no synthesized delegate
     despawns = by_type(w, "despawn")
-    assert [(d["agent"], d["to"], d["t"]) for d in despawns] == [
-        ("boss", "helper#1", 3),
-        ("boss", "helper#2", 5),
+    assert [(d["agent"], d["to"], d["to_activation"], d["t"]) for d in despawns] == [
+        ("boss", "helper", 1, 3),
+        ("boss", "helper", 2, 5),
     ]
-    returns = {e["from"]: e for e in by_type(w, "return")}
-    assert (returns["helper#1"]["id"], despawns[0]["id"]) in edges_of(w, "return")
+    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    assert (returns["helper", 1]["id"], despawns[0]["id"]) in edges_of(w, "return")
 
 
 def test_spawn_after_the_child_started_does_not_match_it() -> None:
@@ -120,14 +122,14 @@ def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> No
     s.node("merge", 5, 6, graph)
     w = checked(convert_episode(s.spans))
 
-    spawns = {e["to"]: e for e in by_type(w, "spawn")}
-    assert {spawns[f"work#{k}"]["agent"] for k in (1, 2, 3)} == {"plan"}  # the dispatching node spawned them
+    spawns = {(e["to"], e["to_activation"]): e for e in by_type(w, "spawn")}
+    assert {spawns["work", k]["agent"] for k in (1, 2, 3)} == {"plan"}  # the dispatching node spawned them
     assert (
-        spawns["plan"]["agent"] == spawns["merge"]["agent"] == "graph"
+        spawns["plan", 1]["agent"] == spawns["merge", 1]["agent"] == "graph"
     )  # the others were scheduled by the graph
-    returns = {e["from"]: e for e in by_type(w, "return")}
-    assert all(returns[f"work#{k}"]["to"] == "graph" for k in (1, 2, 3))
-    assert returns["work#2"]["agent_id"] == "task-1"
+    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    assert all(returns["work", k]["to"] == "graph" for k in (1, 2, 3))
+    assert returns["work", 2]["agent_id"] == "task-1"
     assert len(by_type(w, "despawn")) == 3
 
 
@@ -275,10 +277,11 @@ def test_a_graphs_only_node_named_like_the_graph_is_its_own_instance(as_agent: b
         s.node("x", 1, 8, graph)
     graph.events.append(event(sc.EVENT_STOP, 9, **{sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "x"}))
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("x", "x#2")]
-    assert [(e["from"], e.get("to")) for e in by_type(w, "return")] == [("x#2", "x#1"), ("x#1", None)]
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [("x", "x", 2)]
+    assert [(e["from"], e["from_activation"], e.get("to"), e.get("to_activation"))
+            for e in by_type(w, "return")] == [("x", 2, "x", 1), ("x", 1, None, None)]
     (stop,) = [e for e in by_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
-    assert (stop["agent"], stop["activation"], stop["from"]) == ("x", 1, "x#2")
+    assert (stop["agent"], stop["activation"], stop["from"], stop["from_activation"]) == ("x", 1, "x", 2)
     assert {e["agent"] for e in w["events"]} == {"x"}  # the agent's subgraph stays its inner working
 
 
@@ -303,7 +306,7 @@ def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() ->
     w = checked(convert_episode(s.spans))
     agg = by_type(w, "aggregate")[0]
     assert (agg["agent"], agg["content_ref"], agg["t_end"]) == ("lead", "sha256:a", 5)
-    w1_return = ids(w, "return", **{"from": "w#1"})[0]
+    w1_return = ids(w, "return", **{"from": "w", "from_activation": 1})[0]
     result = by_type(w, "tool_result")[0]["id"]
     assert {src for src, dst in edges_of(w, "aggregate") if dst == agg["id"]} == {w1_return, result}
 
@@ -321,8 +324,11 @@ def test_aggregate_without_links_takes_the_returns_since_the_previous_aggregate(
     into = {dst: set() for dst in (first, second)}
     for src, dst in edges_of(w, "aggregate"):
         into[dst].add(src)
-    assert into[first] == {ids(w, "return", **{"from": "w#1"})[0], ids(w, "return", **{"from": "w#2"})[0]}
-    assert into[second] == {ids(w, "return", **{"from": "w#3"})[0]}
+    def returned(k: int) -> str:
+        return ids(w, "return", **{"from": "w", "from_activation": k})[0]
+
+    assert into[first] == {returned(1), returned(2)}
+    assert into[second] == {returned(3)}
 
 
 def test_actor_span_with_aggregate_links_is_an_aggregate_at_its_start() -> None:
@@ -624,7 +630,7 @@ def test_a_late_reward_recredits_and_replaces_earlier_credit() -> None:
         make_annotation(late.trace_id, "bonus", 1.0, "replace", "causal")
 
 
-def test_a_late_reward_keeps_activations_apart_in_agent_credit() -> None:
+def test_a_late_rewards_agent_credit_is_per_name_and_per_activation_in_the_turns() -> None:
     from orchestrace_collector.annotations import make_annotation
 
     s = Spans()
@@ -636,14 +642,15 @@ def test_a_late_reward_keeps_activations_apart_in_agent_credit() -> None:
     trace = episode.trace.model_copy(deep=True)
     make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
     credit = {k: v for k, v in trace.rewards.items() if k.startswith("credit:agent:")}
-    assert credit == pytest.approx({"credit:agent:writer#1": 0.5, "credit:agent:writer#2": 0.5})
+    assert credit == pytest.approx({"credit:agent:writer": 1.0})  # keys name the policy
+    turns = make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
+    assert [(t.agent, t.activation, t.reward) for t in turns] == [("writer", 1, 0.5), ("writer", 2, 0.5)]
 
 
-def test_an_agent_named_like_another_agents_label_keeps_its_own_label() -> None:
-    """``writer#2`` (one instance) beside two ``writer``s: three labels, three credit keys, each ``to``
-    one."""
+def test_an_agent_named_with_a_hash_is_a_name_of_its_own() -> None:
+    """``writer#2`` (one instance) beside two ``writer``s: two names, two credit keys; ``to`` names the
+    agent, ``to_activation`` the instance."""
     from orchestrace_collector.annotations import make_annotation
-    from orchestrace_collector.convert.actors import event_labels
 
     s = Spans()
     lead = s.agent("lead", 0, 10)
@@ -652,13 +659,13 @@ def test_an_agent_named_like_another_agents_label_keeps_its_own_label() -> None:
         s.chat(start + 0.5, start + 1, writer)
     episode = convert_episode(s.spans)
     w = checked(episode)
-    spawned = [e["to"] for e in by_type(w, "spawn")]
-    assert spawned == ["writer#1", "writer#2#1", "writer#2"]
-    assert len(set(event_labels(w["events"]))) == 4  # lead and the three writers
+    spawned = [(e["to"], e["to_activation"]) for e in by_type(w, "spawn")]
+    assert spawned == [("writer", 1), ("writer#2", 1), ("writer", 2)]
+    assert {(e["agent"], e["activation"]) for e in by_type(w, "return")} == {("lead", 1), *spawned}
     trace = episode.trace.model_copy(deep=True)
     make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
     credit = {k: v for k, v in trace.rewards.items() if k.startswith("credit:agent:")}
-    assert credit == pytest.approx({f"credit:agent:{label}": 1 / 3 for label in spawned})
+    assert credit == pytest.approx({"credit:agent:writer": 2 / 3, "credit:agent:writer#2": 1 / 3})
 
 
 def test_metrics_and_costs() -> None:
@@ -786,7 +793,8 @@ def test_a_routing_decision_followed_by_spawns_is_their_one_decision() -> None:
     plan_decisions = [e for e in by_type(w, "orchestrator_decision") if e["agent"] == "plan"]
     assert len(plan_decisions) == 1 and plan_decisions[0]["to"] == "work"
     spawns = [e for e in by_type(w, "spawn") if e["agent"] == "plan"]
-    assert [(e["to"], e["content_ref"]) for e in spawns] == [("work#1", "sha256:0"), ("work#2", "sha256:1")]
+    assert [(e["to"], e["to_activation"], e["content_ref"]) for e in spawns] == [
+        ("work", 1, "sha256:0"), ("work", 2, "sha256:1")]
     assert {(plan_decisions[0]["id"], e["id"]) for e in spawns} <= edges_of(w, "spawn")
 
 
@@ -805,7 +813,7 @@ def test_a_single_routed_spawn_keeps_the_instance_label_on_its_decision() -> Non
     s.agent("w", 4, 5, lead)
     w = checked(convert_episode(s.spans))
     decisions = by_type(w, "orchestrator_decision")
-    assert [(d["t"], d["to"]) for d in decisions] == [(1, "w#1"), (4, "w#2")]
+    assert [(d["t"], d["to"], d["to_activation"]) for d in decisions] == [(1, "w", 1), (4, "w", 2)]
 
 
 def test_create_agent_span_is_an_explicit_spawn_of_that_agent() -> None:
@@ -1001,8 +1009,8 @@ def test_nodes_of_a_graph_that_is_not_an_agent_stay_actors() -> None:
     for k in range(2):
         s.chat(3.1, 3.5, s.node("work", 3, 4 + k, graph))
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
-        ("map_reduce", "plan"), ("plan", "work#1"), ("plan", "work#2"),
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [
+        ("map_reduce", "plan", 1), ("plan", "work", 1), ("plan", "work", 2),
     ]
     assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
         ("plan", 1), ("work", 1), ("work", 2), ("map_reduce", 1),
@@ -1481,8 +1489,8 @@ def test_an_agent_named_like_the_run_it_is_in_is_that_run_unless_the_run_is_a_ta
     s.agent("boss", 1, 4, run)
     s.agent("helper" if not ours else "boss", 5, 9, run)
     w = checked(convert_episode(s.spans))
-    spawns = [(e["agent"], e["to"]) for e in by_type(w, "spawn")]
-    assert spawns == ([("boss", "boss#2"), ("boss", "boss#3")] if ours else [("boss", "helper")])
+    spawns = [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")]
+    assert spawns == ([("boss", "boss", 2), ("boss", "boss", 3)] if ours else [("boss", "helper", 1)])
 
 
 def test_names_of_openinference_crewai_runs_are_the_same_every_rollout() -> None:

@@ -67,17 +67,18 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
     w = checked(episode)
 
     assert w["task_id"] == "task-sdk" and w["topology"] == "centralized"
-    spawns = {e["to"]: e for e in by_type(w, "spawn")}
-    assert spawns["researcher#1"]["agent"] == "lead" and spawns["researcher#2"]["agent"] == "lead"
+    spawns = {(e["to"], e["to_activation"]): e for e in by_type(w, "spawn")}
+    assert spawns["researcher", 1]["agent"] == "lead" and spawns["researcher", 2]["agent"] == "lead"
     decisions = {
-        (e.get("decision"), e.get("label"), e.get("to")) for e in by_type(w, "orchestrator_decision")
+        (e.get("decision"), e.get("label"), e.get("to"), e.get("to_activation"))
+        for e in by_type(w, "orchestrator_decision")
     }
-    # the explicit spawn became researcher#1's, the second call is a plain delegation; plus plan and stop
+    # the explicit spawn became researcher 1's, the second call is a plain delegation; plus plan and stop
     assert {
-        ("spawn", None, "researcher#1"),
-        ("delegate", None, "researcher#2"),
-        (None, "plan", None),
-        ("stop", None, None),
+        ("spawn", None, "researcher", 1),
+        ("delegate", None, "researcher", 2),
+        (None, "plan", None, None),
+        ("stop", None, None, None),
     } <= decisions
     assert len(by_type(w, "despawn")) == 1
     agg = by_type(w, "aggregate")[0]

@@ -18,11 +18,6 @@ pytestmark = pytest.mark.xdist_group("example_runs")
 STATUS_ERROR = 2  # OTLP Status.code
 
 
-def name(label: str) -> str:
-    """The agent name behind an instance label (``name#k`` when a trace has several instances of it)."""
-    return label.split("#", 1)[0]
-
-
 def decisions(run: ExampleRun, kind: str) -> list[dict[str, Any]]:
     return [e for e in run.events if e["type"] == "orchestrator_decision" and e.get("decision") == kind]
 
@@ -48,7 +43,7 @@ def test_supervisor_delegates_to_each_worker_and_is_rewarded(example_run: Runner
     (trace,) = run.traces
     assert trace["rewards"]["team"] == 1.0
     assert trace["metrics"]["task_success"] == 1.0
-    delegated = {name(e["to"]) for e in decisions(run, "delegate") if "to" in e}
+    delegated = {e["to"] for e in decisions(run, "delegate") if "to" in e}
     assert {"researcher", "mathematician", "writer"} <= delegated
     assert not delegated & {"model", "tools", "agent"}  # a worker's own ReAct loop is no orchestration
     tools = sorted(e["tool"] for e in run.events if e["type"] == "tool_call")
@@ -64,7 +59,7 @@ def test_swarm_records_handoffs_both_ways(example_run: Runner) -> None:
     run = example_run("swarm")
     assert "CASA-2N" in run.stdout
     assert "active: hotel_agent" in run.stdout  # streamed step by step
-    handoffs = {(name(e.get("from", e["agent"])), name(e["to"])) for e in run.events if e.get("handoff")}
+    handoffs = {(e.get("from", e["agent"]), e["to"]) for e in run.events if e.get("handoff")}
     assert ("travel_agent", "hotel_agent") in handoffs
     assert ("hotel_agent", "travel_agent") in handoffs
 
@@ -74,14 +69,14 @@ def test_map_reduce_spawns_one_worker_per_planet_and_aggregates(example_run: Run
     assert "Jupiter is the largest" in run.stdout
     (trace,) = run.traces
     spawns = [e for e in trace["events"] if e["type"] == "spawn"]
-    spawned = [e["to"] for e in spawns if name(e.get("to", "")) == "research"]
+    spawned = [(e["to"], e["to_activation"]) for e in spawns if e.get("to") == "research"]
     assert len(set(spawned)) == 4  # one instance per Send, told apart though they share a node name
     (aggregate,) = [e for e in trace["events"] if e["type"] == "aggregate"]
-    assert name(aggregate["agent"]) == "summarize"
+    assert aggregate["agent"] == "summarize"
     inputs = [e for e in trace["edges"] if e["type"] == "aggregate" and e["dst"] == aggregate["id"]]
     assert len(inputs) >= 4
     # each concurrent worker's model call is credited to that worker (context kept across asyncio tasks)
-    workers = [f"{t['agent']}#{t['activation']}" for t in run.turns if t["agent"] == "research"]
+    workers = [(t["agent"], t["activation"]) for t in run.turns if t["agent"] == "research"]
     assert sorted(workers) == sorted(set(spawned))
 
 
@@ -89,7 +84,7 @@ def test_hierarchical_reads_as_a_hierarchy(example_run: Runner) -> None:
     run = example_run("hierarchical")
     (trace,) = run.traces
     assert trace["topology"] == "hierarchical"
-    delegated = {name(e["to"]) for e in decisions(run, "delegate") if "to" in e}
+    delegated = {e["to"] for e in decisions(run, "delegate") if "to" in e}
     assert {"research_team", "writing_team", "searcher", "checker", "writer", "editor"} <= delegated
 
 

@@ -90,20 +90,17 @@ def test_rewards_of_every_unit_land_on_their_turns_and_add_up(tmp_path: Path,
             assert turn["reward"] == pytest.approx(sum(turn["credit"].values()))
         assert sum(t["reward"] for t in turns) == pytest.approx(sum(UNITS_REWARDS.values()))
 
-        by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by activation label
-        activations = defaultdict(set)
+        by_agent: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)  # by activation
         for turn in turns:
-            activations[turn["agent"]].add(turn["activation"])
-        for turn in turns:
-            several = len(activations[turn["agent"]]) > 1
-            by_agent[f"{turn['agent']}#{turn['activation']}" if several else turn["agent"]].append(turn)
-        first, second = sorted(a for a in by_agent if a.startswith("writer"))
+            by_agent[turn["agent"], turn["activation"]].append(turn)
+        first, second = sorted(a for a in by_agent if a[0] == "writer")
         # The agent reward with target "writer" lands on the writer that had just finished, the handle's on
         # the writer that recorded it; neither reaches the lead.
         assert [t["credit"]["individual"] for t in by_agent[first]] == pytest.approx([0.3, 0.3])
         assert [t["credit"]["individual"] for t in by_agent[second]] == pytest.approx([0.15, 0.15])
-        assert rewards[f"agent:{first}"] == 0.6 and rewards[f"agent:{second}"] == 0.3
-        lead = sorted(by_agent["units_lead"], key=lambda t: t["t"])
+        assert rewards["agent:writer"] == pytest.approx(0.9)  # keys name the agent: its activations add up
+        assert not any("#" in key for key in rewards)
+        lead = sorted(by_agent["units_lead", 1], key=lambda t: t["t"])
         assert all("individual" not in t["credit"] for t in lead)
         # The role reward is shared by the writers' turns; the tool reward goes to the turn that asked for
         # the tool (the lead's first); the process reward stays on the call that recorded it.
@@ -413,10 +410,12 @@ def test_an_agent_that_calls_itself_is_one_activation_per_call(tmp_path: Path,
     outputs = run_three_ways(tmp_path, collector, app)
     for way in WAYS:
         trace, turns = outputs[way].only()
-        spawns = [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"]
-        assert spawns == [("recursion", "solve#1"), ("solve", "solve#2"), ("solve", "solve#3")], way
-        returns = [(e["from"], e.get("to")) for e in trace["events"] if e["type"] == "return"]
-        assert returns[:3] == [("solve#3", "solve#2"), ("solve#2", "solve#1"), ("solve#1", "recursion")], way
+        spawns = [(e["agent"], e["to"], e["to_activation"]) for e in trace["events"] if e["type"] == "spawn"]
+        assert spawns == [("recursion", "solve", 1), ("solve", "solve", 2), ("solve", "solve", 3)], way
+        returns = [(e["from"], e["from_activation"], e.get("to"), e.get("to_activation"))
+                   for e in trace["events"] if e["type"] == "return"]
+        assert returns[:3] == [
+            ("solve", 3, "solve", 2), ("solve", 2, "solve", 1), ("solve", 1, "recursion", 1)], way
         (turn,) = turns
         assert (turn["agent"], turn["input_tokens"]) == ("solve", PROMPT_TOKENS), way
 
@@ -447,7 +446,7 @@ def test_a_message_to_a_handle_reaches_that_activation(tmp_path: Path, collector
     for way in WAYS:
         trace, _ = outputs[way].only()
         (message,) = [e for e in trace["events"] if e["type"] == "message"]
-        assert (message["agent"], message["to"]) == ("lead", "worker#1"), way
+        assert (message["agent"], message["to"], message["to_activation"]) == ("lead", "worker", 1), way
 
 
 def test_an_announced_spawn_is_carried_out_by_the_spawners_own_worker(tmp_path: Path,
@@ -492,13 +491,15 @@ def test_an_announced_spawn_is_carried_out_by_the_spawners_own_worker(tmp_path: 
     outputs = run_three_ways(tmp_path, collector, app)
     for way in WAYS:
         trace, _ = outputs[way].only()
-        spawns = {(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"}
-        assert {s for s in spawns if s[1].startswith("worker")} == {("bystander", "worker#1"),
-                                                                   ("announcer", "worker#2")}, way
+        spawns = {(e["agent"], e["to"], e["to_activation"]) for e in trace["events"] if e["type"] == "spawn"}
+        assert {s for s in spawns if s[1] == "worker"} == {("bystander", "worker", 1),
+                                                          ("announcer", "worker", 2)}, way
         (decision,) = [e for e in trace["events"] if e.get("decision") == "spawn"]
-        assert (decision["agent"], decision["to"]) == ("announcer", "worker#2"), way
-        returns = {(e["from"], e.get("to")) for e in trace["events"] if e["type"] == "return"}
-        assert {("worker#1", "bystander"), ("worker#2", "announcer")} <= returns, way
+        chose = (decision["agent"], decision["to"], decision["to_activation"])
+        assert chose == ("announcer", "worker", 2), way
+        returns = {(e["from"], e["from_activation"], e.get("to"))
+                   for e in trace["events"] if e["type"] == "return"}
+        assert {("worker", 1, "bystander"), ("worker", 2, "announcer")} <= returns, way
 
 
 @pytest.mark.parametrize("call", ["spawn", "delegate"])
@@ -507,8 +508,8 @@ def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path
                                                                    first: str, call: str) -> None:
     """The lead spawns (or delegates to) ``worker`` with payloads p1 then p2 (``ot.spawn(..., content=...)``,
     ``ot.delegate(..., content=...)``) and runs both at once, the one given ``first`` forced to start first:
-    each spawn leads to the worker that took its payload, and the workers are worker#1 (p1) and worker#2 (p2)
-    whichever started first."""
+    each spawn leads to the worker that took its payload, and the workers are activations 1 (p1) and 2 (p2) of
+    worker whichever started first."""
     started = threading.Event()
 
     @ot.agent
@@ -539,13 +540,13 @@ def test_spawned_payloads_pair_with_their_workers_and_number_them(tmp_path: Path
     refs = {payload: ot.content_ref(payload) for payload in ("p1", "p2")}
     for way in WAYS:
         trace, turns = outputs[way].only()
-        spawned = {e["content_ref"]: e["to"] for e in trace["events"]
-                   if e["type"] == "spawn" and "content_ref" in e}
-        assert spawned == {refs["p1"]: "worker#1", refs["p2"]: "worker#2"}, way
-        started_at = {e["from"]: e["t_start"] for e in trace["events"] if e["type"] == "return"
+        spawned = {e["content_ref"]: e["to_activation"] for e in trace["events"]
+                   if e["type"] == "spawn" and e.get("to") == "worker"}
+        assert spawned == {refs["p1"]: 1, refs["p2"]: 2}, way
+        started_at = {e["from_activation"]: e["t_start"] for e in trace["events"] if e["type"] == "return"
                       and e["agent"] == "worker"}
-        label_first = "worker#1" if first == "p1" else "worker#2"
-        assert min(started_at, key=started_at.__getitem__) == label_first, way  # the order was forced
+        activation_first = 1 if first == "p1" else 2
+        assert min(started_at, key=started_at.__getitem__) == activation_first, way  # the order was forced
         # Each worker's turn (its one model call) is its own activation's.
         assert sorted((t["agent"], t["activation"]) for t in turns if t["agent"] == "worker") == [
             ("worker", 1), ("worker", 2)], way

@@ -33,19 +33,11 @@ from random_apps import (
 )
 
 
-def _base(label: str | None) -> str:
-    """The agent name of an activation label (``worker#2`` -> ``worker``; ``agent#1#2`` -> ``agent#1``)."""
-    if label is None:
-        return ""
-    name, sep, k = label.rpartition("#")
-    return name if sep and k.isdigit() else label
-
-
 def _pairs(events: list[dict[str, Any]], kind: str) -> Counter[tuple[str, str]]:
     """(parent, child) agent names of the spawns, or of the returns to a parent."""
     if kind == "spawn":
-        return Counter((e["agent"], _base(e["to"])) for e in events if e["type"] == "spawn")
-    return Counter((_base(e.get("to")), e["agent"]) for e in events if e["type"] == "return" and e.get("to"))
+        return Counter((e["agent"], e["to"]) for e in events if e["type"] == "spawn")
+    return Counter((e["to"], e["agent"]) for e in events if e["type"] == "return" and e.get("to"))
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -81,7 +73,7 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
         returns = _pairs(events, "return")
         assert {pair: n for pair, n in spawns.items() if pair[0] != task} == want.children, way
         assert {pair: n for pair, n in returns.items() if pair[0] != task} == want.children, way
-        replies = Counter((e["agent"], _base(e["to"])) for e in events
+        replies = Counter((e["agent"], e["to"]) for e in events
                           if e["type"] == "message" and e.get("to") != "peer")
         assert +replies == want.replies, way
         assert sum(e["type"] == "safety_event" for e in events) == want.safety_events, way

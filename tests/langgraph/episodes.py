@@ -46,15 +46,10 @@ def of_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
     return [e for e in written["events"] if e["type"] == type_]
 
 
-def base(label: str | None) -> str | None:
-    """The agent name of an instance label (``name#k`` -> ``name``)."""
-    return label.rsplit("#", 1)[0] if label and "#" in label else label
-
-
 def decisions(written: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Every decision as (agent, activation, decision, target name, reason, handoff)."""
     return [
-        (e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("reason"),
+        (e["agent"], e.get("activation"), e.get("decision"), e.get("to"), e.get("reason"),
          e.get("handoff"))
         for e in of_type(written, "orchestrator_decision")
     ]
@@ -62,8 +57,8 @@ def decisions(written: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 def check_causality(written: dict[str, Any]) -> None:
     """Every spawn carries out a decision (a ``spawn`` edge into it) whose ``to`` names what it started, and
-    every decision that spawned names that target; each agent name's activations are numbered 1..n. (An
-    ``agent`` may hold ``#``: node names are the user's, and such an agent's label is always ``name#k``.)"""
+    every decision that spawned names that target (and its activation, unless it chose several); each agent
+    name's activations are numbered 1..n."""
     by_id = {e["id"]: e for e in written["events"]}
     into: dict[str, list[str]] = {}
     for edge in written["edges"]:
@@ -75,7 +70,8 @@ def check_causality(written: dict[str, Any]) -> None:
         for src in sources:
             decision = by_id[src]
             assert decision["type"] == "orchestrator_decision"
-            assert base(decision.get("to")) == base(spawn.get("to")), (decision, spawn)
+            assert decision.get("to") == spawn.get("to"), (decision, spawn)
+            assert decision.get("to_activation") in (None, spawn["to_activation"]), (decision, spawn)
     seen: dict[str, set[int]] = {}
     for e in written["events"]:
         if "activation" in e:

@@ -137,3 +137,35 @@ def review_flow(**compile_kwargs: Any) -> Any:
     g.add_edge("draft", "approve")
     g.add_edge("approve", "send")
     return g.compile(checkpointer=InMemorySaver(), name="mailer", **compile_kwargs)
+
+
+class Draft(TypedDict, total=False):
+    rounds: int
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def drafter_critic(rounds: int = 3, reward: float | None = None) -> Any:
+    """drafter -edge-> critic -conditional edge-> drafter (``rounds`` times each), then END; each node asks a
+    model once. ``reward``: the critic's last round records it as the team outcome."""
+    import orchestrace as ot
+
+    model = ScriptedChatModel(replies=[AIMessage("a draft")])
+
+    def drafter(state: Draft) -> dict[str, Any]:
+        return {"rounds": state.get("rounds", 0) + 1, "messages": [model.invoke(state["messages"])]}
+
+    def critic(state: Draft) -> dict[str, Any]:
+        if reward is not None and state["rounds"] >= rounds:
+            ot.reward(reward, family="team")
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def again(state: Draft) -> str:
+        return "revise" if state["rounds"] < rounds else "done"
+
+    g = StateGraph(Draft)
+    g.add_node("drafter", drafter)
+    g.add_node("critic", critic)
+    g.add_edge(START, "drafter")
+    g.add_edge("drafter", "critic")
+    g.add_conditional_edges("critic", again, {"revise": "drafter", "done": END})
+    return g.compile(name="essay")

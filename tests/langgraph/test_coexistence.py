@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from collector_fixtures import start_collector, validate_trace_dir
-from episodes import base, convert, run_graph
+from episodes import convert, run_graph
 from fakes import ScriptedChatModel, tool_call
 from heldout_graphs import desk, handoff_team, tool_loop
 from langchain_core.messages import AIMessage, HumanMessage
@@ -120,8 +120,8 @@ def signature(written: dict[str, Any], episode: Episode) -> tuple[Counter[tuple[
     """What must not change when other instrumentations run beside ours: events (by type, agent, activation,
     decision, target, tool, reason, label), turns with their tokens, the token cost."""
     events = Counter(
-        (e["type"], e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")), e.get("tool"),
-         e.get("reason"), e.get("label"))
+        (e["type"], e["agent"], e.get("activation"), e.get("decision"), e.get("to"), e.get("to_activation"),
+         e.get("tool"), e.get("reason"), e.get("label"))
         for e in written["events"]
     )
     turns = sorted((t.agent, t.activation, t.input_tokens, t.output_tokens) for t in episode.turns)
@@ -201,8 +201,8 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
                  for line in f.read_text().splitlines() if line.strip()]
         return (
             sorted(
-                sorted((e["type"], e["agent"], e.get("activation"), e.get("decision"), base(e.get("to")),
-                        e.get("tool")) for e in t["events"])
+                sorted((e["type"], e["agent"], e.get("activation"), e.get("decision"), e.get("to"),
+                        e.get("to_activation"), e.get("tool")) for e in t["events"])
                 for t in traces.values()
             ),
             sorted((t["agent"], t.get("activation"), t.get("input_tokens"), t.get("output_tokens"))

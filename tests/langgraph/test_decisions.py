@@ -32,11 +32,12 @@ async def test_each_choice_is_one_decision_by_its_decider(spans: Spans, mode: st
         ("dispatcher", 3, "stop", None, "command", None),
     ]
     check_causality(written)
-    spawns = [(e["agent"], e.get("activation"), e["to"]) for e in of_type(written, "spawn")]
+    spawns = [(e["agent"], e.get("activation"), e["to"], e["to_activation"])
+              for e in of_type(written, "spawn")]
     assert spawns == [
-        ("desk", 1, "dispatcher#1"), ("desk", 1, "pricing"), ("desk", 1, "dispatcher#2"),
-        ("dispatcher", 2, "shard#1"), ("dispatcher", 2, "shard#2"), ("dispatcher", 2, "shard#3"),
-        ("desk", 1, "merge"), ("desk", 1, "dispatcher#3"),
+        ("desk", 1, "dispatcher", 1), ("desk", 1, "pricing", 1), ("desk", 1, "dispatcher", 2),
+        ("dispatcher", 2, "shard", 1), ("dispatcher", 2, "shard", 2), ("dispatcher", 2, "shard", 3),
+        ("desk", 1, "merge", 1), ("desk", 1, "dispatcher", 3),
     ]
     (stop,) = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
     assert (stop["agent"], stop["activation"]) == ("dispatcher", 3)
@@ -57,7 +58,8 @@ def test_the_decision_of_a_node_is_linked_to_the_delegation_it_led_to(spans: Spa
     (spawn,) = after(chose, "spawn")
     assert spawn["to"] == "pricing"
     (first,) = after(spawn, "causal")
-    assert (first["agent"], first.get("decision"), first.get("to")) == ("pricing", "delegate", "dispatcher#2")
+    assert (first["agent"], first.get("decision"), first.get("to"), first.get("to_activation")) == (
+        "pricing", "delegate", "dispatcher", 2)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -145,7 +147,7 @@ def test_a_stop_names_the_activation_that_ran_not_a_later_one(spans: Spans) -> N
     graph.invoke({"log": []})
     written, _ = convert(spans.all)  # both runs as one episode: the runs are one instance, probe runs twice
     stops = [e for e in of_type(written, "orchestrator_decision") if e.get("decision") == "stop"]
-    assert [s["from"] for s in stops] == ["probe#1", "probe#2"]
+    assert [(s["from"], s["from_activation"]) for s in stops] == [("probe", 1), ("probe", 2)]
 
 
 class SeenState(TypedDict):

@@ -95,9 +95,10 @@ async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: 
 def test_each_send_is_the_spawn_of_the_worker_that_took_its_packet(spans: Spans) -> None:
     map_reduce().invoke({"items": [], "results": []})
     written, _ = convert(spans.all)
-    returned = {e["from"]: e.get("content_ref") for e in written["events"] if e["type"] == "return"}
-    spawned = {e["content_ref"]: e["to"] for e in written["events"]
-               if e["type"] == "spawn" and e["to"].startswith("work")}
+    returned = {(e["from"], e["from_activation"]): e.get("content_ref")
+                for e in written["events"] if e["type"] == "return"}
+    spawned = {e["content_ref"]: (e["to"], e["to_activation"]) for e in written["events"]
+               if e["type"] == "spawn" and e["to"] == "work"}
     for item in "xyz":
         packet = content_ref({"items": [item], "results": []})
         assert returned[spawned[packet]] == content_ref({"results": [item.upper()]})
@@ -107,8 +108,8 @@ def test_send_workers_are_numbered_in_send_order_whichever_started_first(
     spans: Spans, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker of the first packet is made to start last (its task waits before LangGraph runs it): the
-    workers are still work#1, #2, #3 in the order of the Sends, so every rollout labels a packet's worker
-    alike."""
+    workers are still activations 1, 2, 3 of work in the order of the Sends, so every rollout numbers a
+    packet's worker alike."""
     from langgraph.pregel import _runner
 
     instrumented = _runner.run_with_retry
@@ -124,9 +125,9 @@ def test_send_workers_are_numbered_in_send_order_whichever_started_first(
     started = sorted(spans.named("work"), key=lambda s: s.start_time or 0)
     assert started[-1].attributes[sc.ORCH_INPUT_REF] == packets["x"]  # the order was forced
     written, _ = convert(spans.all)
-    spawned = {e["content_ref"]: e["to"] for e in written["events"]
-               if e["type"] == "spawn" and e["to"].startswith("work")}
-    assert spawned == {packets["x"]: "work#1", packets["y"]: "work#2", packets["z"]: "work#3"}
+    spawned = {e["content_ref"]: (e["to"], e["to_activation"]) for e in written["events"]
+               if e["type"] == "spawn" and e["to"] == "work"}
+    assert spawned == {packets["x"]: ("work", 1), packets["y"]: ("work", 2), packets["z"]: ("work", 3)}
 
 
 def test_send_from_start_is_recorded_on_the_workflow(spans: Spans) -> None:
@@ -260,10 +261,11 @@ def test_a_graphs_only_node_named_like_the_graph_is_a_node_of_its_run(spans: Spa
     g.add_edge(START, "team")
     g.compile(name="team").invoke({"steps": []})
     written, _ = convert(spans.all)
-    assert [(e["agent"], e["to"]) for e in written["events"] if e["type"] == "spawn"] == [("team", "team#2")]
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in written["events"] if e["type"] == "spawn"] == [
+        ("team", "team", 2)]
     assert {e["agent"] for e in written["events"]} == {"team"}
     (stop,) = [e for e in written["events"] if e.get("decision") == "stop"]
-    assert (stop["activation"], stop["from"]) == (1, "team#2")
+    assert (stop["activation"], stop["from"], stop["from_activation"]) == (1, "team", 2)
 
 
 def test_subgraph_called_from_a_function_node_nests_under_it(spans: Spans) -> None:

@@ -10,7 +10,6 @@ import pytest
 from episodes import convert, run_graph
 from orchestrace_collector import convert_spans
 from orchestrace_collector.convert import Episode
-from orchestrace_collector.convert.actors import event_labels
 from orchestrace_collector.inprocess import span_from_readable
 from random_graphs import RandomApp, random_app
 from span_checks import Spans
@@ -42,34 +41,34 @@ def runs_per_name(app: RandomApp) -> Counter[str]:
     return runs
 
 
+def ref(event: dict[str, Any], field: str) -> tuple[str, int | None]:
+    """The instance an event's ``to`` / ``from`` names: the stable name and its activation."""
+    return event[field], event.get(f"{field}_activation")
+
+
 def check_against_log(app: RandomApp, written: dict[str, Any], episode: Episode, *,
                       spans_logged: bool = True) -> None:
     """``spans_logged``: the spans the nodes logged are ours (not when another library's callback tracer
     made its own span current around the node code: a root of its own trace, not under ours)."""
     events = written["events"]
-    labels = event_labels(events)
     first_index: dict[tuple[str, int], int] = {}
-    label_of: dict[tuple[str, int], str] = {}
-    for i, (event, label) in enumerate(zip(events, labels, strict=True)):
+    for i, event in enumerate(events):
         if "activation" in event:
-            key = (event["agent"], event["activation"])
-            first_index.setdefault(key, i)
-            assert label_of.setdefault(key, label) == label, (key, label)
-    instance_of = {label: key for key, label in label_of.items()}
-    assert len(instance_of) == len(label_of), label_of  # labels are unique per (agent, activation)
+            first_index.setdefault((event["agent"], event["activation"]), i)
+    instances = set(first_index)
 
     # Every top-level node execution is one instance of its name; the graph's run is one more (a node may
     # share the graph's name: the mapping numbers them together, the run first).
     expected = runs_per_name(app) + Counter({app.name: 1})
     activations: dict[str, list[int]] = {}
-    for name, activation in label_of:
+    for name, activation in instances:
         activations.setdefault(name, []).append(activation)
     numbered = {n: list(range(1, k + 1)) for n, k in expected.items()}
     assert {n: sorted(a) for n, a in activations.items()} == numbered
 
     returns = [e for e in events if e["type"] == "return"]
     assert sorted(Counter((e["agent"], e["activation"]) for e in returns).items()) == \
-        sorted((key, 1) for key in label_of)  # every activation returns once
+        sorted((key, 1) for key in instances)  # every activation returns once
     for name in activations:  # numbered in start order
         starts = [e["t_start"] for e in sorted((e for e in returns if e["agent"] == name),
                                                 key=lambda e: e["activation"])]
@@ -90,31 +89,30 @@ def check_against_log(app: RandomApp, written: dict[str, Any], episode: Episode,
     assert written["costs"]["tokens"] == tokens == sum(e.get("tokens", 0) for e in events)
 
     assert [(e["agent"], e["activation"]) for e in returns if "to" not in e] == [(app.name, 1)]  # the answer
-    root_label = label_of[(app.name, 1)]
     for e in returns:
-        assert e["from"] == label_of[(e["agent"], e["activation"])]
+        assert ref(e, "from") == (e["agent"], e["activation"])
         if (e["agent"], e["activation"]) != (app.name, 1):  # top-level nodes and agents return to the run
             enclosing = app.enclosing.get(e["agent"])  # an agent inside an agent returns to that agent
-            assert (e["to"] == root_label) if enclosing is None else (instance_of[e["to"]][0] == enclosing), e
+            assert (ref(e, "to") == (app.name, 1)) if enclosing is None else (e["to"] == enclosing), e
 
     # Each instance but the run is spawned once, before its first event; so every Send packet is one spawn.
-    spawned: Counter[str] = Counter()
+    spawned: Counter[tuple[str, int | None]] = Counter()
     for i, e in enumerate(events):
         if e["type"] in ("spawn", "despawn"):
-            assert e["to"] in instance_of, e
+            assert ref(e, "to") in instances, e
         if e["type"] == "spawn":
-            spawned[e["to"]] += 1
-            assert i < first_index[instance_of[e["to"]]], e
-    assert spawned == Counter({label: 1 for key, label in label_of.items() if key != (app.name, 1)})
+            spawned[ref(e, "to")] += 1
+            assert i < first_index[e["to"], e["to_activation"]], e
+    assert spawned == Counter({key: 1 for key in instances if key != (app.name, 1)})
     for target, packets in app.sends.items():
         assert runs_per_name(app)[target] == packets
 
     for e in events:  # a decision may name an agent when it chose several of its instances (a fan-out)
         if e["type"] == "orchestrator_decision" and "to" in e:
-            assert e["to"] in instance_of or e["to"] in activations, e
+            assert ref(e, "to") in instances or ("to_activation" not in e and e["to"] in activations), e
         if "from" in e:
-            assert e["from"] in instance_of, e
-    handoffs = Counter((e["agent"], instance_of[e["to"]][0]) for e in events if e.get("handoff"))
+            assert ref(e, "from") in instances, e
+    handoffs = Counter((e["agent"], e["to"]) for e in events if e.get("handoff"))
     assert handoffs == Counter(app.handoffs.items())  # a Command.PARENT handoff is the agent's own decision
     stops = [e for e in events if e.get("decision") == "stop"]
     assert len(stops) == 1, stops  # every run reaches END once
@@ -124,7 +122,7 @@ def check_against_log(app: RandomApp, written: dict[str, Any], episode: Episode,
     while last_name in app.enclosing:
         last_name = app.enclosing[last_name]
     if not app.racing_end:
-        assert stops[0]["from"] == label_of[(last_name, max(activations[last_name]))], stops
+        assert ref(stops[0], "from") == (last_name, max(activations[last_name])), stops
 
 
 #: Edges that follow the order of a timeline's events (consecutive events; a return -> the parent's next
@@ -141,17 +139,15 @@ def normalised(written: dict[str, Any], parallel: bool,
     event of its owner after it started, and a model call in one of an agent's parallel inner tasks may start
     before or after the agent's next event (their sum is checked against the turns). ``racing_end``: without
     the node the run's stop names."""
-    names = {label: str(e["agent"]) for e, label in zip(written["events"], event_labels(written["events"]),
-                                                         strict=True)}
     events = {}
     for e in written["events"]:
         fields = {k: v for k, v in e.items() if k not in VOLATILE}
         if racing_end and fields.get("decision") == "stop":
             fields.pop("from")
+            fields.pop("from_activation", None)
         if parallel:
-            fields.pop("activation", None)
-            fields.pop("tokens", None)
-            fields.update({k: names.get(fields[k], fields[k]) for k in ("to", "from") if k in fields})
+            for k in ("activation", "tokens", "to_activation", "from_activation"):
+                fields.pop(k, None)
         events[e["id"]] = repr(sorted(fields.items()))
     edges = Counter(f"{e['type']} {events[e['src']]} -> {events[e['dst']]}" for e in written["edges"]
                     if not (parallel and e["type"] in ORDERED_EDGES))

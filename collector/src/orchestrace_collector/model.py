@@ -63,9 +63,13 @@ class Event(BaseModel):
 
     # --- orchestrace extras (allowed by the schema's open events)
     #: Which instance of ``agent`` it is: 1-based start order among the episode's instances of that name
-    #: (absent when ``agent`` is not an actor: a tool's result, a human). ``name#activation`` (the name alone
-    #: when there is one instance) is the instance label that ``to`` / ``from`` use.
+    #: (absent when ``agent`` is not an actor: a tool's result, a human). Names never carry it: ``agent``,
+    #: ``from`` and ``to`` are stable names, and each has its activation in a field of its own.
     activation: int | None = None
+    #: Which activation of ``from`` / ``to`` is meant, when the field names one instance of an actor (absent
+    #: for a decision that fanned out to several instances of its target, or a name no instance ran under).
+    from_activation: int | None = None
+    to_activation: int | None = None
     decision: Decision | None = None  # orchestrator_decision only: the orchestration sub-decision
     label: str | None = None  # a decision kind that is not one of the five, or a human / safety kind
     reason: str | None = None

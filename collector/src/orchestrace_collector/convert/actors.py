@@ -15,9 +15,10 @@ non-actor span (the ``agent`` and ``tools`` nodes of a prebuilt ReAct agent, the
 subgraph). Node spans directly under a workflow actor (a plain graph's nodes) stay actors.
 
 Identity: ``name`` is the stable name (the policy a trainer groups by), ``activation`` = k, the 1-based start
-order of the instance among the episode's instances of that name. ``label`` names one instance: the name when
-the episode has one instance of it and holds no ``#``, else ``name#k`` (what ``to`` / ``from`` and reward and
-credit keys use).
+order of the instance among the episode's instances of that name. What is written names agents by ``name``
+only (``agent``, ``to``, ``from``, reward and credit keys), the activation always in a field of its own.
+``label`` (the name when the episode has one instance of it and holds no ``#``, else ``name#k``) is an
+internal handle of one instance, and what a reward's target may name to mean one activation.
 ``agent_id`` keeps the raw id (``gen_ai.agent.id``, node instance id).
 
 A tool node (``orchestrace.operation=tool_node``: LangGraph's ``ToolNode``) is not an actor: its tool calls
@@ -29,7 +30,6 @@ tool node is no orchestration decision (``Actors.tool_nodes`` names them).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -118,18 +118,14 @@ class Actors:
         """The instance of that name with that raw id (``gen_ai.agent.id``), if any."""
         return next((inst for inst in self.by_name.get(name, ()) if inst.agent_id == agent_id), None)
 
-    def label_of(self, name: str, t_ns: int, *, started: bool = False) -> str:
-        inst = self.resolve(name, t_ns, started=started)
-        return inst.label if inst is not None else name
-
-    def decider_label(self, recorder: Instance, name: str, t_ns: int) -> str:
-        """The label of the node that decided a stop ``recorder`` recorded at ``t_ns``: the last child of that
-        name it started (a graph run naming its last node, which may share the run's name), else the
-        instance of that name as :meth:`resolve` finds it (a node naming itself)."""
+    def decider(self, recorder: Instance, name: str, t_ns: int) -> Instance | None:
+        """The node that decided a stop ``recorder`` recorded at ``t_ns``: the last child of that name it
+        started (a graph run naming its last node, which may share the run's name), else the instance of
+        that name as :meth:`resolve` finds it (a node naming itself)."""
         # Children are in depth-first span order, not start order.
         named = [c for c in recorder.children[-RESOLVE_LOOKBACK:] if c.name == name and c.start_ns <= t_ns]
         last = max(named, key=attrgetter("start_ns"), default=None)
-        return last.label if last is not None else self.label_of(name, t_ns, started=True)
+        return last if last is not None else self.resolve(name, t_ns, started=True)
 
 
 def assign_instances(forest: Forest, fallback_name: str) -> Actors:
@@ -315,19 +311,3 @@ def instance_label(name: str, activation: int, count: int) -> str:
     """The label of activation ``activation`` of ``name`` among ``count`` instances of it. A name that holds
     ``#`` is always numbered: an agent named ``w#2`` would otherwise share its label with the second ``w``."""
     return name if count == 1 and "#" not in name else f"{name}#{activation}"
-
-
-def event_labels(events: Sequence[Mapping[str, object]]) -> list[str]:
-    """Instance labels of written events (by position), from their ``agent`` and ``activation``: what a
-    reader of a trace groups by to tell activations apart (events without ``activation`` keep ``agent``)."""
-    counts: dict[str, int] = {}
-    for ev in events:
-        activation = ev.get("activation")
-        if isinstance(activation, int):
-            name = str(ev["agent"])
-            counts[name] = max(counts.get(name, 0), activation)
-    labels = []
-    for ev in events:
-        name, activation = str(ev["agent"]), ev.get("activation")
-        labels.append(instance_label(name, activation, counts[name]) if isinstance(activation, int) else name)
-    return labels

@@ -25,19 +25,20 @@ are parts of a whole: with more turns each gets less (``R / N``), by design, so 
 episode's reward; a trainer that wants the whole return on every turn reads the trace's ``rewards``.
 
 Events carry ``credit`` too: the team-unit channels split the same way over events (``uniform``: ``R / N``
-events; ``causal``: ``R / |ancestors|`` on the answer's ancestors, 0 elsewhere). ``credit:agent:<label>`` is
-the sum of an activation's turn credit (of its events' credit when the episode has no turns). Re-running
+events; ``causal``: ``R / |ancestors|`` on the answer's ancestors, 0 elsewhere). ``credit:agent:<name>`` is
+the sum of the turn credit of every activation of an agent (of its events' credit when the episode has no
+turns): keys name the policy; one activation's share is the sum of its turns' credit (turns carry
+``activation``). Re-running
 credit (``annotate``) replaces all of it; recorded rewards are never touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import compress
 from typing import TypeVar
 
 from ..model import Trace, Turn
-from .actors import instance_label
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
@@ -93,7 +94,7 @@ def spread(credits: list[dict[str, float]], key: str, value: float, weights: Seq
 
 
 def agent_totals(credits: Sequence[float], owners: Sequence[str]) -> dict[str, float]:
-    """``credit:agent:<label>`` keys: the credit of each agent's units (``owners``: by position)."""
+    """``credit:agent:<name>`` keys: the credit of each agent's units (``owners``: by position)."""
     totals: dict[str, float] = {}
     for value, owner in zip(credits, owners, strict=True):
         if value:
@@ -201,12 +202,10 @@ def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None,
     ]
     for k in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
         del trace.rewards[k]
-    label = _labeller(trace, new_turns)
     if new_turns:
-        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns],
-                                          [label(t.agent, t.activation) for t in new_turns]))
+        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns], [t.agent for t in new_turns]))
     else:
-        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace, label)))
+        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace)))
     return new_turns
 
 
@@ -214,25 +213,10 @@ def turn_activation(turn: Turn) -> tuple[str, int | None]:
     return turn.agent, turn.activation
 
 
-def _labeller(trace: Trace, turns: Sequence[Turn]) -> Callable[[str, int | None], str]:
-    """Activation labels (``name#k`` when the episode has several activations of a name), as credit keys
-    are written at conversion."""
-    counts: dict[str, int] = {}
-    for agent, activation in [*((ev.agent, ev.activation) for ev in trace.events),
-                              *(turn_activation(t) for t in turns)]:
-        if activation is not None:
-            counts[agent] = max(counts.get(agent, 0), activation)
-
-    def label(agent: str, activation: int | None) -> str:
-        return agent if activation is None else instance_label(agent, activation, counts[agent])
-
-    return label
-
-
-def event_owners(trace: Trace, label: Callable[[str, int | None], str]) -> list[str]:
-    """The activation each event counts for, by position (a tool result counts for the caller)."""
+def event_owners(trace: Trace) -> list[str]:
+    """The agent each event counts for, by position (a tool result counts for the caller)."""
     by_id = {ev.id: ev for ev in trace.events}
-    owners = {ev.id: label(ev.agent, ev.activation) for ev in trace.events}
+    owners = {ev.id: ev.agent for ev in trace.events}
     for edge in trace.edges:
         src, dst = by_id[edge.src], by_id[edge.dst]
         if edge.type == "return" and dst.type == "tool_result" and src.type == "tool_call":

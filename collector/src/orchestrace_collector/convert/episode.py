@@ -134,6 +134,12 @@ def _owner(ev: Ev) -> str:
     return ev.owner.label if ev.type == "tool_result" else ev.agent
 
 
+def _owner_name(ev: Ev) -> str:
+    """The stable name of the agent an event counts for (credit keys are per name)."""
+    counted = ev.owner if ev.type == "tool_result" else ev.actor
+    return counted.name if counted is not None else ev.agent
+
+
 def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_set: RewardSet,
             strategy: str) -> tuple[dict[str, float], list[dict[str, float]]]:
     """The trace's ``rewards`` and each turn's credit (see ``credit.py``); sets the events' ``credit``.
@@ -166,9 +172,9 @@ def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_se
         for ev, value in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
             ev.credit = value
     if turns:
-        rewards.update(agent_totals([sum(c.values()) for c in credits], [t.owner.label for t in turns]))
+        rewards.update(agent_totals([sum(c.values()) for c in credits], [t.owner.name for t in turns]))
     else:
-        rewards.update(agent_totals([ev.credit or 0.0 for ev in events], [_owner(ev) for ev in events]))
+        rewards.update(agent_totals([ev.credit or 0.0 for ev in events], [_owner_name(ev) for ev in events]))
     return rewards, credits
 
 
@@ -223,6 +229,10 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
         out["trusted"] = ev.trusted
     if actor is not None:
         out["activation"] = actor.activation
+    if ev.frm_act is not None:
+        out["from_activation"] = ev.frm_act
+    if ev.to_act is not None:
+        out["to_activation"] = ev.to_act
     if ev.decision is not None:
         out["decision"] = ev.decision
     if ev.label is not None:

@@ -60,13 +60,15 @@ _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at it
 class Ev:
     key: tuple[int, int, int, int, int, int]  # (t_ns, phase, a, b, rank, seq): see the module docstring
     type: str
-    agent: str  # the instance label of ``actor``, else a non-actor name (a tool, ``human``)
+    agent: str  # the instance label of ``actor`` (internal: written as its name), else a tool, ``human``
     owner: Instance  # whose timeline the event is on
     node: Node | None
     actor: Instance | None = None  # the instance whose event it is (written as its name and activation)
     role: str | None = None
-    frm: str | None = None
-    to: str | None = None
+    frm: str | None = None  # a stable name; ``frm_act`` the activation when it is an actor's
+    to: str | None = None  # a stable name; ``to_act`` the activation when it names one instance
+    frm_act: int | None = None
+    to_act: int | None = None
     tool: str | None = None
     content_ref: str | None = None
     trusted: bool | None = None
@@ -325,12 +327,12 @@ def _span_event(
         ev.actor = sender_inst
         if sender_inst is not None:
             ev.agent_id = sender_inst.agent_id
-        ev.role = owner.role if sender_label == owner.label else None
-        ev.frm = sender_label
+        ev.role = owner.role if sender_inst is owner else None
+        set_from(ev, sender_inst, str(sender))
         recipient = attrs.get(sc.ORCH_TO)
         if recipient:
             ev.recipient = _addressee(b, str(recipient), attrs, event.time_ns)
-            ev.to = ev.recipient.label if ev.recipient is not None else str(recipient)
+            set_to(ev, ev.recipient, str(recipient))
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         ev.trusted = True
     elif name == sc.EVENT_DECISION:
@@ -345,7 +347,7 @@ def _span_event(
         elif kind:
             ev.label = str(kind)
         if target:
-            ev.to = b.actors.label_of(str(target), event.time_ns)
+            set_to(ev, b.actors.resolve(str(target), event.time_ns), str(target))
         chosen = ev.decision
         if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE) and options:
             b.routing = (node, frozenset(str(o) for o in options), chosen, ev)
@@ -361,7 +363,7 @@ def _span_event(
         ev.decision = sc.DECISION_STOP
         decider = attrs.get(sc.ORCH_FROM)
         if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
-            ev.frm = b.actors.decider_label(owner, str(decider), event.time_ns)
+            set_from(ev, b.actors.decider(owner, str(decider), event.time_ns), str(decider))
         _reason(ev, attrs)
     elif name == sc.EVENT_HUMAN_INTERVENTION:
         actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
@@ -384,8 +386,7 @@ def _span_event(
         ev.severity = str(severity) if severity else None
         target = attrs.get(sc.ORCH_TARGET_AGENT)
         if target:  # whom the finding concerns
-            inst = _addressee(b, str(target), attrs, event.time_ns)
-            ev.to = inst.label if inst is not None else str(target)
+            set_to(ev, _addressee(b, str(target), attrs, event.time_ns), str(target))
     elif name == sc.EVENT_EVALUATION_RESULT:
         evaluations.append((node, event))
 
@@ -473,21 +474,22 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                 if chosen:
                     decision = chosen[0]
                     for ev in chosen:
-                        ev.to = inst.label
+                        set_to(ev, inst, inst.name)
                 else:  # nobody recorded choosing it: the parent's own delegation
                     decision = b.add("orchestrator_decision", start_key(inst.start_ns, node), parent, node)
                     decision.decision = sc.DECISION_DELEGATE
-                    decision.to = inst.label
+                    set_to(decision, inst, inst.name)
                 spawn = b.add("spawn", start_key(inst.start_ns, node), parent, node)
                 spawn.decision_ev = decision
                 spawn.also_decided = chosen[1:] or None
-                spawn.to = inst.label
+                set_to(spawn, inst, inst.name)
                 spawn.role = inst.role
             spawn.child = inst
         # The span that ended last closes the instance (a resumed run's last part, or a wrapper span).
         last = inst.last or node
         ret = _return(b, inst, last)
-        ret.to = parent.label if parent is not None else None
+        if parent is not None:
+            set_to(ret, parent, parent.name)
         ret.content_ref = b.store.ref(last.span.attributes, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
         b.closing[node.span.span_id] = b.closing[last.span.span_id] = ret
         _error(ret, node)
@@ -495,7 +497,7 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
             _error(ret, last)
         if inst.explicit_spawn and parent is not None:
             despawn = b.at_end("despawn", last, inst.end_ns, inst.start_ns, parent)
-            despawn.to = inst.label
+            set_to(despawn, inst, inst.name)
     for group in pending.values():
         for sp in group:
             if not sp.matched:
@@ -512,10 +514,27 @@ def _stand_in_return(b: _Builder, nodes: list[Node]) -> None:
     _return(b, last.instance, last)
 
 
+def set_to(ev: Ev, inst: Instance | None, name: str) -> None:
+    """``to`` names the agent, ``to_act`` which activation of it when one instance is meant (``name``: what
+    was recorded, when no instance of it ran)."""
+    if inst is not None:
+        ev.to, ev.to_act = inst.name, inst.activation or None
+    else:
+        ev.to, ev.to_act = name or None, None
+
+
+def set_from(ev: Ev, inst: Instance | None, name: str) -> None:
+    """``from`` names the agent, ``frm_act`` its activation, as :func:`set_to`."""
+    if inst is not None:
+        ev.frm, ev.frm_act = inst.name, inst.activation or None
+    else:
+        ev.frm, ev.frm_act = name or None, None
+
+
 def _return(b: _Builder, inst: Instance, last: Node) -> Ev:
     """The ``return`` that closes ``inst`` at the end of ``last``, the span of it that ended last."""
     ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
-    ret.frm = inst.label
+    set_from(ret, inst, inst.name)
     ret.trusted = True
     inst.ret = ret
     return ret
@@ -601,25 +620,25 @@ def _carried_out_by_own_child(sp: _Spawn, inst: Instance) -> bool:
 
 
 def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
-    target = child.label if child is not None else b.actors.label_of(sp.name, sp.t_ns) if sp.name else None
+    target = child if child is not None else b.actors.resolve(sp.name, sp.t_ns) if sp.name else None
     decision = sp.decision_ev
     if decision is not None:
         b.used.add(id(decision))
     if decision is None:
         decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
         decision.decision = sp.decision
-        decision.to = target
+        set_to(decision, target, sp.name)
     elif b.spawns_of.get(id(decision)):
-        decision.to = sp.name  # one decision fanned out to several instances: it names the agent
+        set_to(decision, None, sp.name)  # one decision fanned out to several instances: it names the agent
     else:
-        decision.to = target
+        set_to(decision, target, sp.name)
     b.spawns_of[id(decision)] = b.spawns_of.get(id(decision), 0) + 1
     _reason(decision, sp.attrs)
     if sp.attrs.get(sc.ORCH_HANDOFF) is True:
         decision.handoff = True
     spawn = b.add("spawn", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
     spawn.decision_ev = decision
-    spawn.to = target
+    set_to(spawn, target, sp.name)
     spawn.content_ref = b.store.ref(sp.attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
     role = sp.attrs.get(sc.ORCH_TARGET_ROLE)
     spawn.role = str(role) if role else (child.role if child is not None else None)

@@ -73,7 +73,7 @@ class Part:
     """One unit instance's value within a channel."""
 
     value: float
-    scope: str | None  # ``agent:<label>``, ``tool:<name>``, ...: the unit-scoped key; None for team units
+    scope: str | None  # ``agent:<name>``, ``tool:<name>``, ...: the unit-scoped key; None for team units
     turns: list[int]  # turn positions it is credited to, equally (empty: by the team strategy)
     event: Ev | None  # the event that stands for the unit (gets ``reward``)
 
@@ -218,7 +218,8 @@ class _Resolver:
             inst = self._agent(target, t_ns) if target else node.instance
             if inst is None:
                 return None
-            return inst.label, Part(0.0, f"agent:{inst.label}", self._instance_turns([inst]), inst.ret)
+            # One value per activation (the last recorded wins), summed per agent in the key.
+            return inst.label, Part(0.0, f"agent:{inst.name}", self._instance_turns([inst]), inst.ret)
         if unit == "role":
             role = target or (node.instance.role if node.instance is not None else None)
             members = [inst for inst in self.actors.instances if role and inst.role == role]

@@ -60,7 +60,10 @@ def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
 
 
 def _swarm(events: list[Ev]) -> bool:
-    senders = {ev.owner.name for ev in events if ev.handoff and ev.to and ev.to != ev.owner.label}
+    senders = {
+        ev.owner.name for ev in events
+        if ev.handoff and ev.to and (ev.to, ev.to_act) != (ev.owner.name, ev.owner.activation)
+    }
     return len(senders) >= 2
 
 
@@ -81,7 +84,7 @@ def _debate(events: list[Ev], roles: list[str]) -> bool:
     for ev in events:
         if ev.type != "message" or ev.recipient is None or ev.recipient.parent is None:
             continue
-        sender = ev.owner if ev.frm == ev.owner.label else None
+        sender = ev.owner if ev.actor is ev.owner else None
         if sender is None or sender.parent is None or sender is ev.recipient:
             continue
         sent[sender.label] = sent.get(sender.label, 0) + 1
