@@ -15,6 +15,7 @@ from example_runs import ExampleRun
 from export_fixtures import build_tokenizer
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import DECISIONS, TOKENS, TRL, TURNS, features, template_messages
+from orchestrace_collector.export.decisions import FIXED_REASONS
 from orchestrace_collector.export.tokens import load_tokenizer
 from orchestrace_collector.output import latest_traces, latest_turns
 from typer.testing import CliRunner
@@ -158,7 +159,8 @@ def test_decisions_one_row_per_decision_event(supervisor: tuple[ExampleRun, Path
     table = pq.read_table(tmp_path / "d.parquet")
     assert table.schema.equals(DECISIONS)
     traces = latest_traces([out])
-    events = [(t, e) for t in traces.values() for e in t["events"] if e["type"] == "orchestrator_decision"]
+    events = [(t, e) for t in traces.values() for e in t["events"] if e["type"] == "orchestrator_decision"
+              and e.get("reason") not in FIXED_REASONS]  # the graph's wiring chose nothing
     rows = table.to_pylist()
     assert sorted((r["trace_id"], r["decision_id"]) for r in rows) == sorted(
         (t["trace_id"], e["id"]) for t, e in events
@@ -180,7 +182,7 @@ def test_every_example_exports(
     assert sorted(r["turn_id"] for r in jsonl(tmp_path / "t.jsonl")) == sorted(
         t["turn_id"] for t in run.turns
     )
-    export(str(out), "--format", "decisions", "--to", str(tmp_path / "d.jsonl"))
+    export(str(out), "--format", "decisions", "--include-fixed", "--to", str(tmp_path / "d.jsonl"))
     n_decisions = sum(e["type"] == "orchestrator_decision" for e in run.events)
     assert len(jsonl(tmp_path / "d.jsonl")) == n_decisions > 0
     # content not captured: no empty rows, and nothing to write is an error

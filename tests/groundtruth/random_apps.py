@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import operator
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import orchestrace as ot
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send
 
 NAMES = ("lead", "worker", "critic", "Ag ent", "agent#1", "研究者", "a/b", "x" * 80, "tool", "workflow",
          "LangGraph")
@@ -556,3 +559,165 @@ def run_group(group: Group) -> None:
                 ot.agent(act.name, role=ROLE)(_activation)(act)
             for r in rollout.rewards:
                 ot.reward(r.value, family=r.family, unit=r.unit, target=r.target, name=r.name)
+
+
+# --- random LangGraph graphs ----------------------------------------------------------------------------
+# A chain of segments built from the end backwards, each knowing the node it hands over to; node names from a
+# hostile pool (LangGraph refuses ':' and '|' in node names). What each run must write, by construction:
+# the agents and how often each ran, the routing choices (decider, choice, which activation it started, the
+# options the graph declares), the Send fan-outs' reducers (aggregates).
+
+GRAPH_NAMES = ("lead", "a b", "agent#1", "node#2#1", "研究者", "émoji 🚀", "LangGraph", "workflow", "tool",
+               "tools", "L" * 120, "#", "a/b", " leading", "trailing ", "x#1")
+GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop")
+
+
+class GraphState(TypedDict, total=False):
+    parts: Annotated[list[str], operator.add]
+    rounds: Annotated[dict[str, int], lambda left, right: {**left, **right}]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A routing choice the run makes: who decided, what it chose (None: END), which activation of it that
+    started, and the options the graph declares for it (None: none declared)."""
+
+    decider: str
+    decider_activation: int
+    choice: str | None
+    choice_activation: int | None
+    options: tuple[str, ...] | None
+
+
+@dataclass
+class GraphApp:
+    graph: Any
+    name: str
+    runs: Counter[str] = field(default_factory=Counter)  # how many times each node runs
+    choices: list[Choice] = field(default_factory=list)  # in the order they are made
+    aggregates: int = 0  # Send fan-outs joined by their reducer
+    shape: list[str] = field(default_factory=list)
+
+
+class _GraphBuilder:
+    """Segments are added from the end backwards; ``plan`` records the choices in run order afterwards."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.graph = StateGraph(GraphState)
+        self.used: set[str] = set()
+        self.steps: list[Callable[[GraphApp], None]] = []  # each appends its truth, in run order
+
+    def fresh(self) -> str:
+        free = [n for n in GRAPH_NAMES if n not in self.used]
+        name = self.rng.choice(free) if free else f"n{len(self.used)}"
+        self.used.add(name)
+        return name
+
+    def segment(self, kind: str, nxt: str) -> str:
+        node = self.fresh()
+        end = nxt == END
+
+        def ran(app: GraphApp, name: str = node) -> int:
+            app.runs[name] += 1
+            return app.runs[name]
+
+        def starts(app: GraphApp, name: str | None) -> int | None:
+            return None if name is None else app.runs[name] + 1
+
+        target = None if end else nxt
+        if kind == "edge":
+            self.graph.add_node(node, lambda state, n=node: {"parts": [n]})
+            self.graph.add_edge(node, nxt)
+            self.steps.append(lambda app: (ran(app), None)[1])
+        elif kind == "conditional":
+            spare = self.fresh()  # the option not taken
+            self.graph.add_node(spare, lambda state, n=spare: {"parts": [n]})
+            self.graph.add_edge(spare, nxt)
+            self.graph.add_node(node, lambda state, n=node: {"parts": [n]})
+            self.graph.add_conditional_edges(node, lambda state: "go", {"go": nxt, "other": spare})
+            options = (str(nxt), spare)
+
+            def conditional(app: GraphApp) -> None:
+                k = ran(app)
+                app.choices.append(Choice(node, k, target, starts(app, target), None if end else options))
+            self.steps.append(conditional)
+        elif kind == "command":
+            spare = self.fresh()
+            self.graph.add_node(spare, lambda state, n=spare: {"parts": [n]})
+            self.graph.add_edge(spare, nxt)
+            self.graph.add_node(node, lambda state, n=node, to=nxt: Command(goto=to, update={"parts": [n]}),
+                                destinations=(nxt, spare))
+            options = (str(nxt), spare)
+
+            def command(app: GraphApp) -> None:
+                k = ran(app)
+                app.choices.append(Choice(node, k, target, starts(app, target), None if end else options))
+            self.steps.append(command)
+        elif kind == "send":
+            worker, reducer = self.fresh(), self.fresh()
+            n = self.rng.randint(2, 8)
+            self.graph.add_node(node, lambda state, me=node: {"parts": [me]})
+            self.graph.add_node(worker, lambda state, w=worker: {"parts": [w]})
+            self.graph.add_node(reducer, lambda state, r=reducer: {"parts": [r]})
+            self.graph.add_conditional_edges(node, lambda state: [Send(worker, {"parts": []})] * n, [worker])
+            self.graph.add_edge(worker, reducer)
+            self.graph.add_edge(reducer, nxt)
+
+            def send(app: GraphApp) -> None:
+                k = ran(app)
+                # One decision for the whole fan-out: it names the worker, no single activation.
+                app.choices.append(Choice(node, k, worker, None, (worker,)))
+                for _ in range(n):
+                    ran(app, worker)
+                ran(app, reducer)
+                app.aggregates += 1
+            self.steps.append(send)
+        elif kind == "loop":
+            rounds = self.rng.randint(1, 3)
+            self.graph.add_node(node, lambda state, me=node: {"parts": [me], "rounds": {
+                me: (state.get("rounds") or {}).get(me, 0) + 1}})
+            self.graph.add_conditional_edges(
+                node, lambda state, me=node: "again" if state["rounds"][me] < rounds else "on",
+                {"again": node, "on": nxt})
+            options = (node, str(nxt))
+
+            def loop(app: GraphApp) -> None:
+                for r in range(rounds):
+                    k = ran(app)
+                    last = r == rounds - 1
+                    chosen = target if last else node
+                    app.choices.append(Choice(node, k, chosen, starts(app, chosen),
+                                              None if last and end else options))
+            self.steps.append(loop)
+        else:
+            raise ValueError(kind)
+        return node
+
+
+def draw_graph(seed: int) -> GraphApp:
+    """A random LangGraph graph of 1-5 segments and the truth of one run of it."""
+    rng = random.Random(seed)
+    builder = _GraphBuilder(rng)
+    kinds = [rng.choice(GRAPH_SEGMENTS) for _ in range(rng.randint(1, 5))]
+    entry: str = END
+    for kind in reversed(kinds):
+        entry = builder.segment(kind, entry)
+    builder.graph.add_edge(START, entry)
+    name = f"graph {seed}"
+    app = GraphApp(builder.graph.compile(name=name), name, shape=kinds)
+    for step in reversed(builder.steps):
+        step(app)
+    return app
+
+
+def run_graph_app(app: GraphApp, provider: Any) -> None:
+    """One run of ``app`` with orchestrace's LangGraph integration recording on ``provider``."""
+    from orchestrace_langgraph import LangGraphInstrumentor
+
+    instrumentor = LangGraphInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        app.graph.invoke({"parts": []})
+    finally:
+        instrumentor.uninstrument()

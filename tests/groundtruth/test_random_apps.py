@@ -13,19 +13,24 @@ from typing import Any
 import pytest
 from collector_fixtures import RunningCollector
 from ground_truth_apps import WAYS, run_three_ways
+from opentelemetry.sdk.trace import TracerProvider
 from orchestrace_collector.export import ExportError, Filters, export
 from orchestrace_collector.output import latest_traces
 from orchestrace_collector.stats import compute_stats
 from random_apps import (
     RELAY_LEAD,
+    Choice,
+    GraphApp,
     Group,
     Rollout,
     Step,
     draw,
+    draw_graph,
     draw_group,
     draw_relay,
     relay_truth,
     run,
+    run_graph_app,
     run_group,
     run_relay,
     token_rows_truth,
@@ -237,3 +242,42 @@ def test_rollout_groups_are_exported_by_their_outcome(tmp_path: Path, collector:
     for way in WAYS:
         (tmp_path / f"exports-{way}").mkdir()
         check_rollout_exports(outputs[way].out, groups, tmp_path / f"exports-{way}")
+
+
+def check_graph_app(app: GraphApp, trace: dict[str, Any], out: Path, work: Path) -> None:
+    """One run of a random LangGraph graph against what it did: one name per node and its activations, the
+    Send reducers' aggregates, and the decisions dataset (choices only by default, fixed routes marked)."""
+    events = trace["events"]
+    names = set(app.runs) | {app.name}
+    for e in events:  # every name field is a stable name: the activation is a field of its own
+        assert {e[k] for k in ("agent", "to", "from") if k in e} <= names, e
+    ran = Counter(e["agent"] for e in events if e["type"] == "return")
+    assert ran == app.runs + Counter({app.name: 1})
+    instances = {(e["agent"], e["activation"]) for e in events if e["type"] == "return"}
+    for e in events:
+        if e["type"] == "spawn":
+            assert (e["to"], e["to_activation"]) in instances, e
+    assert sum(e["type"] == "aggregate" for e in events) == app.aggregates
+
+    def choices(rows: list[dict[str, Any]]) -> Counter[Choice]:
+        return Counter(Choice(r["agent"], r["activation"], r["choice"], r["choice_activation"],
+                              tuple(r["options"]) if r["options"] is not None else None) for r in rows)
+
+    rows = _rows(out, "decisions", work / "decisions.jsonl")
+    assert choices(rows) == Counter(app.choices)
+    assert not any(r["fixed"] for r in rows)
+    every = _rows(out, "decisions", work / "every.jsonl", include_fixed=True)
+    fixed = [r for r in every if r["fixed"]]
+    assert len(every) == len(rows) + len(fixed)
+    assert all(r["agent"] == app.name and r["turn_id"] is None for r in fixed)  # the graph's wiring
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
+    app = draw_graph(seed)
+    provider = TracerProvider(shutdown_on_exit=False)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        (tmp_path / f"exports-{way}").mkdir()
+        check_graph_app(app, trace, outputs[way].out, tmp_path / f"exports-{way}")

@@ -601,6 +601,14 @@ def export(
             help="tokens: fail on a trajectory that cannot be built (by default it is skipped and counted).",
         ),
     ] = False,
+    include_fixed: Annotated[
+        bool,
+        typer.Option(
+            "--include-fixed",
+            help="decisions: also the routes a graph's wiring took by itself (fixed edges, resumes), "
+            "marked fixed; by default only choices are rows.",
+        ),
+    ] = False,
 ) -> None:
     """Write a training set from the latest revision of every trace: one row per turn, TRL sample, agent
     trajectory or orchestrator decision, in a schema that is the same for every run."""
@@ -632,6 +640,7 @@ def export(
             outcome=outcome,
             strict=strict,
             skipped=skipped,
+            include_fixed=include_fixed,
         )
     except ExportError as exc:
         raise _fail(str(exc)) from None

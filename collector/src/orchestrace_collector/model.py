@@ -71,6 +71,9 @@ class Event(BaseModel):
     from_activation: int | None = None
     to_activation: int | None = None
     decision: Decision | None = None  # orchestrator_decision only: the orchestration sub-decision
+    #: orchestrator_decision only: the agents it could choose from, when recorded
+    #: (``orchestrace.decision.options``: a conditional edge's path map, a node's declared destinations).
+    options: list[str] | None = None
     label: str | None = None  # a decision kind that is not one of the five, or a human / safety kind
     reason: str | None = None
     handoff: bool | None = None  # a delegate that transfers control without a return

@@ -235,6 +235,8 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
         out["to_activation"] = ev.to_act
     if ev.decision is not None:
         out["decision"] = ev.decision
+    if ev.options is not None:
+        out["options"] = ev.options
     if ev.label is not None:
         out["label"] = ev.label
     if ev.reason is not None:

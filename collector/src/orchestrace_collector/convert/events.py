@@ -73,6 +73,7 @@ class Ev:
     content_ref: str | None = None
     trusted: bool | None = None
     decision: str | None = None
+    options: list[str] | None = None
     label: str | None = None
     reason: str | None = None
     handoff: bool | None = None
@@ -348,6 +349,9 @@ def _span_event(
             ev.label = str(kind)
         if target:
             set_to(ev, b.actors.resolve(str(target), event.time_ns), str(target))
+        recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
+        if isinstance(recorded, tuple | list) and recorded:
+            ev.options = [str(o) for o in recorded]
         chosen = ev.decision
         if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE) and options:
             b.routing = (node, frozenset(str(o) for o in options), chosen, ev)

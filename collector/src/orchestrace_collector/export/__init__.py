@@ -58,6 +58,7 @@ def export(
     outcome: str | None = None,
     strict: bool = False,
     skipped: list[str] | None = None,
+    include_fixed: bool = False,
 ) -> int:
     """Write ``fmt`` rows of the traces under ``paths`` to ``to``; returns the number of rows. The file is
     Parquet for ``parquet``, and for the other formats when ``to`` ends with ``.parquet``; else JSON lines.
@@ -65,7 +66,8 @@ def export(
     channels, see ``orchestrace_collector.outcome``). ``tokens``: a trajectory that cannot be built is left
     out and its reason appended to ``skipped``, or, ``strict``, an ExportError.
     ``to`` an existing directory or a path without extension: a dataset directory (``card.py``) holding the
-    file and a dataset card, Parquet for ``parquet`` and JSON lines for the others. Nothing to export (no
+    file and a dataset card, Parquet for ``parquet`` and JSON lines for the others. ``include_fixed``:
+    ``decisions`` rows also of the routes a graph's wiring took by itself. Nothing to export (no
     traces, or no row left) is an ``ExportError`` and writes nothing."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -75,11 +77,14 @@ def export(
         raise ExportError("DPO pairs and KTO labels are --format trl options")
     if tokenizer is not None and fmt != "tokens":
         raise ExportError("--tokenizer is a --format tokens option")
+    if include_fixed and fmt != "decisions":
+        raise ExportError("--include-fixed is a --format decisions option")
     episodes = load_episodes(paths, outcome)
     if not episodes:
         raise ExportError(f"no traces in {', '.join(map(str, paths))}")
     skipped = [] if skipped is None else skipped
-    config, rows = _rows(episodes, fmt, filters or Filters(), trl_kind, tokenizer, strict, skipped)
+    config, rows = _rows(episodes, fmt, filters or Filters(), trl_kind, tokenizer, strict, skipped,
+                         include_fixed)
     rows = list(rows)
     if not rows and skipped:
         raise ExportError(f"no {fmt} rows: {len(skipped)} trajectories could not be built, e.g. {skipped[0]}")
@@ -97,10 +102,10 @@ def export(
 
 
 def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str, tokenizer: Path | None,
-          strict: bool, skipped: list[str]) -> tuple[str, Iterable[Mapping[str, Any]]]:
+          strict: bool, skipped: list[str], include_fixed: bool) -> tuple[str, Iterable[Mapping[str, Any]]]:
     """The config (schema) and rows of one export format."""
     if fmt == "decisions":
-        return "decisions", filters.apply(decision_rows(episodes))
+        return "decisions", filters.apply(decision_rows(episodes, include_fixed=include_fixed))
     turns = list(turn_rows(episodes))
     if fmt in ("jsonl", "parquet"):
         return "turns", filters.apply(turns)

@@ -3,8 +3,13 @@ stop), the dataset of an orchestrator's routing and stopping policy.
 
 A row holds the decider, what it had at that moment (``context``: the prompt of the model call that made the
 decision, when a model made it; ``context_event_ids`` / ``context_refs``: the events up to the decision and
-the content they refer to, the state of the episode), the options it had when recorded, its choice
-(``to``), the reward credited to the decision and the episode's outcome.
+the content they refer to, the state of the episode), the options it had when recorded (``options``), its
+choice (``choice``: the agent's stable name, one action whichever activation it started; that activation is
+``choice_activation``), the reward credited to the decision and the episode's outcome.
+
+``fixed``: the graph's wiring took the route, nobody chose (a LangGraph fixed edge, the resume of a node that
+asked a human, a run that ended because its last node had no next node). Those are no policy's actions and
+are left out unless ``include_fixed``.
 """
 
 from __future__ import annotations
@@ -15,15 +20,19 @@ from typing import Any
 from .source import Episode, integer, messages, number, text, unique
 
 DECISION = "orchestrator_decision"
+#: ``reason`` of the routes a graph's wiring takes by itself (the LangGraph integration's): a fixed edge, the
+#: resume of a node that asked a human, the end of a run whose last node has no next node.
+FIXED_REASONS = frozenset({"edge", "resume", "no_next_node"})
 
 
-def decision_rows(episodes: list[Episode]) -> Iterator[dict[str, Any]]:
+def decision_rows(episodes: list[Episode], *, include_fixed: bool = False) -> Iterator[dict[str, Any]]:
     for episode in episodes:
         deciding_turn = {str(e): turn for turn in episode.turns for e in turn.get("event_ids") or []}
         metrics = episode.trace.get("metrics") or {}
         before: list[dict[str, Any]] = []
         for event in episode.events:
-            if event.get("type") == DECISION:
+            fixed = event.get("reason") in FIXED_REASONS
+            if event.get("type") == DECISION and (include_fixed or not fixed):
                 turn = deciding_turn.get(str(event.get("id")))
                 agent = str(event.get("agent") or "")
                 options = event.get("options")
@@ -42,6 +51,8 @@ def decision_rows(episodes: list[Episode]) -> Iterator[dict[str, Any]]:
                     "agent_id": text(event.get("agent_id")),
                     "options": [str(o) for o in options] if isinstance(options, list) else None,
                     "choice": text(event.get("to")),
+                    "choice_activation": integer(event.get("to_activation")),
+                    "fixed": fixed,
                     "reason": text(event.get("reason")),
                     "handoff": event.get("handoff") if isinstance(event.get("handoff"), bool) else None,
                     "turn_id": text(turn.get("turn_id")) if turn else None,

@@ -150,6 +150,8 @@ DECISIONS = pa.schema(
         ("agent_id", pa.string()),
         ("options", STRINGS),
         ("choice", pa.string()),
+        ("choice_activation", pa.int64()),
+        ("fixed", pa.bool_()),
         ("reason", pa.string()),
         ("handoff", pa.bool_()),
         ("turn_id", pa.string()),

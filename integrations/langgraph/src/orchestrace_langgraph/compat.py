@@ -170,26 +170,39 @@ def node_functions(first_step: Any) -> tuple[Any, Any]:
 
 
 # --- graphs -------------------------------------------------------------------------------------------------
-#: Compiled graph -> (its builder, the fixed edges read from it): a compiled graph's edges do not change
-#: (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads them.
 _Edges = Mapping[str, tuple[str, ...]]
-_EDGES: weakref.WeakKeyDictionary[Any, tuple[Any, _Edges]] = weakref.WeakKeyDictionary()
 
 
-@_safe({})
-def fixed_edges(graph: Any) -> _Edges:
-    """A compiled ``StateGraph``'s fixed edges, source -> targets (a join's edge from each of its sources)."""
+class Wiring(NamedTuple):
+    """What a compiled graph's builder says about its routes."""
+
+    #: Fixed edges, source -> targets (a join's edge from each of its sources).
+    edges: _Edges
+    #: Node -> the nodes a ``Command`` it returns may go to, where declared (``add_node(destinations=...)``
+    #: or the ``Command[Literal[...]]`` return annotation): a ``Command``'s options.
+    destinations: _Edges
+
+
+NO_WIRING = Wiring({}, {})
+#: Compiled graph -> (its builder, the wiring read from it): a compiled graph's edges do not change
+#: (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads them.
+_WIRING: weakref.WeakKeyDictionary[Any, tuple[Any, Wiring]] = weakref.WeakKeyDictionary()
+
+
+@_safe(NO_WIRING)
+def graph_wiring(graph: Any) -> Wiring:
+    """A compiled ``StateGraph``'s fixed edges and declared ``Command`` destinations."""
     builder = getattr(graph, "builder", None)
     try:
-        cached = _EDGES.get(graph)
+        cached = _WIRING.get(graph)
     except TypeError:  # not weakly referable, or unhashable: read every time
         cached = None
     if cached is not None and cached[0] is builder:
         return cached[1]
-    edges = _read_fixed_edges(builder)
+    wiring = Wiring(_read_fixed_edges(builder), _read_destinations(builder))
     with contextlib.suppress(TypeError):
-        _EDGES[graph] = (builder, edges)
-    return edges
+        _WIRING[graph] = (builder, wiring)
+    return wiring
 
 
 def _read_fixed_edges(builder: Any) -> dict[str, tuple[str, ...]]:
@@ -203,6 +216,18 @@ def _read_fixed_edges(builder: Any) -> dict[str, tuple[str, ...]]:
         for start in starts:
             out.setdefault(start, []).append(end)
     return {start: tuple(sorted(set(ends))) for start, ends in out.items()}
+
+
+def _read_destinations(builder: Any) -> dict[str, tuple[str, ...]]:
+    nodes = getattr(builder, "nodes", None)
+    if not isinstance(nodes, Mapping):
+        return {}
+    out = {}
+    for name, spec in nodes.items():
+        ends = getattr(spec, "ends", None)  # a tuple of nodes, or a dict node -> edge label
+        if isinstance(ends, tuple | dict) and ends:
+            out[str(name)] = tuple(str(end) for end in ends)
+    return out
 
 
 @_safe({})

@@ -2,7 +2,9 @@
 
 * ``Send`` packets (from a conditional edge or ``Command(goto=[Send, ...])``): one spawn decision, then one
   spawn per packet, naming the target node.
-* ``Command(goto=node)`` returned by a node, or a conditional edge choosing a node: a delegate decision.
+* ``Command(goto=node)`` returned by a node, or a conditional edge choosing a node: a delegate decision,
+  with its options (``orchestrace.decision.options``) where the graph declares them: the conditional edge's
+  path map, the node's ``destinations`` (or its ``Command[Literal[...]]`` annotation).
 * A fixed edge of the graph (``add_edge``, also from ``START``), after its source node completed: a delegate
   decision of the graph run itself (reason ``edge``), once per target and step: the graph's wiring chose.
   A transition a node chose is its decision alone: the collector links the target's start to it.
@@ -119,9 +121,12 @@ def record_run_end(run: Run) -> None:
 
 
 def record_commands(actor: Actor, value: Any) -> None:
+    """Routes of the ``Command``s a node returned; their options are the node's declared destinations."""
+    run = current_run()
+    options = run.destinations.get(actor.name, ()) if run is not None and isinstance(actor, Node) else ()
     for command in compat.commands_in(value):
         if command.graph is None:
-            record_routes(actor, _goto_list(command.goto), REASON_COMMAND)
+            record_routes(actor, _goto_list(command.goto), REASON_COMMAND, options)
 
 
 def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Actor | None) -> None:

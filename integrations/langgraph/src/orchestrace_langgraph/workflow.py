@@ -139,8 +139,10 @@ class WorkflowTracer:
         resume = not nested and is_resume(graph_input, thread_id)
         links, again = (self._interrupts.resumed(str(thread_id) if thread_id is not None else None)
                         if resume else ([], ()))
+        wiring = compat.graph_wiring(graph)
         run = Run(name, str(thread_id) if thread_id is not None else None,
-                  parent=current_run() if nested else None, edges=compat.fixed_edges(graph))
+                  parent=current_run() if nested else None, edges=wiring.edges,
+                  destinations=wiring.destinations)
         # A subgraph's run under the node that runs it, also when a callback tracer's span is current.
         run.own.invocation = invocation = start_workflow(
             self._telemetry, name, episode_id=episode, context=parent_context(), attributes=attrs,
