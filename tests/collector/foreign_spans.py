@@ -3,7 +3,8 @@
 Run as a script (``python foreign_spans.py openinference|openllmetry OUT_DIR``), in its own process: these
 instrumentors patch LangChain and LangGraph globally and do not all undo it (OpenLLMetry's ``uninstrument``
 leaves its ``Pregel.stream`` patch), which would leak into every later test of the session. It runs each
-graph once, the agent first, and writes ``OUT_DIR/agent.jsonl`` and ``OUT_DIR/fanout.jsonl``.
+graph once, the agent first, and writes ``OUT_DIR/agent.jsonl``, ``OUT_DIR/fanout.jsonl`` and
+``OUT_DIR/experts.jsonl``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,25 @@ def run_fan_out() -> None:
     assert result["total"] == 60
 
 
+def run_experts() -> None:
+    """lead -> Send to each of 8 differently named nodes (one fan-out), each asking a model -> tally (their
+    reducer): a fan-in whatever the nodes are called."""
+    model = _ToolCallingFake(messages=iter([AIMessage(content=f"view {i}") for i in range(9)]))
+    experts = [f"desk {i}" for i in range(8)]
+    graph = StateGraph(FanState)
+    graph.add_node("lead", lambda state: {"items": list(range(8))})
+    for i, name in enumerate(experts):
+        graph.add_node(name, lambda state, i=i: {"done": [len(str(model.invoke(f"q{i}").content))]})
+        graph.add_edge(name, "tally")
+    graph.add_node("tally", lambda state: {"total": len(state["done"])})
+    graph.add_edge(START, "lead")
+    packets = [Send(name, {"items": [i]}) for i, name in enumerate(experts)]
+    graph.add_conditional_edges("lead", lambda state: packets, experts)
+    graph.add_edge("tally", END)
+    result = graph.compile(name="panel").invoke({"items": []})
+    assert result["total"] == 8
+
+
 def main(which: str, out: str) -> None:
     memory = InMemorySpanExporter()
     tp = TracerProvider()
@@ -101,7 +121,7 @@ def main(which: str, out: str) -> None:
         LangchainInstrumentor().instrument(tracer_provider=tp)
     else:
         raise SystemExit(f"unknown instrumentation {which!r}")
-    for shape, run in (("agent", run_graph), ("fanout", run_fan_out)):
+    for shape, run in (("agent", run_graph), ("fanout", run_fan_out), ("experts", run_experts)):
         run()
         exporter = OtlpJsonFileExporter(f"{out}/{shape}.jsonl")
         exporter.export(memory.get_finished_spans())

@@ -281,6 +281,24 @@ def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(
     assert w["topology"] == "centralized"
 
 
+@pytest.mark.parametrize("which", ["openinference", "openllmetry"])
+def test_other_libraries_send_fan_out_to_differently_named_nodes_is_aggregated_by_the_next_node(
+    which: str, foreign_episode: ForeignEpisode
+) -> None:
+    """lead -> one Send to each of 8 nodes named apart -> tally, recorded by another library alone: tally
+    aggregates the 8 (their tasks were started by Send packets), with one aggregate edge from each."""
+    episode = foreign_episode(which, "experts")
+    w = checked(episode)
+    experts = {f"desk {i}" for i in range(8)}
+    returns = {e["agent"]: e for e in by_type(w, "return")}
+    assert set(returns) == experts | {"lead", "tally", "panel"}
+    (aggregate,) = by_type(w, "aggregate")
+    assert (aggregate["agent"], aggregate["activation"]) == ("tally", 1)
+    into = {src for src, dst in edges_of(w, "aggregate") if dst == aggregate["id"]}
+    assert into == {returns[name]["id"] for name in experts}
+    assert sorted(t.agent for t in episode.turns) == sorted(experts)
+
+
 # --- 4. frameworks whose own spans are GenAI spans (``native_genai_spans.py``)
 # ---------------------------
 

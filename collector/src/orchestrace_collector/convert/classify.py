@@ -50,6 +50,7 @@ from .vocabularies import (
     GEN_AI_HANDOFF_TO_AGENT,
     HANDOFF_TOOLS,
     INPUT_TOKENS,
+    LANGGRAPH_SEND_TRIGGER,
     LF_MODEL_NAME,
     LF_OBSERVATION_TYPE,
     NON_GENERATIVE_OPERATIONS,
@@ -70,6 +71,7 @@ from .vocabularies import (
     TL_ENTITY_NAME,
     TL_LANGGRAPH_NODE,
     TL_LANGGRAPH_STEP,
+    TL_LANGGRAPH_TRIGGERS,
     TL_REQUEST_TYPE,
     TL_SPAN_KIND,
 )
@@ -261,6 +263,16 @@ def foreign_step(span: Span) -> int | None:
     if step is None:
         step = _metadata_value(attrs.get(OI_METADATA), "langgraph_step")
     return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def foreign_send_task(span: Span) -> bool:
+    """Whether a node span written by another instrumentation is a task a ``Send`` packet started (one of a
+    fan-out's parallel tasks, whatever node each runs)."""
+    attrs = span.attributes
+    triggers = attrs.get(TL_LANGGRAPH_TRIGGERS)
+    if triggers is None:
+        triggers = _metadata_value(attrs.get(OI_METADATA), "langgraph_triggers")
+    return isinstance(triggers, tuple | list) and LANGGRAPH_SEND_TRIGGER in triggers
 
 
 def _strip_operation(name: str) -> str:

@@ -31,6 +31,7 @@ from .classify import (
     WORKFLOW,
     actor_name,
     created_agent_name,
+    foreign_send_task,
     foreign_step,
     tool_name,
 )
@@ -249,8 +250,10 @@ def _next_beside(instances: list[Instance], starts: list[int], owner: Instance, 
 
 def _fan_ins(actors: Actors) -> dict[int, list[str]]:
     """Node spans of other instrumentations that aggregate a fan-out: the nodes that ran in the step right
-    after two or more parallel tasks of one node (a ``Send`` fan-out), by ``id(node)``, with the span ids of
-    those tasks (orchestrace's own node spans link their inputs instead)."""
+    after two or more parallel tasks of a ``Send`` fan-out, by ``id(node)``, with the span ids of those tasks
+    (orchestrace's own node spans link their inputs instead). A step's fan-out is its tasks that ``Send``
+    packets started (their trigger says so), whatever nodes they run; without triggers recorded, its tasks
+    of one node that ran two or more times."""
     found: dict[int, list[str]] = {}
     for inst in actors.instances:
         by_step: dict[int, list[Instance]] = {}
@@ -261,10 +264,12 @@ def _fan_ins(actors: Actors) -> dict[int, list[str]]:
             if step is not None:
                 by_step.setdefault(step, []).append(child)
         for step, group in by_step.items():
-            names: dict[str, list[Instance]] = {}
-            for child in group:
-                names.setdefault(child.name, []).append(child)
-            fanned = [c for same in names.values() if len(same) >= 2 for c in same]
+            fanned = [c for c in group if c.node is not None and foreign_send_task(c.node.span)]
+            if len(fanned) < 2:
+                names: dict[str, list[Instance]] = {}
+                for child in group:
+                    names.setdefault(child.name, []).append(child)
+                fanned = [c for same in names.values() if len(same) >= 2 for c in same]
             inputs = [c.node.span.span_id for c in fanned if c.node is not None]
             for after in by_step.get(step + 1, ()):
                 if after.node is not None and inputs:

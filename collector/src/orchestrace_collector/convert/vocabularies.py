@@ -64,6 +64,11 @@ TL_INPUT: Final = "traceloop.entity.input"
 TL_OUTPUT: Final = "traceloop.entity.output"
 TL_LANGGRAPH_NODE: Final = "traceloop.association.properties.langgraph_node"
 TL_LANGGRAPH_STEP: Final = "traceloop.association.properties.langgraph_step"
+TL_LANGGRAPH_TRIGGERS: Final = "traceloop.association.properties.langgraph_triggers"
+
+# --- LangGraph's run metadata, as both record it (OpenInference in its ``metadata`` JSON): a task started
+#     by a ``Send`` packet has this trigger (LangGraph's ``PUSH``), whatever node it runs.
+LANGGRAPH_SEND_TRIGGER: Final = "__pregel_push"
 TL_REQUEST_TYPE: Final = "llm.request.type"
 
 # --- Logfire: exports a zero-length copy of each span when it starts (to show it in progress), with all its
