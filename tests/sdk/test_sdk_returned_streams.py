@@ -19,6 +19,7 @@ import httpx2
 import openai
 import orchestrace as ot
 import pytest
+import requests
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from orchestrace import semconv as sc
@@ -426,3 +427,21 @@ def test_returned_async_anthropic_stream_manager(tmp_path: Path) -> None:
 
     (turn,) = record_turns(tmp_path, lambda: asyncio.run(run()))
     assert _picked(turn) == WHOLE
+
+
+def test_a_returned_context_manager_that_opens_no_stream_is_a_reply(tmp_path: Path) -> None:
+    """A ``requests`` response (a context manager, iterable by bytes) returned as it is: recorded as the
+    reply, not taken for a stream (a stream manager's class says it is one)."""
+    response = requests.Response()
+    response.status_code = 200
+    response._content = b'{"choices": []}'
+
+    @ot.llm("m")
+    def chat(messages: list[dict[str, str]]) -> Any:
+        return response
+
+    def read() -> None:
+        assert type(chat(PROMPT)) is requests.Response
+
+    (turn,) = record_turns(tmp_path, read)
+    assert "completion_incomplete" not in turn and turn["output_ref"] == ot.content_ref(response)

@@ -30,10 +30,13 @@ _SNAPSHOTS = ("current_message_snapshot", "current_completion_snapshot")
 
 
 def is_stream(result: Any) -> bool:
-    """Whether an ``@ot.llm`` function's result is a stream (an iterator, sync or async) or a context manager
-    that opens one, rather than a reply."""
+    """Whether an ``@ot.llm`` function's result is a stream (an iterator, sync or async) or a client's
+    stream manager (a context manager whose class says it opens a stream: ``MessageStreamManager``,
+    ``ChatCompletionStreamManager`` ...; other context managers, an HTTP response, are replies)."""
     kind = type(result)
-    return any(hasattr(kind, name) for name in ("__next__", "__anext__", "__enter__", "__aenter__"))
+    if hasattr(kind, "__next__") or hasattr(kind, "__anext__"):
+        return True
+    return "Stream" in kind.__name__ and (hasattr(kind, "__enter__") or hasattr(kind, "__aenter__"))
 
 
 def traced(invocation: Invocation, result: Any, token: object) -> Any:
