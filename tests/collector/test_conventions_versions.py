@@ -18,8 +18,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from orchestrace.config import set_config
+from orchestrace_collector.convert import convert_episode
+from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_collector.offline import convert_local
 from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.validate import validate_trace
 
 pytestmark = pytest.mark.xdist_group("example_runs")
 
@@ -131,3 +134,43 @@ def test_cache_counts_under_either_name_write_the_same_turns(tmp_path: Path,
                for line in data.decode().splitlines()]
     assert (turn["input_tokens"], turn["cache_read_input_tokens"], turn["cache_creation_input_tokens"]) == (
         1210, 1024, 150)
+
+
+def test_a_plan_span_is_a_phase_of_its_agent() -> None:
+    """Another library's spans under the latest conventions, inside an application's rollout: a
+    conversation turn (a runner's run) holding an agent whose planning phase (``plan``, which states its
+    model and usage, as a framework summing its call may) holds a model call. The turn is a workflow actor of
+    its own, the agent the one actor under it, and the model call under ``plan`` that agent's one turn (no
+    turn, no actor for the plan)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("another-library")
+    op = sc.GEN_AI_OPERATION_NAME
+    usage = {sc.GEN_AI_REQUEST_MODEL: "planner-model", sc.GEN_AI_USAGE_INPUT_TOKENS: 30,
+             sc.GEN_AI_USAGE_OUTPUT_TOKENS: 8}
+    with (
+        tracer.start_as_current_span("invoke_workflow rollout", attributes={
+            op: sc.OP_INVOKE_WORKFLOW, sc.GEN_AI_WORKFLOW_NAME: "rollout", sc.ORCH_TASK_ID: "plan-task"}),
+        tracer.start_as_current_span(f"{sc.OP_HANDLE_CONVERSATION_TURN} planner", attributes={
+            op: sc.OP_HANDLE_CONVERSATION_TURN, sc.GEN_AI_WORKFLOW_NAME: "planner"}),
+        tracer.start_as_current_span("invoke_agent lead", attributes={op: sc.OP_INVOKE_AGENT,
+                                                                      sc.GEN_AI_AGENT_NAME: "lead"}),
+    ):
+        plan = {op: sc.OP_PLAN, sc.GEN_AI_AGENT_NAME: "lead", **usage}
+        with (tracer.start_as_current_span("plan lead", attributes=plan),
+              tracer.start_as_current_span("chat planner-model", attributes={op: sc.OP_CHAT, **usage})):
+            pass
+        with tracer.start_as_current_span("execute_tool search", attributes={op: sc.OP_EXECUTE_TOOL,
+                                                                            sc.GEN_AI_TOOL_NAME: "search"}):
+            pass
+    provider.shutdown()
+    episode = convert_episode([span_from_readable(span) for span in memory.get_finished_spans()])
+    written = json.loads(json.dumps(episode.trace.to_json_dict()))
+    assert validate_trace(written) == []
+    actors = [(e["agent"], e.get("decision")) for e in written["events"] if e["type"] != "tool_result"]
+    assert actors == [("rollout", "delegate"), ("rollout", None), ("planner", "delegate"), ("planner", None),
+                      ("lead", None), ("lead", None), ("planner", None), ("rollout", None)]
+    turns = [(turn.agent, turn.input_tokens, turn.output_tokens) for turn in episode.turns]
+    assert turns == [("lead", 30, 8)]
+    assert written["costs"]["tokens"] == 38
