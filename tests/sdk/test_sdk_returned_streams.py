@@ -445,3 +445,31 @@ def test_a_returned_context_manager_that_opens_no_stream_is_a_reply(tmp_path: Pa
 
     (turn,) = record_turns(tmp_path, read)
     assert "completion_incomplete" not in turn and turn["output_ref"] == ot.content_ref(response)
+
+
+def test_a_returned_stream_ends_ok_once_the_model_said_why_it_stopped(spans: Spans) -> None:
+    """Read whole by ``text_stream`` and exited, or left after the finish reason (only the usage chunk
+    unread): status OK; left before it: no status (the reply is incomplete)."""
+    anthropic_stream, openai_stream = anthropic_client(), openai_client()
+
+    @ot.llm("claude-test")
+    def claude(messages: list[dict[str, str]]) -> Any:
+        return anthropic_stream.messages.stream(model="claude-test", max_tokens=64,
+                                                messages=messages)  # type: ignore[arg-type]
+
+    @ot.llm("gpt-test")
+    def gpt(messages: list[dict[str, str]]) -> Any:
+        return openai_stream.chat.completions.create(model="gpt-test", messages=messages,  # type: ignore[arg-type]
+                                                     stream=True)
+
+    with claude(PROMPT) as stream:
+        assert "".join(stream.text_stream) == "Hello world"
+    for cut in (3, 1):  # chunks read: the finish reason comes with the third
+        stream = gpt(PROMPT)
+        for _ in range(cut):
+            next(stream)
+        stream.close()
+    statuses = [(span.name, span.status.status_code.name) for span in spans.all]
+    assert statuses == [("chat claude-test", "OK"), ("chat gpt-test", "OK"), ("chat gpt-test", "UNSET")]
+    flagged = [sc.ORCH_COMPLETION_INCOMPLETE in (span.attributes or {}) for span in spans.all]
+    assert flagged == [False, False, True]

@@ -21,6 +21,7 @@ import wrapt
 
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.invocation import LlmSpec
+from orchestrace.replies import normalize
 
 if TYPE_CHECKING:
     from orchestrace.invocation import Invocation
@@ -92,10 +93,17 @@ class _End:
             return
         self.ended = True
         snapshot = _snapshot(stream)
-        if exhausted:
+        if exhausted or self._said_done(snapshot):  # left after the model said why it stopped: complete
             self.invocation.stop(snapshot)
         else:
             self.invocation.close(result=snapshot)
+
+    def _said_done(self, snapshot: Any) -> bool:
+        if snapshot is not None:
+            reply = normalize(snapshot)
+            return reply is not None and reply.finish_reason is not None
+        stream = self.invocation.stream
+        return stream is not None and stream.reply.finish_reason is not None
 
     @failsafe(default=None)
     def fail(self, stream: Any, exc: BaseException) -> None:
