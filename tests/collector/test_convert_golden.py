@@ -331,13 +331,14 @@ def test_autogen_native_spans() -> None:
     turns."""
     episode = convert_episode(list(decode_file(GOLDEN / "autogen_spans.jsonl")))
     w = assert_golden("autogen_team", episode)
+    # ot.task("slogan") names its run after the task: it is the service's root agent
     decisions = [(e["agent"], e["decision"], e["to"]) for e in by_type(w, "orchestrator_decision")]
-    assert decisions == [("slogan", "spawn", "writer"), ("slogan", "spawn", "reviewer")]
+    assert decisions == [("autogen-app", "spawn", "writer"), ("autogen-app", "spawn", "reviewer")]
     assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
-        ("writer", "slogan"), ("reviewer", "slogan"), ("slogan", None)]
+        ("writer", "autogen-app"), ("reviewer", "autogen-app"), ("autogen-app", None)]
     (call,) = by_type(w, "tool_call")
     assert (call["agent"], call["tool"]) == ("writer", "count_words")
-    assert {e["agent"] for e in w["events"]} == {"slogan", "writer", "reviewer", "count_words"}
+    assert {e["agent"] for e in w["events"]} == {"autogen-app", "writer", "reviewer", "count_words"}
     assert episode.turns == [] and w["costs"]["tokens"] == 0
 
 

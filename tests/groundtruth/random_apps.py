@@ -18,6 +18,7 @@ import contextlib
 import math
 import operator
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -721,3 +722,60 @@ def run_graph_app(app: GraphApp, provider: Any) -> None:
         app.graph.invoke({"parts": []})
     finally:
         instrumentor.uninstrument()
+# --- late spans and the task's own model calls -------------------------------------------------------------
+
+
+@dataclass
+class Late:
+    """A task whose lead agent works ``busy`` seconds (in model calls), with model calls made directly in the
+    task before and after it, then, ``gap`` seconds after the task ended, one more model call of the task
+    (a straggler's span, ``late`` seconds long)."""
+
+    direct: int  # model calls made in the task itself, outside any agent
+    busy: list[float]  # the lead's model calls, seconds each
+    gap: float
+    late: float
+
+    @property
+    def active(self) -> float:
+        """What ran: the lead's calls and the late call; the gap is idle."""
+        return sum(self.busy) + self.late
+
+
+def draw_late(seed: int) -> Late:
+    rng = random.Random(seed)
+    return Late(rng.randint(0, 2), [rng.choice((0.02, 0.05)) for _ in range(rng.randint(1, 3))],
+                rng.uniform(0.6, 1.0), rng.choice((0.02, 0.05)))
+
+
+@ot.llm("late-model", provider="test")
+def _timed_model(messages: list[dict[str, str]], seconds: float) -> dict[str, Any]:
+    time.sleep(seconds)
+    return {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
+
+
+def run_late(app: Late, task_id: str) -> str:
+    """Runs ``app``; returns its episode id."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+
+    @ot.agent("lead")
+    def lead() -> None:
+        for seconds in app.busy:
+            _timed_model([{"role": "user", "content": "work"}], seconds)
+
+    with ot.task(task_id) as run:
+        for _ in range(app.direct):
+            _timed_model([{"role": "user", "content": "direct"}], 0.0)
+        lead()
+        root = otel_trace.get_current_span().get_span_context()
+    time.sleep(app.gap)
+    # A straggler finishing after the task ended, in the task's context (its OTel trace, under its span).
+    token = otel_context.attach(otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(root)))
+    try:
+        _timed_model([{"role": "user", "content": "late"}], app.late)
+    finally:
+        otel_context.detach(token)
+    assert run.episode_id is not None
+    return run.episode_id

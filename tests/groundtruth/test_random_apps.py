@@ -27,11 +27,13 @@ from random_apps import (
     draw,
     draw_graph,
     draw_group,
+    draw_late,
     draw_relay,
     relay_truth,
     run,
     run_graph_app,
     run_group,
+    run_late,
     run_relay,
     token_rows_truth,
     truth,
@@ -281,3 +283,28 @@ def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningC
         trace, _ = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
         check_graph_app(app, trace, outputs[way].out, tmp_path / f"exports-{way}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_late_span_joins_its_episode_and_idle_time_is_not_counted(
+        tmp_path: Path, collector: RunningCollector, seed: int) -> None:
+    """A straggler's model call ends ``gap`` seconds after its task: every way writes one episode holding it
+    (the collector as a new revision, a single-pass convert at once), with the task's id; its costs and
+    metrics count active time only; the task's own model calls are its root agent's (the service's name,
+    the same for every task), not the task id's."""
+    app = draw_late(seed)
+    episodes: list[str] = []
+    outputs = run_three_ways(tmp_path, collector, lambda: episodes.append(run_late(app, f"late-{seed}")))
+    written = {}
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        assert (trace["trace_id"], trace["task_id"]) == (episodes[0], f"late-{seed}"), way
+        assert len(turns) == app.direct + len(app.busy) + 1, way  # the late call is one of its turns
+        service = trace["system"]  # the resource's service name, the same for every task
+        assert Counter(t["agent"] for t in turns) == {service: app.direct + 1, "lead": len(app.busy)}, way
+        # Active time: at least what ran, far less than the idle gap it would be with it.
+        assert app.active <= trace["costs"]["wall_clock_s"] < app.active + app.gap / 2, (way, app)
+        assert 0.9 <= trace["metrics"]["parallelism_efficiency"] <= 1.1, (way, trace["metrics"])
+        metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
+        written[way] = json.dumps({**trace, "metrics": metrics}, sort_keys=True)
+    assert written["trace_dir"] == written["convert"] == written["collect"]

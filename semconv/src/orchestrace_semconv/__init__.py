@@ -52,6 +52,7 @@ from typing import Final
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
 from opentelemetry.semconv.attributes import error_attributes as _error
 from opentelemetry.semconv.attributes import exception_attributes as _exception
+from opentelemetry.semconv.attributes import service_attributes as _service
 
 # --- GenAI semantic conventions (re-exported, never re-spelled) -------------------------------------------
 GEN_AI_OPERATION_NAME: Final = _g.GEN_AI_OPERATION_NAME
@@ -178,6 +179,10 @@ ERROR_TYPE: Final = _error.ERROR_TYPE
 EXCEPTION_TYPE: Final = _exception.EXCEPTION_TYPE
 #: Span event name that ``Span.record_exception`` writes.
 EVENT_EXCEPTION: Final = "exception"
+#: The resource's service name: the system, and the name of the root agent of a run named after its task.
+SERVICE_NAME: Final = _service.SERVICE_NAME
+#: The root agent's name when the resource names no service.
+ROOT_AGENT: Final = "orchestrator"
 
 # --- orchestrace span attributes ---------------------------------------------------------------------------
 #: What a span is when GenAI has no operation for it: ``node`` or ``aggregate``.

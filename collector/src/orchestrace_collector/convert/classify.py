@@ -306,6 +306,11 @@ def actor_name(span: Span, sub_kind: str) -> str:
             or attrs.get(OI_AGENT_NAME)
             or attrs.get(TL_ENTITY_NAME)
         )
+        task = attrs.get(sc.ORCH_TASK_ID)
+        if not name and task is not None and _strip_operation(span.name) == str(task):
+            # ``with ot.task(task_id)`` names its span after the task, a new name per task: the run is the
+            # service's root agent, one stable name (what its own model calls are filed under).
+            name = span.resource.get(sc.SERVICE_NAME) or sc.ROOT_AGENT
     else:
         # OpenInference's agent spans may be named after the agent's class ("ToolCallingAgent.run"): two
         # agents of one class are told apart by the name it records, not the span's.

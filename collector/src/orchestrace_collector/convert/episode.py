@@ -18,7 +18,7 @@ from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
-from .metrics import structural_metrics
+from .metrics import active_wall_clock_ns, structural_metrics
 from .provenance import trace_provenance
 from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
@@ -90,12 +90,12 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     rewards, turn_credit = _credit(events, on_path, turn_recs, reward_set, credit)
 
     t0 = min(n.start_ns for n in forest.nodes)
-    end = max(n.end_ns for n in forest.nodes)
     root_attrs = _episode_attributes(forest)
     trace_id = str(root_attrs.get(sc.ORCH_EPISODE_ID) or forest.roots[0].span.trace_id)
     task = task_id or root_attrs.get(sc.ORCH_TASK_ID) or trace_id
     system = root_attrs.get(sc.ORCH_SYSTEM) or _service_name(forest)
-    metrics = structural_metrics(forest, events, edges, len(turn_recs))
+    active = active_wall_clock_ns(forest)
+    metrics = structural_metrics(forest, events, edges, len(turn_recs), active)
     metrics.update(rejected_metrics(reward_set.rejected))
     success = reward_value(root_attrs.get(sc.ORCH_TASK_SUCCESS))
     if success is not None:
@@ -114,7 +114,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     trace["rewards"] = rewards
     trace["costs"] = {
         "tokens": float(sum(t.tokens for t in turn_recs)),
-        "wall_clock_s": (end - t0) / _NS,
+        "wall_clock_s": active / _NS,  # active time: idle gaps (a resume's wait, a late span's) left out
         "tool_calls": float(sum(1 for ev in events if ev.type == "tool_call")),
         "messages": float(sum(1 for ev in events if ev.type == "message")),
     }
@@ -181,7 +181,7 @@ def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_se
 
 def _service_name(forest: Forest) -> str:
     for node in forest.roots or forest.nodes:
-        name = node.span.resource.get("service.name")
+        name = node.span.resource.get(sc.SERVICE_NAME)
         if name:
             return str(name)
     return "agent"

@@ -2,9 +2,9 @@
 
 - ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed busy time of all work, each
   span's own time (its duration less the union of its children's intervals, so an agent's work between its
-  tool and model calls counts); T_parallel is the active wall clock, the union of the top-level spans'
-  intervals (a long pause between an interrupt and its resume is not counted). About 1 = sequential, N = N
-  branches busy at once.
+  tool and model calls counts); T_parallel is the active wall clock, the union of all spans' intervals (a
+  long pause between an interrupt and its resume, or before a late span, is not counted; it is also
+  ``costs.wall_clock_s``). About 1 = sequential, N = N branches busy at once.
 - ``critical_steps``: the number of events on the longest edge path (forward edges only).
 - ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates)
   over orchestration events plus work units (tool calls, tool results, model calls).
@@ -32,15 +32,18 @@ _START = attrgetter("start_ns")
 
 
 def active_wall_clock_ns(forest: Forest) -> int:
+    """The time something ran: the union of every span's interval. Idle gaps are not counted: the pause
+    between an interrupt and its resume (two roots), nor the wait before a late span (a child that started
+    after its parent ended)."""
     total = 0
     cur_start = cur_end = None
-    for root in sorted(forest.roots, key=lambda n: n.start_ns):
-        if cur_end is None or root.start_ns > cur_end:
+    for node in sorted(forest.nodes, key=_START):
+        if cur_end is None or node.start_ns > cur_end:
             if cur_end is not None and cur_start is not None:
                 total += cur_end - cur_start
-            cur_start, cur_end = root.start_ns, root.end_ns
-        else:
-            cur_end = max(cur_end, root.end_ns)
+            cur_start, cur_end = node.start_ns, node.end_ns
+        elif node.end_ns > cur_end:
+            cur_end = node.end_ns
     if cur_end is not None and cur_start is not None:
         total += cur_end - cur_start
     return total
@@ -80,10 +83,10 @@ def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:
 
 
 def structural_metrics(
-    forest: Forest, events: list[Ev], edges: list[EdgeRec], n_turns: int
+    forest: Forest, events: list[Ev], edges: list[EdgeRec], n_turns: int, wall: int
 ) -> dict[str, float]:
+    """``wall``: the active wall clock (``active_wall_clock_ns``)."""
     metrics: dict[str, float] = {}
-    wall = active_wall_clock_ns(forest)
     if wall > 0:
         metrics["parallelism_efficiency"] = serial_work_ns(forest) / wall
     metrics["critical_steps"] = float(critical_steps(len(events), edges))
