@@ -722,6 +722,8 @@ def run_graph_app(app: GraphApp, provider: Any) -> None:
         app.graph.invoke({"parts": []})
     finally:
         instrumentor.uninstrument()
+
+
 # --- late spans and the task's own model calls -------------------------------------------------------------
 
 

@@ -410,12 +410,13 @@ def test_an_agent_that_calls_itself_is_one_activation_per_call(tmp_path: Path,
     outputs = run_three_ways(tmp_path, collector, app)
     for way in WAYS:
         trace, turns = outputs[way].only()
+        root = trace["system"]  # the task's run is the service's root agent
         spawns = [(e["agent"], e["to"], e["to_activation"]) for e in trace["events"] if e["type"] == "spawn"]
-        assert spawns == [("recursion", "solve", 1), ("solve", "solve", 2), ("solve", "solve", 3)], way
+        assert spawns == [(root, "solve", 1), ("solve", "solve", 2), ("solve", "solve", 3)], way
         returns = [(e["from"], e["from_activation"], e.get("to"), e.get("to_activation"))
                    for e in trace["events"] if e["type"] == "return"]
         assert returns[:3] == [
-            ("solve", 3, "solve", 2), ("solve", 2, "solve", 1), ("solve", 1, "recursion", 1)], way
+            ("solve", 3, "solve", 2), ("solve", 2, "solve", 1), ("solve", 1, root, 1)], way
         (turn,) = turns
         assert (turn["agent"], turn["input_tokens"]) == ("solve", PROMPT_TOKENS), way
 
@@ -816,7 +817,7 @@ def test_logfires_pending_spans_count_for_nothing(tmp_path: Path, collector: Run
                                           "worker": PROMPT_TOKENS + COMPLETION_TOKENS}, way
         assert trace["costs"]["tool_calls"] == 1, way
         assert [(e["agent"], e["to"]) for e in trace["events"] if e["type"] == "spawn"] == [
-            ("pending", "lead"), ("lead", "worker")], way
+            (trace["system"], "lead"), ("lead", "worker")], way  # the task's run: the service's root agent
 
 
 def test_langfuse_observations_give_agents_tools_and_samples(tmp_path: Path,
