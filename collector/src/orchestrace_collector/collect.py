@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
+from orchestrace_collector.feed_index import FeedIndex
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.http_server import HttpLimits, bind, make_server
 from orchestrace_collector.ingest import Ingest
@@ -212,6 +213,7 @@ def run_collector(options: CollectorOptions) -> None:
             credentials=options.credentials,
             allowed_hosts=LOOPBACK_NAMES if is_loopback(options.host) else None,
             body_timeout_s=options.body_timeout_s,
+            feed=FeedIndex(options.out),
         )
         server = make_server(app, options.limits, tls_cert=options.tls_cert, tls_key=options.tls_key)
         http_port = http_socket.getsockname()[1]

@@ -43,6 +43,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from orchestrace_collector.decode import PayloadError, parse_otlp_json, parse_otlp_protobuf
+from orchestrace_collector.feed_http import episodes_endpoint
+from orchestrace_collector.feed_index import FeedIndex
 from orchestrace_collector.ingest import Accepted, Ingest, Overloaded
 from orchestrace_collector.senders import ANY_SENDER, Credentials, Forbidden
 
@@ -65,9 +67,11 @@ def create_app(
     credentials: Credentials | None = None,
     allowed_hosts: Collection[str] | None = None,
     body_timeout_s: float = 30.0,
+    feed: FeedIndex | None = None,
 ) -> Starlette:
     """``credentials``: the tokens required as ``Authorization: Bearer <token>``, by sender.
-    ``allowed_hosts``: the ``Host`` header values (without port) accepted; None accepts any."""
+    ``allowed_hosts``: the ``Host`` header values (without port) accepted; None accepts any.
+    ``feed``: serve the live feed of its output directory (``GET /v1/episodes``, ``feed_http.py``)."""
 
     def refused(request: Request, *, auth: bool = True) -> Response | None:
         if allowed_hosts is not None:
@@ -154,12 +158,13 @@ def create_app(
             return PlainTextResponse(problem, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         return PlainTextResponse("ok")
 
-    return Starlette(
-        routes=[
-            Route("/v1/traces", export, methods=["POST"]),
-            Route("/healthz", health, methods=["GET"]),
-        ]
-    )
+    routes = [
+        Route("/v1/traces", export, methods=["POST"]),
+        Route("/healthz", health, methods=["GET"]),
+    ]
+    if feed is not None:
+        routes.append(Route("/v1/episodes", episodes_endpoint(feed, refused), methods=["GET"]))
+    return Starlette(routes=routes)
 
 
 def _store(

@@ -14,8 +14,8 @@ from typing import Any
 from .card import data_file, is_dataset_dir, write_card
 from .decisions import decision_rows
 from .filters import Filters
-from .schema import DECISIONS, TOKENS, TRL, TRL_DPO, TRL_KTO, TURNS, features, write_rows
-from .source import Episode, ExportError, load_episodes
+from .schema import DECISIONS, TOKENS, TRL, TRL_DPO, TRL_KTO, TURNS, features, schema_rows, write_rows
+from .source import Episode, ExportError, episode_of, load_episodes
 from .tokens import load_tokenizer, template_messages, token_rows
 from .trl import TRL_KINDS, dpo_rows, kto_rows, sft_rows
 from .turns import turn_rows
@@ -35,9 +35,11 @@ __all__ = [
     "Episode",
     "ExportError",
     "Filters",
+    "episode_of",
     "export",
     "features",
     "load_episodes",
+    "rows",
     "template_messages",
 ]
 
@@ -99,6 +101,15 @@ def export(
         return written
     file_format = "parquet" if fmt == "parquet" or to.suffix == ".parquet" else "jsonl"
     return write_rows(rows, CONFIGS[config], to, file_format)
+
+
+def rows(episodes: list[Episode], fmt: str, *, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The ``fmt`` rows of ``episodes`` with no filter, as ``export`` writes them (the live feed's rows);
+    ``skipped``: why trajectories of ``tokens`` could not be built."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    config, found = _rows(episodes, fmt, Filters(), "sft", None, False, [] if skipped is None else skipped)
+    return schema_rows(found, CONFIGS[config])
 
 
 def _rows(episodes: list[Episode], fmt: str, filters: Filters, trl_kind: str, tokenizer: Path | None,

@@ -173,6 +173,11 @@ def features(schema: pa.Schema) -> Any:
     return Features.from_arrow_schema(schema)
 
 
+def schema_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
+    """``rows`` as a JSON-lines export holds them (through Arrow: exactly the schema's types)."""
+    return pa.Table.from_pylist(list(rows), schema=schema).to_pylist()
+
+
 def write_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema, path: Path, fmt: str) -> int:
     """Write ``rows`` (dicts with exactly the schema's fields) as ``fmt`` (``jsonl`` or ``parquet``);
     returns the number of rows. The rows go through Arrow either way, so a JSON line holds exactly the

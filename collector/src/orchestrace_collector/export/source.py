@@ -81,14 +81,16 @@ def load_episodes(paths: Sequence[Path], outcome: str | None = None) -> list[Epi
         raise ExportError(str(exc)) from None
     traces = latest_traces(paths)
     turns = latest_turns(paths, traces)
-    episodes = []
-    for trace_id, trace in traces.items():
-        ordered = sorted(
-            turns.get(trace_id, []), key=lambda t: (_number(t.get("t")) or 0.0, str(t.get("turn_id")))
-        )
-        episodes.append(Episode(trace, ordered, _roles(trace), key))
+    episodes = [episode_of(trace, turns.get(trace_id, []), key) for trace_id, trace in traces.items()]
     episodes.sort(key=lambda e: (e.task_id, e.trace_id))
     return episodes
+
+
+def episode_of(trace: dict[str, Any], turns: Iterable[dict[str, Any]], key: str | None = None) -> Episode:
+    """One trace line and the turns of its revision as an :class:`Episode` (turns in start order);
+    ``key``: as :func:`~orchestrace_collector.outcome.outcome_key` returns it."""
+    ordered = sorted(turns, key=lambda t: (_number(t.get("t")) or 0.0, str(t.get("turn_id"))))
+    return Episode(trace, ordered, _roles(trace), key)
 
 
 def _roles(trace: Mapping[str, Any]) -> dict[str, str]:
