@@ -108,7 +108,8 @@ def rows(episodes: list[Episode], fmt: str, *, skipped: list[str] | None = None)
     ``skipped``: why trajectories of ``tokens`` could not be built."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    config, found = _rows(episodes, fmt, Filters(), "sft", None, False, [] if skipped is None else skipped)
+    config, found = _rows(episodes, fmt, Filters(), "sft", None, False, [] if skipped is None else skipped,
+                          False)
     return schema_rows(found, CONFIGS[config])
 
 
