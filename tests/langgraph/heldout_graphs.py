@@ -8,7 +8,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from fakes import ScriptedChatModel, tool_call
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -169,3 +169,44 @@ def drafter_critic(rounds: int = 3, reward: float | None = None) -> Any:
     g.add_edge("drafter", "critic")
     g.add_conditional_edges("critic", again, {"revise": "drafter", "done": END})
     return g.compile(name="essay")
+
+
+class Move(TypedDict, total=False):
+    kind: str
+    offers: Annotated[list[str], operator.add]
+    plan: str
+
+
+def moving_desk() -> Any:
+    """intake -edge-> chooser -conditional edge-> Send(quote) x3 -edge-> relocation_desk: chooser and
+    relocation_desk each merge with ``ot.aggregate`` in their own code (spans the user's code starts), and
+    chooser asks a model."""
+    import orchestrace as ot
+
+    model = ScriptedChatModel(replies=[AIMessage("ok")])
+
+    def chooser(state: Move) -> dict[str, Any]:
+        model.invoke([HumanMessage("which?")])
+        with ot.aggregate(["road", "rail"]) as merge:
+            merge.set_result("road")
+        return {}
+
+    def route(state: Move) -> Any:
+        return [Send("quote", {"kind": k}) for k in ("a", "b", "c")] if state["kind"] == "move" else END
+
+    def relocation_desk(state: Move) -> dict[str, Any]:
+        with ot.aggregate(state["offers"]) as merge:
+            merge.set_result(",".join(sorted(state["offers"])))
+        return {"plan": ",".join(sorted(state["offers"]))}
+
+    g = StateGraph(Move)
+    g.add_node("intake", lambda state: {"kind": "move"})
+    g.add_node("chooser", chooser)
+    g.add_node("quote", lambda state: {"offers": [model.invoke([HumanMessage(state["kind"])]).content]})
+    g.add_node("relocation_desk", relocation_desk)
+    g.add_edge(START, "intake")
+    g.add_edge("intake", "chooser")
+    g.add_conditional_edges("chooser", route, ["quote", END])
+    g.add_edge("quote", "relocation_desk")
+    g.add_edge("relocation_desk", END)
+    return g.compile(name="mover")

@@ -17,10 +17,11 @@ import pytest
 from collector_fixtures import start_collector, validate_trace_dir
 from episodes import convert, run_graph
 from fakes import ScriptedChatModel, tool_call
-from heldout_graphs import desk, handoff_team, tool_loop
+from heldout_graphs import desk, handoff_team, moving_desk, tool_loop
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from orchestrace_collector.convert import Episode
+from orchestrace_langgraph import LangGraphInstrumentor
 from span_checks import Spans
 
 with warnings.catch_warnings():
@@ -132,10 +133,11 @@ APPS: dict[str, tuple[Callable[[], Any], Any]] = {
     "desk": (desk, {"n": 0}),
     "tool_loop": (tool_loop, {"messages": [HumanMessage("bolts?")]}),
     "handoff": (handoff_team, {"log": []}),
+    "moving": (moving_desk, {"offers": []}),
 }
 
 
-@pytest.mark.parametrize("others", ["openinference", "openllmetry", "both"])
+@pytest.mark.parametrize("others", ["openinference", "openllmetry", "both", "theirs_first"])
 @pytest.mark.parametrize("mode", ["invoke", "astream"])
 @pytest.mark.parametrize("app", sorted(APPS))
 async def test_traces_are_the_same_beside_other_instrumentations(
@@ -151,9 +153,15 @@ async def test_traces_are_the_same_beside_other_instrumentations(
     spans.clear()
 
     chosen = {"openinference": [OpenInference()], "openllmetry": [OpenLLMetry()],
-              "both": [OpenInference(), OpenLLMetry()]}[others]
+              "both": [OpenInference(), OpenLLMetry()],
+              "theirs_first": [OpenLLMetry(), OpenInference()]}[others]
+    ours = LangGraphInstrumentor()  # the fixture's (an instrumentor is a singleton)
+    if others == "theirs_first":  # theirs patch LangChain and LangGraph before ours does
+        ours.uninstrument()
     for other in chosen:
         other.instrument(tracer_provider=spans.provider)
+    if others == "theirs_first":
+        ours.instrument(tracer_provider=spans.provider)
     try:
         await run_graph(build(), graph_input, None, mode)
     finally:
@@ -162,14 +170,19 @@ async def test_traces_are_the_same_beside_other_instrumentations(
         remove_openllmetry_leftovers()
     assert len(spans.all) > len(spans.ours)  # they did record
     assert signature(*convert(spans.all)) == alone
+    # Ours (the integration's and the spans the nodes' code starts) stay one trace, whatever theirs did.
+    mine = [s for s in spans.all
+            if s.instrumentation_scope and s.instrumentation_scope.name.startswith("orchestrace")]
+    assert len({s.context.trace_id for s in mine}) == 1
 
 
 ZERO_CODE_APP = """
 import sys
 sys.path.insert(0, {tests!r})
-from heldout_graphs import desk, tool_loop
+from heldout_graphs import desk, moving_desk, tool_loop
 from langchain_core.messages import HumanMessage
 desk().invoke({{"n": 0}})
+moving_desk().invoke({{"offers": []}})
 tool_loop().invoke({{"messages": [HumanMessage("bolts?")]}})
 from opentelemetry import trace
 trace.get_tracer_provider().shutdown()
@@ -211,5 +224,5 @@ def test_zero_code_with_every_instrumentor_installed_gives_the_same_traces(tmp_p
 
     with ThreadPoolExecutor(2) as both:  # each run in its own processes: they can run at once
         alone, together = both.map(run, ("langchain", ""))
-    assert len(alone[0]) == 2 and alone[1]
+    assert len(alone[0]) == 3 and alone[1]
     assert together == alone

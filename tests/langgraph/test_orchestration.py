@@ -156,7 +156,7 @@ def test_command_goto_is_a_delegate_decision_and_goto_end_a_stop(spans: Spans) -
     g.compile().invoke({"steps": []})
     decision = spans.events(spans.one("router"), sc.EVENT_DECISION)
     assert decision == [{sc.ORCH_DECISION_KIND: sc.DECISION_DELEGATE, sc.ORCH_TARGET_AGENT: "worker",
-                         sc.ORCH_REASON: "command"}]
+                         sc.ORCH_REASON: "command", sc.ORCH_DECISION_OPTIONS: ("worker",)}]
     stop = spans.events(spans.one("worker"), sc.EVENT_STOP)
     assert stop == [{sc.ORCH_REASON: "command", sc.ORCH_FROM: "worker"}]
     assert spans.events(spans.one("router"), sc.EVENT_STOP) == []

@@ -45,7 +45,12 @@ except ImportError:  # wrapt 1.x
 from orchestrace_langgraph.breakpoints import BreakpointTracer
 from orchestrace_langgraph.chat_models import ChatModelCallbackHandler, configure_hook
 from orchestrace_langgraph.episodes import EpisodeId, Episodes
-from orchestrace_langgraph.nodes import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY, NodeTracer
+from orchestrace_langgraph.nodes import (
+    AGENT_METADATA_KEY,
+    AGENT_ROLE_METADATA_KEY,
+    NodeTracer,
+    config_context,
+)
 from orchestrace_langgraph.package import _instruments
 from orchestrace_langgraph.routing import branch_finish, channel_write
 from orchestrace_langgraph.tools import ToolTracer
@@ -90,6 +95,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
             (compat.BRANCH_FINISH, branch_finish), (compat.ASSEMBLE_WRITES, channel_write),
             (compat.TICK, breakpoints.tick), (compat.AFTER_TICK, breakpoints.after_tick),
             (compat.TOOL_RUN, tools.run), (compat.TOOL_ARUN, tools.arun),
+            (compat.CONFIG_CONTEXT, config_context),
         )
         patched = []
         for patch, wrapper in wrappers:

@@ -61,6 +61,8 @@ BRANCH_FINISH = Patch("langgraph.graph._branch", "BranchSpec", "_finish", "condi
 ASSEMBLE_WRITES = Patch("langgraph.pregel._write", None, "_assemble_writes", "the Command a node returned")
 TICK = Patch("langgraph.pregel._loop", "PregelLoop", "tick", "interrupt_before breakpoints")
 AFTER_TICK = Patch("langgraph.pregel._loop", "PregelLoop", "after_tick", "interrupt_after breakpoints")
+CONFIG_CONTEXT = Patch("langgraph._internal._runnable", None, "_set_config_context",
+                       "user spans in node code beside a LangChain callback tracer (OpenLLMetry)")
 TOOL_RUN = Patch("langchain_core.tools", "BaseTool", "run", "tool calls (sync)")
 TOOL_ARUN = Patch("langchain_core.tools", "BaseTool", "arun", "tool calls (async)")
 

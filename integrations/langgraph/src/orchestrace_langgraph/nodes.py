@@ -213,3 +213,23 @@ class NodeTracer:
                 self._namespaces.remove(node)
                 if not ended:
                     end(node.invocation, exc)
+
+
+def config_context(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+    """Wrapper of LangGraph's ``_set_config_context``, which runs in the copied context a node's function
+    (or a step of its runnable sequence) then runs in, after the callbacks started that run. When a LangChain
+    callback tracer made its own span current there (OpenLLMetry's, which follows LangChain's run tree into
+    a trace of its own), our innermost span is made current again in that context: the spans the user's
+    code starts (``ot.aggregate``, ``@ot.tool``, its own) stay in our tree and our trace, as without it."""
+    token = wrapped(*args, **kwargs)
+    _ours_current()
+    return token
+
+
+@failsafe(None)
+def _ours_current() -> None:
+    ours = parent_context()  # None unless a callback tracer's span is current
+    if ours is not None:
+        # No detach: the context is a copy LangGraph drops when the function returns.
+        otel_context.attach(ours)
