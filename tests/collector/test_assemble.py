@@ -219,3 +219,37 @@ def test_a_trace_continuing_a_written_episode_writes_its_next_revision() -> None
     trace, revision = sink.written[-1]
     assert revision == 1 and trace.metrics["spans"] == 4
     assert _agents(trace) == [("lead", "worker")]
+
+
+@pytest.mark.parametrize("shape", ["self-parent", "cycle"])
+def test_a_root_that_is_its_own_parent_or_in_a_cycle_completes_at_the_quiet_period(shape: str) -> None:
+    from dataclasses import replace
+
+    assembler, sink, clock = make(idle_timeout_s=300)
+    spans = spans_of(f"rootless-{shape}")
+    root = next(s for s in spans if s.parent_span_id is None)
+    if shape == "self-parent":
+        hostile = replace(root, parent_span_id=root.span_id)
+    else:  # the root's parent is one of its own descendants
+        child = next(s for s in spans if s.parent_span_id == root.span_id)
+        hostile = replace(root, parent_span_id=child.span_id)
+    assembler.add([s for s in spans if s is not root] + [hostile])
+    clock.now += 1.9
+    assert assembler.tick() == 0, "within the quiet period"
+    clock.now += 0.2
+    assert assembler.tick() == 1, "written at the quiet period, not after the idle timeout"
+    trace = sink.written[0][0]
+    assert trace.task_id == f"rootless-{shape}" and trace.metrics["spans"] == len(spans)
+    assert trace.metrics.get("incomplete", 0) >= 1 or any(e.incomplete for e in trace.events)
+
+
+def test_a_span_that_ends_before_it_starts_is_counted() -> None:
+    from dataclasses import replace
+
+    spans = spans_of("backwards", tools=2)
+    tool = next(s for s in spans if s.name.startswith("execute_tool"))
+    skewed = [replace(s, end_ns=s.start_ns - 5_000) if s is tool else s for s in spans]
+    (trace,) = convert_spans(skewed)
+    assert trace.to_json_dict()["metrics"]["end_before_start"] == 1  # written as an integer
+    (clean,) = convert_spans(spans)
+    assert "end_before_start" not in clean.metrics

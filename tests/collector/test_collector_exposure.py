@@ -111,7 +111,7 @@ def test_loopback_host_header_check(collector: object) -> None:
     body = encode_protobuf(record_run("host-check"))
     rebound = {**PROTOBUF, "Host": f"attacker.example:{collector.port}"}
     assert httpx.post(collector.http_endpoint, content=body, headers=rebound).status_code == 403
-    for host in ("localhost", "127.0.0.1", "[::1]"):
+    for host in ("localhost", "LOCALHOST", "127.0.0.1", "[::1]"):  # host names compare case-insensitively
         named = {**PROTOBUF, "Host": f"{host}:{collector.port}"}
         assert httpx.post(collector.http_endpoint, content=body, headers=named).status_code == 200
 

@@ -66,6 +66,7 @@ def test_full_disk_keeps_every_acknowledged_span_and_recovers(tmp_path: Path) ->
                     unhealthy.append(health.text)
             assert sent.refused > 0, "the disk never filled: the test proves nothing"
             assert unhealthy and "No space left" in unhealthy[-1], "/healthz must say why storage fails"
+            assert str(disk) not in "".join(unhealthy), "but not where"
             ballast.unlink()  # space returns: the collector recovers without a restart
             for index in range(60, 80):
                 task = f"full-{index}"
@@ -677,3 +678,19 @@ def test_a_flood_of_large_grpc_requests_stays_under_the_memory_limit(tmp_path: P
         f"gRPC flood: 6 senders of 12 MiB requests for 5 s, --memory-limit-mb {limit_mb}",
         sent, written, peak, idle_rss=idle_rss, limit_mb=limit_mb,
     )
+
+
+def test_a_wal_cap_below_the_segment_size_is_honoured(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    collector = start_collector(out, "--quiet-period", "30", "--wal-max-mb", "1")  # segments of 64 MiB
+    sent = Sent()
+    with httpx.Client() as client:
+        for index in range(30):  # ~4 MiB logged by episodes kept open: the log compacts within its cap
+            body, spans = run_body(f"capped-{index}", tools=40)
+            assert sent.post(client, collector.http_endpoint, f"capped-{index}", body, spans) == 200
+            time.sleep(0.12)  # ticks: compaction runs one segment a tick
+    segments = sorted((out / "wal").glob("*.wal"))
+    assert len(segments) > 1 and max(p.stat().st_size for p in segments) <= (1 << 20) // 4 + (64 << 10)
+    assert sum(p.stat().st_size for p in segments) <= 2 << 20, "the log stays near its 1 MiB cap"
+    assert collector.stop() == 0
+    assert_acked_written(sent, out)

@@ -169,3 +169,29 @@ def test_overload_answers_503_with_retry_after(tmp_path: Path) -> None:
         assert int(response.headers["Retry-After"]) >= 1
     finally:
         assert running.stop() == 0
+
+
+def test_healthz_says_what_fails_and_where_only_to_a_sender_with_the_token(tmp_path: Path) -> None:
+    import time
+
+    out = tmp_path / "out"
+    (out / "traces-00000.jsonl").mkdir(parents=True)  # the traces file cannot be opened: a real OSError
+    token = tmp_path / "token"
+    token.write_text("health-token\n")
+    running = start_collector(out, "--quiet-period", "0.1", "--token-file", str(token))
+    bearer = {"Authorization": "Bearer health-token"}
+    try:
+        body = encode_protobuf(record_run("unwritable"))
+        posted = httpx.post(running.http_endpoint, content=body, headers={**PROTOBUF, **bearer})
+        assert posted.status_code == 200
+        deadline = time.monotonic() + 20
+        while (anyone := httpx.get(f"{running.base_url}/healthz")).status_code == 200:
+            assert time.monotonic() < deadline, "the failing write never showed on /healthz"
+            time.sleep(0.05)
+        told = httpx.get(f"{running.base_url}/healthz", headers=bearer)
+        assert anyone.status_code == told.status_code == 503
+        assert "Is a directory" in anyone.text and str(out) not in anyone.text and "<path>" in anyone.text
+        assert str(out / "traces-00000.jsonl") in told.text, "a sender with the token is told where"
+    finally:
+        (out / "traces-00000.jsonl").rmdir()  # the write works again: the episode is kept and written
+        assert running.stop() == 0

@@ -184,6 +184,17 @@ class _Episode:
     late: int = 0  # > 0: late spans of an episode no longer retained, written as fragment ``.late<late>``
     conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
     nbytes: int = 0  # what the spans cost in memory (the caller's estimate), what the memory limit counts
+    closed_at: int = -1  # span count when :meth:`rootless_but_closed` last found a parent missing
+
+    def rootless_but_closed(self) -> bool:
+        """No root, yet every span's parent is here: the parents form a cycle, so no root will ever come and
+        the episode completes like one whose root ended (the converter marks it incomplete)."""
+        if self.root_ended or self.closed_at == len(self.spans):
+            return False
+        if all(s.parent_span_id in self.spans and s.end_ns > 0 for s in self.spans.values()):
+            return True
+        self.closed_at = len(self.spans)
+        return False
 
     def add(self, span: Span, now: float, segment: int | None, nbytes: int = 0) -> None:
         previous = self.spans.get(span.span_id)
@@ -195,7 +206,7 @@ class _Episode:
         self.nbytes += nbytes
         self.otel_traces.add(span.trace_id)
         self.last_arrival = now
-        if span.parent_span_id is None and span.end_ns > 0:
+        if (span.parent_span_id is None or span.parent_span_id == span.span_id) and span.end_ns > 0:
             self.root_ended = True
         if segment is not None and (self.first_segment is None or segment < self.first_segment):
             self.first_segment = segment
@@ -376,7 +387,7 @@ class Assembler:
             due = [
                 e
                 for e in self._open.values()
-                if (e.root_ended and now - e.last_arrival >= self.quiet_period_s)
+                if (now - e.last_arrival >= self.quiet_period_s and (e.root_ended or e.rootless_but_closed()))
                 or now - e.last_arrival >= self.idle_timeout_s
             ]
             if self.max_open_episodes and len(self._open) - len(due) > self.max_open_episodes:

@@ -163,7 +163,10 @@ def run_collector(options: CollectorOptions) -> None:
     wal = WriteAheadLog(
         options.out / WAL_DIR,
         fsync=options.fsync,
-        segment_bytes=options.wal_segment_bytes,
+        # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
+        segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
+        if options.wal_max_bytes and not options.spool_only
+        else options.wal_segment_bytes,
         max_bytes=0 if options.spool_only else options.wal_max_bytes,
     )
     assembler = Assembler(

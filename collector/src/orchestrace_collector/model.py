@@ -30,7 +30,10 @@ SPAN_COUNT = "spans"
 SPAN_CONFLICTS = "span_conflicts"
 #: Metrics that are counts, written as JSON integers.
 INTEGER_METRICS = frozenset(
-    {REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards", "truncated", "truncated_bytes"}
+    {
+        REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards", "truncated",
+        "truncated_bytes", "end_before_start",
+    }
 )
 
 

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from orchestrace_collector.ingest import Ingest, Overloaded
-from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S
+from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S, refusals
 from orchestrace_collector.senders import Credentials, Forbidden
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class _TraceService:
         except Overloaded as exc:
             _unavailable(context, str(exc))
         except OSError as exc:
-            log.error("orchestrace: write-ahead log append failed: %s", exc)
+            refusals.log(logging.ERROR, "wal", "orchestrace: write-ahead log append failed: %s", exc)
             _unavailable(context, f"collector cannot store batches now: {exc.strerror or exc}")
         except Exception:
             log.exception("orchestrace: gRPC export failed")

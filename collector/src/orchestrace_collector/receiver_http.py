@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import zlib
 from collections.abc import Collection
 
@@ -47,8 +48,12 @@ from orchestrace_collector.feed_http import episodes_endpoint
 from orchestrace_collector.feed_index import FeedIndex
 from orchestrace_collector.ingest import Accepted, Ingest, Overloaded
 from orchestrace_collector.senders import ANY_SENDER, Credentials, Forbidden
+from orchestrace_collector.throttle import ThrottledLog
 
 log = logging.getLogger(__name__)
+_PATH = re.compile(r"'?/[^'\s]*'?")
+#: One line per reason per interval for refused requests (the gRPC receiver's too).
+refusals = ThrottledLog(log)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -138,7 +143,7 @@ def create_app(
         except Overloaded as exc:
             return _unavailable(media, str(exc))
         except OSError as exc:  # the log cannot be written (disk full): nothing acknowledged, retry later
-            log.error("orchestrace: write-ahead log append failed: %s", exc)
+            refusals.log(logging.ERROR, "wal", "orchestrace: write-ahead log append failed: %s", exc)
             return _unavailable(media, f"collector cannot store batches now: {exc.strerror or exc}")
         finally:
             ingest.release(held.bytes)
@@ -155,6 +160,9 @@ def create_app(
             return denied
         problem = ingest.storage_error()
         if problem is not None:
+            # What fails, for anyone; where (file paths), only for a sender with a token.
+            if credentials is None or credentials.sender(request.headers.get("authorization")) is None:
+                problem = _PATH.sub("<path>", problem)
             return PlainTextResponse(problem, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         return PlainTextResponse("ok")
 
@@ -195,7 +203,8 @@ def bearer_matches(header: str | None, token: str) -> bool:
 
 
 def _host_name(host: str) -> str:
-    """The host part of a ``Host`` header (``[::1]:4318`` -> ``::1``)."""
+    """The host part of a ``Host`` header, lower-cased as host names compare (``[::1]:4318`` -> ``::1``)."""
+    host = host.lower()
     if host.startswith("["):
         return host[1:].split("]", 1)[0]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host

@@ -105,4 +105,9 @@ def structural_metrics(
                 seen.add(ref)
         metrics["message_redundancy"] = repeats / len(refs)
     metrics["incomplete"] = 1.0 if forest.incomplete else 0.0
+    # Spans whose clocks say they ended before they started (their time is taken as zero): counted, so a
+    # trace built from skewed or hostile timestamps says so.
+    backwards = sum(1 for n in forest.nodes if 0 < n.span.end_ns < n.span.start_ns)
+    if backwards:
+        metrics["end_before_start"] = float(backwards)
     return metrics
