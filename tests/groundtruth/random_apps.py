@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 import orchestrace as ot
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, Send
 
 NAMES = ("lead", "worker", "critic", "Ag ent", "agent#1", "研究者", "a/b", "x" * 80, "tool", "workflow",
@@ -570,12 +576,19 @@ def run_group(group: Group) -> None:
 
 GRAPH_NAMES = ("lead", "a b", "agent#1", "node#2#1", "研究者", "émoji 🚀", "LangGraph", "workflow", "tool",
                "tools", "L" * 120, "#", "a/b", " leading", "trailing ", "x#1")
-GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop")
+GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop", "tools")
 
 
 class GraphState(TypedDict, total=False):
     parts: Annotated[list[str], operator.add]
     rounds: Annotated[dict[str, int], lambda left, right: {**left, **right}]
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+@tool
+def measure(item: str) -> int:
+    """How long an item is."""
+    return len(item)
 
 
 @dataclass(frozen=True)
@@ -597,6 +610,8 @@ class GraphApp:
     runs: Counter[str] = field(default_factory=Counter)  # how many times each node runs
     choices: list[Choice] = field(default_factory=list)  # in the order they are made
     aggregates: int = 0  # Send fan-outs joined by their reducer
+    tool_calls: int = 0
+    turns: int = 0
     shape: list[str] = field(default_factory=list)
 
 
@@ -674,6 +689,24 @@ class _GraphBuilder:
                 ran(app, reducer)
                 app.aggregates += 1
             self.steps.append(send)
+        elif kind == "tools":
+            # A model asks for a tool (a ToolNode, no agent: its call is the asker's), then answers; the
+            # route to the tool node is no orchestration decision, the route on is.
+            tools = self.fresh()
+            model = _ToolAsker()
+            self.graph.add_node(node, lambda state: {"messages": [model.invoke(state.get("messages") or [])]})
+            self.graph.add_node(tools, ToolNode([measure]))
+            self.graph.add_conditional_edges(node, tools_condition, {"tools": tools, END: nxt})
+            self.graph.add_edge(tools, node)
+            options = (tools, str(nxt))
+
+            def asks(app: GraphApp) -> None:
+                ran(app)
+                k = ran(app)
+                app.choices.append(Choice(node, k, target, starts(app, target), None if end else options))
+                app.tool_calls += 1
+                app.turns += 2
+            self.steps.append(asks)
         elif kind == "loop":
             rounds = self.rng.randint(1, 3)
             self.graph.add_node(node, lambda state, me=node: {"parts": [me], "rounds": {
@@ -694,6 +727,24 @@ class _GraphBuilder:
         else:
             raise ValueError(kind)
         return node
+
+
+class _ToolAsker(BaseChatModel):
+    """A chat model that asks for ``measure`` when the last message is not a tool's answer, else answers."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "tool-asker"
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        if messages and isinstance(messages[-1], ToolMessage):
+            reply = AIMessage("measured")
+        else:
+            reply = AIMessage("", tool_calls=[{"name": "measure", "args": {"item": "box"}, "id": "m1",
+                                               "type": "tool_call"}])
+        reply.usage_metadata = {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def draw_graph(seed: int) -> GraphApp:

@@ -246,13 +246,15 @@ def test_rollout_groups_are_exported_by_their_outcome(tmp_path: Path, collector:
         check_rollout_exports(outputs[way].out, groups, tmp_path / f"exports-{way}")
 
 
-def check_graph_app(app: GraphApp, trace: dict[str, Any], out: Path, work: Path) -> None:
+def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, Any]], out: Path,
+                    work: Path) -> None:
     """One run of a random LangGraph graph against what it did: one name per node and its activations, the
     Send reducers' aggregates, and the decisions dataset (choices only by default, fixed routes marked)."""
     events = trace["events"]
     names = set(app.runs) | {app.name}
     for e in events:  # every name field is a stable name: the activation is a field of its own
-        assert {e[k] for k in ("agent", "to", "from") if k in e} <= names, e
+        fields = ("to", "from") if e["type"] == "tool_result" else ("agent", "to", "from")  # a tool's name
+        assert {e[k] for k in fields if k in e} <= names, e
     ran = Counter(e["agent"] for e in events if e["type"] == "return")
     assert ran == app.runs + Counter({app.name: 1})
     instances = {(e["agent"], e["activation"]) for e in events if e["type"] == "return"}
@@ -260,6 +262,7 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], out: Path, work: Path)
         if e["type"] == "spawn":
             assert (e["to"], e["to_activation"]) in instances, e
     assert sum(e["type"] == "aggregate" for e in events) == app.aggregates
+    assert (trace["costs"]["tool_calls"], len(turns)) == (app.tool_calls, app.turns)
 
     def choices(rows: list[dict[str, Any]]) -> Counter[Choice]:
         return Counter(Choice(r["agent"], r["activation"], r["choice"], r["choice_activation"],
@@ -274,15 +277,15 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], out: Path, work: Path)
     assert all(r["agent"] == app.name and r["turn_id"] is None for r in fixed)  # the graph's wiring
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     app = draw_graph(seed)
     provider = TracerProvider(shutdown_on_exit=False)
     outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
     for way in WAYS:
-        trace, _ = outputs[way].only()
+        trace, turns = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
-        check_graph_app(app, trace, outputs[way].out, tmp_path / f"exports-{way}")
+        check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
 
 
 @pytest.mark.parametrize("seed", range(3))
