@@ -50,7 +50,7 @@ def test_long_episode_figures(quick_results: tuple[Path, dict[str, Any]]) -> Non
     assert [row["turns"] for row in long["export_size"]] == [10, 20]
     assert all(row["once_mb"] < row["full_mb"] for row in long["export_size"])
     episode = long["long_episode"]
-    assert episode["app"]["dropped_spans"] == 0 and episode["app"]["extra_rss_mib"] > 0
+    assert episode["app"]["dropped_spans"] == 0 and episode["app"]["extra_rss_mib"] >= 0
     assert set(episode["written"]) == {"collect", "trace_dir", "convert"}
     for written in episode["written"].values():
         turns = episode["turns"]
