@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import operator
 import random
@@ -576,7 +577,7 @@ def run_group(group: Group) -> None:
 
 GRAPH_NAMES = ("lead", "a b", "agent#1", "node#2#1", "研究者", "émoji 🚀", "LangGraph", "workflow", "tool",
                "tools", "L" * 120, "#", "a/b", " leading", "trailing ", "x#1")
-GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop", "tools")
+GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop", "tools", "subgraph")
 
 
 class GraphState(TypedDict, total=False):
@@ -707,6 +708,19 @@ class _GraphBuilder:
                 app.tool_calls += 1
                 app.turns += 2
             self.steps.append(asks)
+        elif kind == "subgraph":
+            # A compiled graph as a node: an agent, its inner nodes its own working (no actors, their routes
+            # no decisions), whatever they are called.
+            inner = StateGraph(GraphState)
+            steps = [self.fresh() for _ in range(self.rng.randint(1, 3))]
+            for step in steps:
+                inner.add_node(step, lambda state, n=step: {"parts": [n]})
+            inner.add_edge(START, steps[0])
+            for before, after in itertools.pairwise(steps):
+                inner.add_edge(before, after)
+            self.graph.add_node(node, inner.compile(name=node))
+            self.graph.add_edge(node, nxt)
+            self.steps.append(lambda app: (ran(app), None)[1])
         elif kind == "loop":
             rounds = self.rng.randint(1, 3)
             self.graph.add_node(node, lambda state, me=node: {"parts": [me], "rounds": {
