@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -120,3 +121,105 @@ def test_retry_after_is_honoured_while_batches_keep_coming() -> None:
     finally:
         forwarder.close(timeout_s=0)
         server.shutdown()
+
+
+def _target(answer: Callable[[], tuple[int, dict[str, str], bytes]]) -> tuple[object, str, list[float]]:
+    """A real HTTP target on loopback whose every POST gets ``answer()``; returns it, its URL and the
+    times of the posts."""
+    import http.server
+    import threading
+    import time
+
+    posts: list[float] = []
+
+    class Target(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posts.append(time.monotonic())
+            self.rfile.read(int(self.headers["Content-Length"]))
+            status, headers, body = answer()
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Target)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}", posts
+
+
+def test_a_retry_after_date_is_honoured() -> None:
+    import time
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    answers = iter([503, 200])
+
+    def answer() -> tuple[int, dict[str, str], bytes]:
+        status = next(answers, 200)
+        later = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
+        return status, {"Retry-After": later} if status == 503 else {}, b""
+
+    server, url, posts = _target(answer)
+    forwarder = Forwarder(url, backoff_s=0.01)
+    try:
+        forwarder.submit(b"batch", "application/x-protobuf")
+        deadline = time.monotonic() + 10
+        while forwarder.sent < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert forwarder.sent == 1 and len(posts) == 2
+        assert posts[1] - posts[0] >= 1.0, "waited for the date (to the second), not its own 10 ms backoff"
+    finally:
+        forwarder.close(timeout_s=0)
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_partial_success_drops_and_the_counts_survive_a_restart(tmp_path: Path) -> None:
+    import time
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTracePartialSuccess,
+        ExportTraceServiceResponse,
+    )
+
+    partial = ExportTraceServiceResponse(
+        partial_success=ExportTracePartialSuccess(rejected_spans=3, error_message="invalid span ids")
+    ).SerializeToString()
+    server, url, _ = _target(lambda: (200, {"Content-Type": "application/x-protobuf"}, partial))
+    forwarder = Forwarder(url, state_dir=tmp_path / "fwd")
+    try:
+        forwarder.submit(b"batch", "application/x-protobuf")
+        deadline = time.monotonic() + 10
+        while forwarder.sent < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert forwarder.rejected_spans == 3
+    finally:
+        forwarder.close(timeout_s=1)
+        server.shutdown()  # type: ignore[attr-defined]
+    down = Forwarder("http://127.0.0.1:9", max_queued=2, backoff_s=0.05, state_dir=tmp_path / "fwd")
+    for index in range(5):
+        down.submit(f"batch-{index}".encode(), "application/x-protobuf")
+    assert down.dropped == 3 and down.rejected_spans == 3
+    # What a kill -9 leaves: no close; the markers already on disk hold the counts.
+    restarted = Forwarder("http://127.0.0.1:9", max_queued=2, backoff_s=0.05, state_dir=tmp_path / "fwd")
+    try:
+        assert (restarted.dropped, restarted.rejected_spans, restarted.queued) == (3, 3, 2)
+    finally:
+        restarted.close(timeout_s=0)
+        down.close(timeout_s=0)
+
+
+def test_the_queue_on_disk_keeps_to_its_cap(tmp_path: Path) -> None:
+    cap = 256 << 10
+    queue = tmp_path / "q"
+    forwarder = Forwarder("http://127.0.0.1:9", max_queued_bytes=cap, backoff_s=0.05, state_dir=queue)
+    try:
+        for index in range(100):  # 5 MiB while the target is down
+            forwarder.submit(bytes([index]) * (50 << 10), "application/x-protobuf")
+        on_disk = sum(p.stat().st_size for p in queue.iterdir())
+        assert forwarder.dropped > 90 and on_disk <= 2 * cap, f"{on_disk} bytes on disk for a {cap} cap"
+    finally:
+        forwarder.close(timeout_s=0)

@@ -1,23 +1,26 @@
-"""``--forward URL``: pass every received batch on, byte for byte, to another OTLP/HTTP endpoint (e.g.
-Jaeger, or another collector).
+"""``--forward URL``: pass every received batch on, byte for byte, to another OTLP/HTTP endpoint (e.g. Jaeger,
+or another collector).
 
-Ingest never waits for the target: :meth:`Forwarder.submit` only appends the batch to the forward queue, and
-one background thread posts the batches in order with the original body, ``Content-Type`` and
-``Content-Encoding``, plus the configured ``headers`` (``--forward-headers``, ``--forward-token-file``: a
+Ingest never waits for the target: :meth:`Forwarder.submit` only appends the batch to the forward queue,
+and one background thread posts the batches in order with the original body, ``Content-Type`` and
+``Content- Encoding``, plus the configured ``headers`` (``--forward-headers``, ``--forward-token-file``: a
 target that requires a token). A failed post (connection error, 429, 5xx) is retried with exponential
-backoff up to ``max_backoff_s``, and never sooner than the target's ``Retry-After`` (new batches arriving
-meanwhile do not cut the wait short); a 4xx other than 429 will never succeed and is dropped
-(:attr:`Forwarder.rejected`). The queue is bounded in bytes (``max_queued_bytes``) and batches
-(``max_queued``): past that the oldest batches are dropped, counted in :attr:`Forwarder.dropped` and logged.
+backoff up to ``max_backoff_s``, and never sooner than the target's ``Retry-After`` (seconds or an HTTP
+date; new batches arriving meanwhile do not cut the wait short); a 4xx other than 429 will never succeed
+and is dropped (:attr:`Forwarder.rejected`). Spans a target accepts the batch without (an OTLP
+``partial_success``) are counted in :attr:`Forwarder.rejected_spans`. The queue is bounded in bytes
+(``max_queued_bytes``, the queue on disk too: its segments are at most a quarter of it) and batches
+(``max_queued``): past that the oldest batches are dropped, counted in :attr:`Forwarder.dropped` and
+logged. The counts are kept in the queue's markers, so they survive a restart, a ``kill -9`` included.
 
-The queue on disk: with a ``state_dir`` each batch is appended there (WAL-framed segments
-``<n>.fwd``) as it is queued, before the receiver answers, and a ``done`` marker follows each batch that
-leaves the queue (sent, rejected or dropped); memory holds only where each queued batch lies. So the queue
-survives a clean stop and a ``kill -9`` alike: the next start sends what no marker covers, first. Delivery
-is at least once: a batch sent just before a crash, whose marker the crash cut off, is sent again (a
-receiver that dedups span ids, like this collector, absorbs it). The queue is not ``fsync``-ed: after an OS
-crash or power loss its last batches may not be forwarded (the spans themselves are safe in the WAL). When
-the disk refuses a batch (full), it is held in memory instead, and lost by a crash.
+The queue on disk: with a ``state_dir`` each batch is appended there (WAL-framed segments ``<n>.fwd``) as
+it is queued, before the receiver answers, and a ``done`` marker follows each batch that leaves the queue
+(sent, rejected or dropped); memory holds only where each queued batch lies. So the queue survives a clean
+stop and a ``kill -9`` alike: the next start sends what no marker covers, first. Delivery is at least once:
+a batch sent just before a crash, whose marker the crash cut off, is sent again (a receiver that dedups
+span ids, like this collector, absorbs it). The queue is not ``fsync``-ed: after an OS crash or power loss
+its last batches may not be forwarded (the spans themselves are safe in the WAL). When the disk refuses a
+batch (full), it is held in memory instead, and lost by a crash.
 """
 
 from __future__ import annotations
@@ -29,16 +32,23 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from orchestrace_collector.wal import KIND_BATCH, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
 _RETRYABLE = frozenset({429, 502, 503, 504})
+#: The longest wait a ``Retry-After`` is trusted with (a date far ahead would stall forwarding).
+MAX_RETRY_AFTER_S = 300.0
 SEGMENT_SUFFIX = ".fwd"
 
 
@@ -91,6 +101,7 @@ class Forwarder:
         self.sent = 0
         self.dropped = 0  # oldest batches dropped because the queue was full
         self.rejected = 0  # batches the target answered with a non-retryable 4xx
+        self.rejected_spans = 0  # spans of accepted batches the target refused (``partial_success``)
         self.resumed = 0  # batches found on disk at start (left by the previous run)
         self._waiting = False  # the last post failed: waiting to retry (the target is down or busy)
         self._warned = False
@@ -100,7 +111,10 @@ class Forwarder:
         self._spool: WriteAheadLog | None = None
         if state_dir is not None:
             self._spool = WriteAheadLog(
-                state_dir, fsync="none", segment_bytes=segment_bytes, suffix=SEGMENT_SUFFIX
+                state_dir,
+                fsync="none",
+                segment_bytes=max(1 << 16, min(segment_bytes, max_queued_bytes // 4)),
+                suffix=SEGMENT_SUFFIX,
             )
             for batch in self._resume():
                 self._enqueue(batch)
@@ -209,6 +223,10 @@ class Forwarder:
             return 0.0
         if response.status_code < 300:
             self.sent += 1
+            refused = _rejected_spans(response)
+            if refused:
+                self.rejected_spans += refused
+                self._warn_once(f"{self.url} refused {refused} spans of an accepted batch (partial_success)")
             return None
         if response.status_code in _RETRYABLE:
             return _retry_after(response.headers.get("Retry-After"))
@@ -222,8 +240,9 @@ class Forwarder:
         """Every batch up to ``number`` has left the queue (called with ``_cond`` held)."""
         if self._spool is None:
             return
+        counts = {"dropped": self.dropped, "rejected": self.rejected, "rejected_spans": self.rejected_spans}
         try:
-            self._spool.append(json.dumps({"done": number}).encode(), KIND_WRITTEN)
+            self._spool.append(json.dumps({"done": number, **counts}).encode(), KIND_WRITTEN)
         except (OSError, RuntimeError) as exc:  # a full disk, or closed: those batches are sent again
             log.debug("orchestrace forward: done marker not written: %s", exc)
         self._retire()
@@ -241,7 +260,12 @@ class Forwarder:
         done = 0
         for segment, offset, kind, payload in self._spool.replay_at():
             if kind == KIND_WRITTEN:
-                done = max(done, int(json.loads(payload)["done"]))
+                marker = json.loads(payload)
+                done = max(done, int(marker["done"]))
+                # The counts of the run that wrote the last marker (they only grow within a run).
+                self.dropped = int(marker.get("dropped", self.dropped))
+                self.rejected = int(marker.get("rejected", self.rejected))
+                self.rejected_spans = int(marker.get("rejected_spans", self.rejected_spans))
             elif kind == KIND_BATCH:
                 head, _, body = payload.partition(b"\n")
                 meta = json.loads(head)
@@ -286,7 +310,29 @@ class Forwarder:
 
 
 def _retry_after(value: str | None) -> float:
+    """Seconds to wait from a ``Retry-After`` header: a number of seconds, or an HTTP date."""
+    if not value:
+        return 0.0
     try:
-        return max(0.0, float(value)) if value else 0.0
+        seconds = float(value)
     except ValueError:
-        return 0.0  # an HTTP date: fall back to our own backoff
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError):
+            return 0.0  # neither: our own backoff
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_S)
+
+
+def _rejected_spans(response: httpx.Response) -> int:
+    """``partial_success.rejected_spans`` of an OTLP answer (protobuf or JSON), 0 when there is none."""
+    if not response.content:
+        return 0
+    message = ExportTraceServiceResponse()
+    try:
+        if "json" in response.headers.get("content-type", ""):
+            json_format.Parse(response.content, message, ignore_unknown_fields=True)
+        else:
+            message.ParseFromString(response.content)
+    except (DecodeError, json_format.ParseError, UnicodeDecodeError):
+        return 0  # not an OTLP answer (a proxy's page): nothing to count
+    return int(message.partial_success.rejected_spans)
