@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -727,6 +728,19 @@ def view(
         serve(out, host=host, port=port, token=token or os.environ.get(TOKEN_ENV) or None)
     except (ExposureError, OSError) as exc:
         raise _fail(str(exc)) from None
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+    epilog=_example("proxy --upstream http://127.0.0.1:8000/v1 --port 8010"),
+)
+def proxy(ctx: typer.Context) -> None:
+    """An OpenAI-compatible gateway in front of an engine that records every call as a turn with token ids
+    (--upstream URL [--host] [--port] [--token-file] [--collector URL]; --help for more)."""
+    # The proxy records through the SDK, which the collector never imports (pyproject's import contracts):
+    # it runs as the SDK's own program, in this process's place.
+    os.execv(sys.executable, [sys.executable, "-m", "orchestrace.proxy", *ctx.args])
 
 
 if __name__ == "__main__":

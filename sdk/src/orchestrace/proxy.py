@@ -1,0 +1,215 @@
+"""``orchestrace proxy``: an OpenAI-compatible gateway in front of an OpenAI-compatible engine (vLLM, SGLang)
+that records every call as a model call (a turn) with the engine's token ids, with no change to the app.
+
+Per call (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``; streaming or not) it asks the
+engine for token ids and logprobs (vLLM's ``return_token_ids`` and ``logprobs``) when the caller did not,
+returns the engine's reply with those extra fields removed (unless the caller asked for them), and records
+the call with the SDK's own model-call recording (:func:`orchestrace.instrumentation.start_model_call`: the
+same attributes, and the same export-a-history-once rule, as ``@ot.llm``), exported over OTLP to a collector.
+
+The call joins the caller's trace through the W3C ``traceparent`` / ``baggage`` headers its HTTP client sends
+(``ot.inject()``: the span, and the agent and episode the call belongs to).
+
+It lives in the SDK because it records through the SDK, which the collector never imports (the import
+contracts in ``pyproject.toml``); the collector's ``orchestrace proxy`` command runs ``python -m
+orchestrace.proxy`` in its place. Its web stack (starlette, uvicorn, httpx) is the collector's, installed
+with that command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import orchestrace as ot
+from orchestrace import semconv as sc
+from orchestrace.context import extract
+from orchestrace.instrumentation import Invocation, start_model_call
+from orchestrace.telemetry import Telemetry, configured
+
+#: Where each endpoint's prompt is, and the operation it is.
+_ENDPOINTS = {
+    "chat/completions": ("messages", sc.OP_CHAT),
+    "completions": ("prompt", sc.OP_TEXT_COMPLETION),
+    "responses": ("input", sc.OP_CHAT),
+}
+#: Request headers not passed on to the engine (hop by hop, or about the body the proxy may rewrite).
+_DROPPED_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding", "accept-encoding"})
+#: Reply headers not passed back (the proxy sends its own body: decoded, maybe rewritten).
+_REPLY_HEADERS_DROPPED = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection"})
+
+
+def _ask_for_ids(endpoint: str, body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """``body`` asking the engine for token ids and logprobs, and the fields the caller did not ask for."""
+    added: set[str] = set()
+    if endpoint == "responses":
+        return body, added  # the Responses API has no token-id option in vLLM
+    asked = dict(body)
+    if "return_token_ids" not in body:
+        asked["return_token_ids"] = True
+        added.add("return_token_ids")
+    if body.get("logprobs") in (None, False):
+        asked["logprobs"] = True if endpoint == "chat/completions" else 0  # completions: sampled token only
+        added.add("logprobs")
+    return asked, added
+
+
+def _strip(value: Any, added: set[str]) -> Any:
+    """A reply (or a stream chunk) in the shape the caller asked for: without the added fields."""
+    if not added or not isinstance(value, dict):
+        return value
+    value = dict(value)
+    if "return_token_ids" in added:
+        value.pop("prompt_token_ids", None)
+    choices = value.get("choices")
+    if isinstance(choices, list):
+        stripped = []
+        for choice in choices:
+            if isinstance(choice, dict):
+                choice = dict(choice)
+                if "return_token_ids" in added:
+                    choice.pop("token_ids", None)
+                    choice.pop("prompt_token_ids", None)
+                if "logprobs" in added and "logprobs" in choice:
+                    choice["logprobs"] = None
+            stripped.append(choice)
+        value["choices"] = stripped
+    return value
+
+
+class Gateway:
+    """The proxy's state: the engine's base URL, the tokens callers must send, and the HTTP client."""
+
+    def __init__(self, upstream: str, *, tokens: frozenset[str] = frozenset(),
+                 telemetry: Telemetry | None = None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.tokens = tokens
+        self.telemetry = telemetry
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+
+    def app(self) -> Starlette:
+        routes = [Route(f"/v1/{path}", self._handler(path), methods=["POST"]) for path in _ENDPOINTS]
+        return Starlette(routes=routes)
+
+    def _handler(self, endpoint: str) -> Any:
+        async def handle(request: Request) -> Response:
+            bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+            if self.tokens and bearer not in self.tokens:
+                return PlainTextResponse("missing or wrong bearer token", status_code=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+            try:
+                body = json.loads(await request.body())
+            except ValueError:
+                return JSONResponse({"error": {"message": "the body is not JSON"}}, status_code=400)
+            if not isinstance(body, dict):
+                return JSONResponse({"error": {"message": "the body is not a JSON object"}}, status_code=400)
+            return await self._forward(request, endpoint, body)
+
+        return handle
+
+    async def _forward(self, request: Request, endpoint: str, body: dict[str, Any]) -> Response:
+        asked, added = _ask_for_ids(endpoint, body)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
+        url = f"{self.upstream}/{endpoint}"
+        call = self._start(request.headers, endpoint, body)
+        upstream_request = self.client.build_request("POST", url, json=asked, headers=headers)
+        try:
+            upstream = await self.client.send(upstream_request, stream=bool(body.get("stream")))
+        except httpx.HTTPError as exc:
+            await run_in_threadpool(call.fail, exc)
+            return JSONResponse({"error": {"message": f"upstream unreachable: {exc}"}}, status_code=502)
+        passed = {k: v for k, v in upstream.headers.items() if k.lower() not in _REPLY_HEADERS_DROPPED}
+        if not body.get("stream") or upstream.status_code != 200:
+            data = await upstream.aread()
+            try:
+                reply = json.loads(data)
+            except ValueError:
+                reply = None
+            if upstream.status_code == 200 and reply is not None:
+                await run_in_threadpool(call.stop, reply)
+                data = json.dumps(_strip(reply, added)).encode()
+            else:
+                await run_in_threadpool(call.fail_with, f"http.{upstream.status_code}",
+                                        data.decode("utf-8", "replace")[:500])
+            return Response(data, status_code=upstream.status_code, headers=passed)
+        return StreamingResponse(self._relay(upstream, call, added), status_code=200, headers=passed,
+                                 background=BackgroundTask(upstream.aclose))
+
+    def _start(self, headers: Mapping[str, str], endpoint: str, body: dict[str, Any]) -> Invocation:
+        prompt_key, operation = _ENDPOINTS[endpoint]
+        request = {k: v for k, v in body.items() if k != prompt_key}
+        return start_model_call(self.telemetry or configured(), body.get("model"), operation=operation,
+                                input=body.get(prompt_key), request=request, context=extract(headers))
+
+    async def _relay(self, upstream: httpx.Response, call: Invocation, added: set[str],
+                     ) -> AsyncIterator[bytes]:
+        """The engine's server-sent events passed on, each chunk recorded and stripped of the added fields."""
+        finished = False
+        try:
+            async for line in upstream.aiter_lines():
+                if line.startswith("data:"):
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        finished = True
+                        await run_in_threadpool(call.stop)  # recorded before the caller sees the end
+                    else:
+                        try:
+                            chunk = json.loads(payload)
+                        except ValueError:
+                            chunk = None
+                        if chunk is not None:
+                            call.on_item(chunk)
+                            line = "data: " + json.dumps(_strip(chunk, added))
+                yield (line + "\n").encode()
+        finally:
+            if not finished:
+                call.close()  # the caller (or the engine) left before the end: the reply is recorded as cut
+
+
+def _tokens(path: Path | None) -> frozenset[str]:
+    """A token file as the collector reads it: one token, or lines ``name:token``."""
+    if path is None:
+        return frozenset()
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if len(lines) == 1 and ":" not in lines[0]:
+        return frozenset(lines)
+    return frozenset(line.split(":", 1)[1] for line in lines if ":" in line)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="orchestrace proxy", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", required=True, help="The engine's OpenAI-compatible base URL (…/v1).")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8010)
+    parser.add_argument("--token-file", type=Path, help="Callers must send one of its tokens as Bearer.")
+    parser.add_argument("--collector", default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT",
+                                                              "http://127.0.0.1:4318"),
+                        help="The collector's OTLP/HTTP endpoint the calls are exported to.")
+    args = parser.parse_args(argv)
+    import uvicorn
+
+    # Each call's span is exported as it ends, before its caller gets the reply: the collector has it before
+    # the caller's episode ends, so the episode is written whole, not a revision later.
+    handle = ot.configure("orchestrace-proxy", exporter="otlp", endpoint=args.collector, capture_content=True,
+                          batch=False)
+    gateway = Gateway(args.upstream, tokens=_tokens(args.token_file))
+    try:
+        uvicorn.run(gateway.app(), host=args.host, port=args.port, log_level="warning")
+    finally:
+        handle.shutdown()
+
+
+if __name__ == "__main__":
+    main()

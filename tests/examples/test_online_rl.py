@@ -1,0 +1,81 @@
+"""The online loop of ``examples/online_rl`` end to end on loopback: a fake vLLM-like engine, the real
+``orchestrace proxy`` and ``orchestrace collect`` processes, a LangGraph app on ``ChatOpenAI`` with no
+orchestrace code in its model calls, and a trainer reading groups from the live feed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orchestrace as ot
+import pytest
+from collector_fixtures import validate_trace_dir
+from orchestrace.proxy import Gateway
+from orchestrace_collector.export import export
+from starlette.testclient import TestClient
+
+from examples.online_rl import fake_engine, run
+
+
+def _engine_ids(row: dict[str, Any]) -> tuple[list[int], list[int], list[float]]:
+    """What the engine returned for the prompt this turn recorded."""
+    prompt = [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]
+    prompt_ids, sampled = fake_engine.sampled(prompt)
+    return prompt_ids, [i for _, i, _ in sampled], [lp for _, _, lp in sampled]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_groups_from_the_feed_hold_the_engines_token_ids(tmp_path: Path, streaming: bool) -> None:
+    tasks, n = 2, 3
+    loop = run.run(tmp_path, tasks=tasks, n=n, streaming=streaming)
+    out = tmp_path / "traces"
+    validate_trace_dir(out)
+    groups = [step.group for step in loop.steps]
+    assert sorted(g.task_id for g in groups) == [f"task-{k}" for k in range(tasks)]
+    assert all(len(g.episodes) == n and not g.partial and not g.update for g in groups)
+    assert sorted(e.outcome() for g in groups for e in g.episodes) == sorted(loop.rewards)
+    for step in loop.steps:
+        outcomes = [e.outcome() for e in step.group.episodes]
+        mean = sum(o for o in outcomes if o is not None) / n
+        assert step.advantages == pytest.approx([o - mean for o in outcomes if o is not None])
+    rows = [row for g in groups for e in g.episodes for row in e.rows]
+    # Two agents, one model call each, per rollout; each turn the calling agent's, with the engine's ids.
+    assert sorted(r["agent"] for r in rows) == ["reviewer"] * tasks * n + ["solver"] * tasks * n
+    for row in rows:
+        assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
+            _engine_ids(row))
+        assert row["completion"][0]["content"] == " ".join(fake_engine.reply_words(
+            [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]))
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    written = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert sorted(rows, key=lambda r: r["turn_id"]) == sorted(written, key=lambda r: r["turn_id"])
+
+
+def test_the_caller_gets_the_engines_reply_in_the_shape_it_asked_for() -> None:
+    engine = fake_engine.serve()
+    handle = ot.configure("proxy-shape-test", exporter="memory")
+    try:
+        client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1").app())
+        messages = [{"role": "user", "content": "hi"}]
+        plain = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
+        direct = httpx.post(f"http://127.0.0.1:{engine.server_port}/v1/chat/completions",
+                            json={"model": "m", "messages": messages}).json()
+        assert plain == direct  # the ids and logprobs the proxy asked for are gone
+        asked = client.post("/v1/chat/completions", json={"model": "m", "messages": messages,
+                                                          "return_token_ids": True, "logprobs": True}).json()
+        prompt_ids, sampled = fake_engine.sampled(messages)
+        assert asked["prompt_token_ids"] == prompt_ids
+        assert asked["choices"][0]["token_ids"] == [i for _, i, _ in sampled]
+        streamed = client.post("/v1/chat/completions",
+                               json={"model": "m", "messages": messages, "stream": True})
+        chunks = [json.loads(line[5:]) for line in streamed.text.splitlines()
+                  if line.startswith("data:") and "[DONE]" not in line]
+        assert "".join(c["choices"][0]["delta"]["content"] for c in chunks) == plain["choices"][0]["message"][
+            "content"]
+        assert not any("token_ids" in c["choices"][0] or "prompt_token_ids" in c for c in chunks)
+        assert all(c["choices"][0]["logprobs"] is None for c in chunks)
+    finally:
+        handle.shutdown()
+        engine.shutdown()
