@@ -295,6 +295,18 @@ def _acked(acks: list[Path], collector: str) -> int:
 def test_two_worker_hosts_two_collector_hosts_and_a_two_host_ray_cluster(
     tmp_path: Path, hosts: Hosts
 ) -> None:
+    # Ray 2.60 binds --node-ip-address where it can, but its gRPC servers (GCS, raylet, workers) listen on
+    # every address of their host: a host here has only loopback and its bridge address, and no route out.
+    for host in ADDRESSES:
+        ipv4 = subprocess.run([IP, "-n", hosts.ns(host), "-4", "-o", "addr"], capture_output=True, text=True)
+        assert {line.split()[3] for line in ipv4.stdout.splitlines()} == {
+            "127.0.0.1/8",
+            f"{hosts.address(host)}/24",
+        }
+        routes = subprocess.run(
+            [IP, "-n", hosts.ns(host), "route", "show", "table", "all"], capture_output=True
+        )
+        assert b"default" not in routes.stdout
     token_file = tmp_path / "token"
     token_file.write_text(secrets.token_hex(16))
     episodes = _episodes()
