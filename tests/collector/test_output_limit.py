@@ -160,3 +160,26 @@ def test_under_the_budget_nothing_is_cut() -> None:
     limit_output(episode.trace, episode.turns)
     assert [t.model_dump() for t in episode.turns] == before
     assert "truncated" not in episode.trace.metrics
+
+
+def test_a_trace_whose_structure_alone_is_over_the_budget_keeps_its_start_within_it(tmp_path: Path) -> None:
+    """Many spans (here 2 agents x 2 activations x 400 tool calls) against a 64 KiB budget: the text cuts
+    cannot make it fit, so its latest events go, and the trace says so."""
+    spans = _named_agents("many-spans", ["alpha", "beta"], tools=400)
+    collector = start_collector(tmp_path / "out", "--quiet-period", "0.2", "--max-trace-mb", "0.0625")
+    try:
+        body = encode_protobuf(spans)
+        assert httpx.post(collector.http_endpoint, content=body, headers=PROTOBUF).status_code == 200
+    finally:
+        assert collector.stop() == 0
+    (trace,) = validate_trace_dir(collector.out).values()
+    files = collector.out.glob("traces-*.jsonl")
+    (line,) = [line for path in files for line in path.read_bytes().splitlines() if line]
+    assert len(line) <= 64 << 10, f"{len(line)} bytes written for a 64 KiB budget"
+    whole = convert_episode([span_from_readable(s) for s in spans]).trace  # type: ignore[arg-type]
+    kept = len(trace["events"])
+    assert trace["metrics"]["truncated_events"] == len(whole.events) - kept > 0
+    assert trace["metrics"]["incomplete"] == 1
+    first = sorted(whole.events, key=lambda e: e.t)[:kept]
+    assert {e["id"] for e in trace["events"]} == {e.id for e in first}, "its start kept, its latest left out"
+    assert "latest" in collector.log_text() and "left out" in collector.log_text()

@@ -32,7 +32,7 @@ SPAN_CONFLICTS = "span_conflicts"
 INTEGER_METRICS = frozenset(
     {
         REVISION, SPAN_COUNT, "critical_steps", "incomplete", "rejected_rewards", "truncated",
-        "truncated_bytes", "end_before_start",
+        "truncated_bytes", "end_before_start", "truncated_events",
     }
 )
 

@@ -22,8 +22,9 @@ Two rules, applied by ``TraceDirWriter.write`` before anything is serialized:
    messages are cut to a common cap per turn (the completion kept first, then the prompt's newest messages;
    a turn's ``truncated`` says how many UTF-8 bytes of ``prompt`` / ``completion`` were left out); if the
    events still do not fit, identifiers (but the trace and task ids) are cut to :data:`SHORT_ID_CHARS` and
-   event reasons to :data:`ID_CHARS`. The structure (events, edges, ids, times) is never cut: a trace of very
-   many spans may stay above the budget (logged); the memory limit bounds those.
+   event reasons to :data:`ID_CHARS`. If the structure alone (a trace of very many spans) is still above it,
+   its latest events are left out (with the edges that touch them) until it fits: the trace keeps its start,
+   says ``incomplete``, counts them in ``truncated_events``, and is logged. The budget holds for every trace.
 
 Whatever was cut is counted in the trace's metrics: ``truncated`` (values cut) and ``truncated_bytes``
 (UTF-8 bytes left out of the written lines).
@@ -47,6 +48,7 @@ SHORT_ID_CHARS = 24
 DEFAULT_MAX_BYTES = 64 << 20
 TRUNCATED = "truncated"
 TRUNCATED_BYTES = "truncated_bytes"
+TRUNCATED_EVENTS = "truncated_events"
 
 _DIGEST_CHARS = 16
 _PARTS = re.compile(r"([.:#])")
@@ -177,11 +179,52 @@ def _fit(trace: Trace, turns: Sequence[Turn], max_bytes: int, cuts: _Cuts) -> No
         if text > cap:
             _cut_turn(turn, cap, size, cuts)
     if fixed > max_bytes:
-        log.warning(
-            "orchestrace: trace %s is about %d MiB without its turns' text (limit %d MiB): its structure "
-            "alone (%d events, %d edges, %d turns) is that large",
-            trace.trace_id, fixed >> 20, max_bytes >> 20, len(trace.events), len(trace.edges), len(turns),
+        turns_bytes = sum(
+            size.turn_fixed(t) + size.messages(t.prompt) + size.messages(t.completion) for t in turns
         )
+        left_out = _drop_latest_events(trace, max_bytes - turns_bytes - 256)  # room for the metrics it adds
+        if left_out:
+            kept = {e.id for e in trace.events}
+            for turn in turns:
+                if any(event_id not in kept for event_id in turn.event_ids):
+                    turn.event_ids = [event_id for event_id in turn.event_ids if event_id in kept]
+        log.warning(
+            "orchestrace: trace %s is about %d MiB without its turns' text (limit %d MiB, %d events, %d "
+            "edges, %d turns): its latest %d events are left out, the trace is marked incomplete",
+            trace.trace_id, fixed >> 20, max_bytes >> 20, len(trace.events) + left_out, len(trace.edges),
+            len(turns), left_out,
+        )
+
+
+def _drop_latest_events(trace: Trace, room: int) -> int:
+    """Leave out the latest events (and the edges to them) until the trace's JSON line
+    takes at most ``room`` bytes, keeping at least the first event. Sizes are measured, not estimated: this
+    runs only for traces the estimate put over the budget. Returns how many events were left out."""
+    excess = len(trace.model_dump_json(by_alias=True, exclude_none=True)) - room
+    order = sorted(range(len(trace.events)), key=lambda i: (trace.events[i].t, i))
+    touching: dict[str, list[int]] = {}
+    for number, edge in enumerate(trace.edges):
+        touching.setdefault(edge.src, []).append(number)
+        touching.setdefault(edge.dst, []).append(number)
+    gone: set[str] = set()
+    cut_edges: set[int] = set()
+    for index in reversed(order[1:]):
+        if excess <= 0:
+            break
+        event = trace.events[index]
+        gone.add(event.id)
+        excess -= len(event.model_dump_json(by_alias=True, exclude_none=True)) + 1
+        for number in touching.get(event.id, ()):
+            if number not in cut_edges:  # an edge goes with its first end to go
+                cut_edges.add(number)
+                excess -= len(trace.edges[number].model_dump_json()) + 1
+    if not gone:
+        return 0
+    trace.events = [e for e in trace.events if e.id not in gone]
+    trace.edges = [e for number, e in enumerate(trace.edges) if number not in cut_edges]
+    trace.metrics[TRUNCATED_EVENTS] = trace.metrics.get(TRUNCATED_EVENTS, 0) + len(gone)
+    trace.metrics["incomplete"] = 1.0
+    return len(gone)
 
 
 class _Cuts:
