@@ -12,6 +12,7 @@ import httpx
 import orchestrace as ot
 import pytest
 from collector_fixtures import validate_trace_dir
+from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.proxy import Gateway
 from orchestrace_collector.export import export
 from starlette.testclient import TestClient
@@ -79,3 +80,40 @@ def test_the_caller_gets_the_engines_reply_in_the_shape_it_asked_for() -> None:
     finally:
         handle.shutdown()
         engine.shutdown()
+
+
+def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_path: Path) -> None:
+    """An ``@ot.llm`` function calling the engine through the proxy: the proxy's span is a child of the app's
+    (``traceparent``); the collector keeps one turn, the app's, with the proxy's token ids and logprobs."""
+    engine = fake_engine.serve()
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-merge-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1").app())
+    prompts = [[{"role": "user", "content": f"question {k}"}] for k in range(2)]
+
+    @ot.llm("policy")
+    def chat(messages: list[dict[str, str]]) -> dict[str, Any]:
+        reply: dict[str, Any] = client.post("/v1/chat/completions", headers=ot.inject(),
+                                            json={"model": "policy", "messages": messages}).json()
+        return reply
+
+    @ot.agent
+    def solver() -> None:
+        for messages in prompts:
+            chat(messages)
+
+    try:
+        with ot.task("merge"):
+            solver()
+    finally:
+        handle.shutdown()
+        engine.shutdown()
+    validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert [r["agent"] for r in rows] == ["solver", "solver"]
+    for row, messages in zip(rows, prompts, strict=True):
+        assert row["prompt"][0]["content"] == messages[0]["content"]
+        assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
+            _engine_ids(row))

@@ -57,6 +57,25 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
     return {key: value for key, value in found.items() if value is not None} or None
 
 
+#: The fields ``details`` returns, in ``model.Turn``'s order.
+_ORDER = ("tools", "truncated", "prompt_token_ids", "completion_token_ids", "completion_logprobs", "request",
+          "response_id", "response_model", "finish_reason", "cache_read_input_tokens",
+          "cache_creation_input_tokens", "completion_incomplete")
+#: What the engine returned beside the text: a gateway recording the same call inside the app's record of it
+#: (``orchestrace proxy``) saw them, the app's own record often did not.
+_ENGINE_FIELDS = ("prompt_token_ids", "completion_token_ids", "completion_logprobs")
+
+
+def with_token_ids(outer: dict[str, Any] | None, inner: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``outer`` (a turn's details) with the token ids and logprobs of ``inner`` (those of the same call
+    recorded inside it), which win: they are the engine's own."""
+    taken = {key: inner[key] for key in _ENGINE_FIELDS if inner and key in inner}
+    if not taken:
+        return outer
+    merged = {**(outer or {}), **taken}
+    return {key: merged[key] for key in _ORDER if key in merged}  # the written order, as ``details``'s
+
+
 def tools(attrs: Attributes) -> list[dict[str, Any]] | None:
     raw = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
     if isinstance(raw, str):

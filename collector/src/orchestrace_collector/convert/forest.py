@@ -4,7 +4,8 @@ attached.
 Spans that tell again what another library's spans tell are set aside, their children attached to their
 parent: the spans of LangChain callback tracers (OpenInference, OpenLLMetry) in an episode that orchestrace's
 LangGraph integration recorded (``vocabularies.DESCRIBED_AGAIN``), and a model call inside a model call (an
-SDK-level instrumentation's span under the framework's span of the same call), so that nothing counts twice.
+SDK-level instrumentation's span under the framework's span of the same call, or a gateway's such as
+``orchestrace proxy``: its token ids complete the outer turn), so that nothing counts twice.
 
 Every later stage walks these nodes instead of raw spans. Repairs never fail the conversion; they mark the
 affected nodes ``incomplete`` so the written trace says it is.
@@ -51,6 +52,9 @@ class Node:
     #: For an actor span, the instance it belongs to; for any other span, the nearest enclosing actor's
     #: instance.
     instance: Instance | None = None
+    #: For a model call, the first model call recorded inside it (the same call told again: a gateway's span,
+    #: e.g. ``orchestrace proxy``, or an SDK-level instrumentation's): its token ids complete the turn.
+    inner_model: Node | None = None
 
 
 @dataclass(slots=True)
@@ -151,8 +155,11 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         parent = node.parent
         node.depth = 0 if parent is None else parent.depth + 1
         kind, node.sub_kind = classify(node.span, parent.span if parent is not None else None)
-        if kind is K_MODEL and enclosing(parent, K_MODEL) is not None:
+        outer = enclosing(parent, K_MODEL) if kind is K_MODEL else None
+        if outer is not None:
             kind = K_OTHER
+            if outer.inner_model is None:
+                outer.inner_model = node
         elif kind is K_TOOL and _same_tool_around(node, parent):
             kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:

@@ -93,6 +93,9 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         if node.span.status_code:
             turn.error, turn.error_type = span_error(node.span)
         turn.details = call_details.details(attrs)
+        if node.inner_model is not None:
+            inner = call_details.details(as_genai.model_call(node.inner_model.span))
+            turn.details = call_details.with_token_ids(turn.details, inner)
         turns.append(turn)
         owner.turn_starts.append(node.start_ns)
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
