@@ -45,6 +45,15 @@ def test_readme_commands_work_on_a_fresh_clone(tmp_path: Path, trace_dir_validat
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "1 episode, 1 revision: 1/1 valid" in demo.stdout
 
+    # docs/getting-started.md's three ways to run an installed command
+    ways = [".venv/bin/orchestrace validate out/demo",
+            "source .venv/bin/activate && orchestrace validate out/demo",
+            ".tools/bin/uv run --frozen orchestrace validate out/demo"]
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    assert all(part in page for way in ways for part in way.split(" && "))
+    for way in ways if (clone / ".tools" / "bin" / "uv").exists() else ways[:2]:  # .tools/: uv not on PATH
+        assert "1/1 valid" in _run(way, clone, env).stdout
+
     hints = [line for line in demo.stdout.splitlines() if line.startswith(".venv/bin/")]
     assert len(hints) == 3, demo.stdout[-2000:]  # the Jaeger run, the two OpenAI Agents SDK examples
     for hint in hints:  # nothing listens for Jaeger here: one warning line, exit 0
