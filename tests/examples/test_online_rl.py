@@ -117,3 +117,29 @@ def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_p
         assert row["prompt"][0]["content"] == messages[0]["content"]
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
+
+
+def test_a_base_url_naming_the_episode_files_the_call_under_it(tmp_path: Path) -> None:
+    """A client that sends no headers, with base URL ``/e/<episode>/v1``: the call is a turn of that episode,
+    with the engine's token ids."""
+    engine = fake_engine.serve()
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-episode-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1").app())
+    try:
+        for task in ("a", "b"):
+            with ot.task(task) as run:
+                client.post(f"/e/{run.episode_id}/v1/chat/completions",
+                            json={"model": "policy", "messages": [{"role": "user", "content": task}]})
+    finally:
+        handle.shutdown()
+        engine.shutdown()
+    traces = validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["prompt"][0]["content"]) for r in rows) == [("a", "a"), ("b", "b")]
+    assert {r["trace_id"] for r in rows} == set(traces)
+    for row in rows:
+        assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
+            _engine_ids(row))

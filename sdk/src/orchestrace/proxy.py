@@ -8,7 +8,8 @@ the call with the SDK's own model-call recording (:func:`orchestrace.instrumenta
 same attributes, and the same export-a-history-once rule, as ``@ot.llm``), exported over OTLP to a collector.
 
 The call joins the caller's trace through the W3C ``traceparent`` / ``baggage`` headers its HTTP client sends
-(``ot.inject()``: the span, and the agent and episode the call belongs to).
+(``ot.inject()``: the span, and the agent and episode the call belongs to), or, for a client that cannot send
+headers, the episode its base URL names (``http://proxy/e/<episode>/v1``).
 
 It lives in the SDK because it records through the SDK, which the collector never imports (the import
 contracts in ``pyproject.toml``); the collector's ``orchestrace proxy`` command runs ``python -m
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from opentelemetry import trace
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
@@ -100,7 +102,8 @@ class Gateway:
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
 
     def app(self) -> Starlette:
-        routes = [Route(f"/v1/{path}", self._handler(path), methods=["POST"]) for path in _ENDPOINTS]
+        routes = [Route(f"{prefix}/v1/{path}", self._handler(path), methods=["POST"])
+                  for path in _ENDPOINTS for prefix in ("", "/e/{episode}")]
         return Starlette(routes=routes)
 
     def _handler(self, endpoint: str) -> Any:
@@ -123,7 +126,7 @@ class Gateway:
         asked, added = _ask_for_ids(endpoint, body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
         url = f"{self.upstream}/{endpoint}"
-        call = self._start(request.headers, endpoint, body)
+        call = self._start(request.headers, endpoint, body, request.path_params.get("episode"))
         upstream_request = self.client.build_request("POST", url, json=asked, headers=headers)
         try:
             upstream = await self.client.send(upstream_request, stream=bool(body.get("stream")))
@@ -147,11 +150,19 @@ class Gateway:
         return StreamingResponse(self._relay(upstream, call, added), status_code=200, headers=passed,
                                  background=BackgroundTask(upstream.aclose))
 
-    def _start(self, headers: Mapping[str, str], endpoint: str, body: dict[str, Any]) -> Invocation:
+    def _start(self, headers: Mapping[str, str], endpoint: str, body: dict[str, Any],
+               episode: str | None) -> Invocation:
+        """The call's record: in the caller's trace (``traceparent``), else, for a base URL naming an episode
+        (``/e/<episode>/v1``: a client that cannot send headers), a span of that episode in a trace of its
+        own, which the collector files under the episode (``orchestrace.episode.id``)."""
         prompt_key, operation = _ENDPOINTS[endpoint]
         request = {k: v for k, v in body.items() if k != prompt_key}
+        context = extract(headers)
+        joined = trace.get_current_span(context).get_span_context().is_valid
+        attributes = {sc.ORCH_EPISODE_ID: episode} if episode and not joined else None
         return start_model_call(self.telemetry or configured(), body.get("model"), operation=operation,
-                                input=body.get(prompt_key), request=request, context=extract(headers))
+                                input=body.get(prompt_key), request=request, context=context,
+                                attributes=attributes)
 
     async def _relay(self, upstream: httpx.Response, call: Invocation, added: set[str],
                      ) -> AsyncIterator[bytes]:
