@@ -119,7 +119,7 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
 
 def command_page(name: str, command: TyperCommand) -> str:
     """The Markdown page of ``orchestrace <name>``."""
-    help_text = (command.help or "").strip()
+    help_text = _escaped((command.help or "").strip())
     lines = [f"# orchestrace {name}", "", help_text.split("\n\n")[0].replace("\n", " "), ""]
     rest = help_text.split("\n\n")[1:]
     lines += [paragraph.replace("\n", " ") + "\n" for paragraph in rest]
@@ -158,4 +158,9 @@ def _default(option: TyperOption) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return _escaped(" ".join(text.split()).replace("|", "\\|"))
+
+
+def _escaped(text: str) -> str:
+    """Help text as Markdown text: ``[--port]`` is not a link (nor a cross-reference to resolve)."""
+    return text.replace("[", "\\[").replace("]", "\\]")
