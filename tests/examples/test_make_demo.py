@@ -22,6 +22,9 @@ def test_demo_collects_summarizes_and_validates_one_supervisor_run(tmp_path: Pat
     assert "1 episode, 1 revision: 1/1 valid" in done.stdout
     assert "--exporter jaeger" in done.stdout
     assert "examples.agents_triage.app" in done.stdout and "examples.agents_as_tools.app" in done.stdout
+    # the closing hints name this environment's interpreter (uv and a bare python may not be on PATH)
+    hints = [line.split()[0] for line in done.stdout.splitlines() if " -m examples." in line]
+    assert len(hints) == 3 and all(Path(hint).resolve() == Path(sys.executable).resolve() for hint in hints)
     # what the summary describes is on disk: the one run, its reward and its model calls
     (trace,) = latest_traces([out]).values()
     assert trace["rewards"]["team"] == 1.0
