@@ -357,3 +357,27 @@ def test_a_stalled_body_or_header_is_closed_at_its_timeout(tmp_path: Path, tls: 
         stalled_header.close()
     finally:
         assert collector.stop() == 0
+
+
+def test_grpc_authority_is_checked_on_loopback(collector: object) -> None:
+    from collector_fixtures import RunningCollector
+
+    assert isinstance(collector, RunningCollector)
+    body = encode_protobuf(record_run("authority-check"))
+    for authority, allowed in (("attacker.example:4317", False), ("LOCALHOST:4317", True), (None, True)):
+        options = [("grpc.default_authority", authority)] if authority else []
+        channel = grpc.insecure_channel(collector.grpc_endpoint, options=options)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        try:
+            if allowed:
+                export(body, timeout=10)
+            else:
+                with pytest.raises(grpc.RpcError) as refused:
+                    export(body, timeout=10)
+                assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        finally:
+            channel.close()

@@ -209,12 +209,13 @@ def run_collector(options: CollectorOptions) -> None:
     scheme = "https" if options.tls_cert else "http"
     left = 0
     try:
-        serve_grpc(grpc_server, ingest, options.credentials)
+        allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
+        serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
         app = create_app(
             ingest,
             max_body_bytes=options.max_body_bytes,
             credentials=options.credentials,
-            allowed_hosts=LOOPBACK_NAMES if is_loopback(options.host) else None,
+            allowed_hosts=allowed_hosts,
             body_timeout_s=options.body_timeout_s,
             feed=FeedIndex(options.out),
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -29,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from orchestrace_collector.ingest import Ingest, Overloaded
-from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S, refusals
+from orchestrace_collector.receiver_http import PROTOBUF, RETRY_AFTER_S, host_name, refusals
 from orchestrace_collector.senders import Credentials, Forbidden
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,12 @@ _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 class _TraceService:
     """``TraceService/Export`` on the request's bytes as received."""
 
-    def __init__(self, ingest: Ingest, credentials: Credentials | None) -> None:
+    def __init__(
+        self, ingest: Ingest, credentials: Credentials | None, allowed_hosts: Collection[str] | None = None
+    ) -> None:
         self.ingest = ingest
         self.credentials = credentials
+        self.allowed_hosts = allowed_hosts
 
     def handler(self) -> grpc.GenericRpcHandler:
         export = grpc.unary_unary_rpc_method_handler(
@@ -54,6 +58,10 @@ class _TraceService:
         return grpc.method_handlers_generic_handler(_SERVICE, {"Export": export})
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        if self.allowed_hosts is not None:
+            authority = _authority(context)
+            if authority is not None and host_name(authority) not in self.allowed_hosts:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"host {host_name(authority)!r} not allowed")
         sender = None
         if self.credentials is not None:
             metadata = dict(context.invocation_metadata())
@@ -165,7 +173,22 @@ def bind_grpc_server(
     return server, bound
 
 
-def serve_grpc(server: grpc.Server, ingest: Ingest, credentials: Credentials | None = None) -> None:
-    """Start answering ``TraceService/Export`` on a server from ``bind_grpc_server``."""
-    server.add_generic_rpc_handlers((_TraceService(ingest, credentials).handler(),))
+def serve_grpc(
+    server: grpc.Server,
+    ingest: Ingest,
+    credentials: Credentials | None = None,
+    allowed_hosts: Collection[str] | None = None,
+) -> None:
+    """Start answering ``TraceService/Export`` on a server from ``bind_grpc_server``. ``allowed_hosts``: the
+    ``:authority`` host names accepted (the HTTP receiver's ``Host`` rule); None accepts any."""
+    server.add_generic_rpc_handlers((_TraceService(ingest, credentials, allowed_hosts).handler(),))
     server.start()
+
+
+def _authority(context: grpc.ServicerContext) -> str | None:
+    """The call's ``:authority``. grpcio has no public accessor: read where its server keeps it, and None
+    (no check) where another grpcio keeps it elsewhere."""
+    host = getattr(getattr(getattr(context, "_rpc_event", None), "call_details", None), "host", None)
+    if isinstance(host, bytes):
+        return host.decode("ascii", "replace")
+    return host if isinstance(host, str) else None

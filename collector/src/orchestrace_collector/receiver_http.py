@@ -80,7 +80,7 @@ def create_app(
 
     def refused(request: Request, *, auth: bool = True) -> Response | None:
         if allowed_hosts is not None:
-            host = _host_name(request.headers.get("host", ""))
+            host = host_name(request.headers.get("host", ""))
             if host not in allowed_hosts:
                 return PlainTextResponse(f"host {host!r} not allowed", status_code=403)
         if (
@@ -202,7 +202,7 @@ def bearer_matches(header: str | None, token: str) -> bool:
     return Credentials({ANY_SENDER: token}).sender(header) is not None
 
 
-def _host_name(host: str) -> str:
+def host_name(host: str) -> str:
     """The host part of a ``Host`` header, lower-cased as host names compare (``[::1]:4318`` -> ``::1``)."""
     host = host.lower()
     if host.startswith("["):
