@@ -23,6 +23,8 @@ import orchestrace as ot
 
 from examples.online_rl import app, fake_engine, trainer
 
+#: The version of the engine's weights the proxy stamps on every turn (a trainer would bump it per update).
+POLICY_VERSION = "step-0"
 QUESTIONS = ("What is 6 times 7?", "Name a prime above 50.", "Spell 'orchestra' backwards.", "What is 2 + 2?")
 
 
@@ -71,7 +73,7 @@ def run(out: Path, *, tasks: int = 2, n: int = 3, streaming: bool = False) -> Lo
     collect = [*orchestrace, "collect", "--out", str(out / "traces"), "--port", str(collector_port),
                "--grpc-port", str(_free_port())]
     proxy = [*orchestrace, "proxy", "--upstream", f"http://127.0.0.1:{engine.server_port}/v1",
-             "--port", str(proxy_port), "--collector", collector_url]
+             "--port", str(proxy_port), "--collector", collector_url, "--policy-version", POLICY_VERSION]
     rewards: list[float] = []
     with (_process(collect, f"{collector_url}/healthz", out / "collector.log") as collector,
           _process(proxy, f"http://127.0.0.1:{proxy_port}/v1/models", out / "proxy.log")):

@@ -13,7 +13,7 @@ import orchestrace as ot
 import pytest
 from collector_fixtures import validate_trace_dir
 from opentelemetry.sdk.trace import TracerProvider
-from orchestrace.proxy import Gateway
+from orchestrace.proxy import POLICY_VERSION_HEADER, Gateway
 from orchestrace_collector.export import export
 from starlette.testclient import TestClient
 
@@ -47,6 +47,7 @@ def test_groups_from_the_feed_hold_the_engines_token_ids(tmp_path: Path, streami
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
+        assert (row["response_model"], row["policy_version"]) == ("policy", run.POLICY_VERSION)
         assert row["completion"][0]["content"] == " ".join(fake_engine.reply_words(
             [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]))
     export([out], "jsonl", tmp_path / "turns.jsonl")
@@ -89,12 +90,13 @@ def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_p
     out = tmp_path / "traces"
     handle = ot.configure("proxy-merge-test", exporter="none", trace_dir=out, capture_content=True,
                           tracer_provider=TracerProvider(shutdown_on_exit=False))
-    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1").app())
-    prompts = [[{"role": "user", "content": f"question {k}"}] for k in range(2)]
+    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1", policy_version="v0").app())
+    prompts = [[{"role": "user", "content": "question" + "?" * k}] for k in range(2)]
 
     @ot.llm("policy")
     def chat(messages: list[dict[str, str]]) -> dict[str, Any]:
-        reply: dict[str, Any] = client.post("/v1/chat/completions", headers=ot.inject(),
+        headers = {**ot.inject(), POLICY_VERSION_HEADER: f"v{len(messages[0]['content'])}"}
+        reply: dict[str, Any] = client.post("/v1/chat/completions", headers=headers,
                                             json={"model": "policy", "messages": messages}).json()
         return reply
 
@@ -113,6 +115,7 @@ def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_p
     export([out], "jsonl", tmp_path / "turns.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
     assert [r["agent"] for r in rows] == ["solver", "solver"]
+    assert [r["policy_version"] for r in rows] == ["v8", "v9"]  # each call's header won over the flag's v0
     for row, messages in zip(rows, prompts, strict=True):
         assert row["prompt"][0]["content"] == messages[0]["content"]
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (

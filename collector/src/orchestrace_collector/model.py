@@ -240,6 +240,9 @@ class Turn(BaseModel):
     request: dict[str, Any] | None = None
     response_id: str | None = None
     response_model: str | None = None
+    #: The version of the policy that served the call (``orchestrace.policy.version``); the served model
+    #: or LoRA adapter is ``response_model``.
+    policy_version: str | None = None
     #: Why the model stopped: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or another word.
     finish_reason: str | None = None
     #: The parts of ``input_tokens`` read from the provider's prompt cache and written to it

@@ -41,6 +41,8 @@ from orchestrace.context import extract
 from orchestrace.instrumentation import Invocation, start_model_call
 from orchestrace.telemetry import Telemetry, configured
 
+#: The request header naming the policy version that serves the call (it wins over ``--policy-version``).
+POLICY_VERSION_HEADER = "x-orchestrace-policy-version"
 #: Where each endpoint's prompt is, and the operation it is.
 _ENDPOINTS = {
     "chat/completions": ("messages", sc.OP_CHAT),
@@ -95,10 +97,11 @@ class Gateway:
     """The proxy's state: the engine's base URL, the tokens callers must send, and the HTTP client."""
 
     def __init__(self, upstream: str, *, tokens: frozenset[str] = frozenset(),
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: Telemetry | None = None, policy_version: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.tokens = tokens
         self.telemetry = telemetry
+        self.policy_version = policy_version
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
 
     def app(self) -> Starlette:
@@ -159,7 +162,10 @@ class Gateway:
         request = {k: v for k, v in body.items() if k != prompt_key}
         context = extract(headers)
         joined = trace.get_current_span(context).get_span_context().is_valid
-        attributes = {sc.ORCH_EPISODE_ID: episode} if episode and not joined else None
+        attributes = {sc.ORCH_EPISODE_ID: episode} if episode and not joined else {}
+        version = headers.get(POLICY_VERSION_HEADER) or self.policy_version
+        if version:
+            attributes[sc.ORCH_POLICY_VERSION] = version
         return start_model_call(self.telemetry or configured(), body.get("model"), operation=operation,
                                 input=body.get(prompt_key), request=request, context=context,
                                 attributes=attributes)
@@ -208,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--collector", default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT",
                                                               "http://127.0.0.1:4318"),
                         help="The collector's OTLP/HTTP endpoint the calls are exported to.")
+    parser.add_argument("--policy-version", help=f"The policy version of every call (a call's "
+                        f"{POLICY_VERSION_HEADER} header wins): the version of the engine's weights.")
     args = parser.parse_args(argv)
     import uvicorn
 
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     # the caller's episode ends, so the episode is written whole, not a revision later.
     handle = ot.configure("orchestrace-proxy", exporter="otlp", endpoint=args.collector, capture_content=True,
                           batch=False)
-    gateway = Gateway(args.upstream, tokens=_tokens(args.token_file))
+    gateway = Gateway(args.upstream, tokens=_tokens(args.token_file), policy_version=args.policy_version)
     try:
         uvicorn.run(gateway.app(), host=args.host, port=args.port, log_level="warning")
     finally:

@@ -244,6 +244,9 @@ ORCH_REQUEST_PREFIX: Final = "orchestrace.request."
 ORCH_PROMPT_TOKEN_IDS: Final = "orchestrace.prompt.token_ids"
 ORCH_COMPLETION_TOKEN_IDS: Final = "orchestrace.completion.token_ids"
 ORCH_COMPLETION_LOGPROBS: Final = "orchestrace.completion.logprobs"
+#: The version of the policy (the weights) that served a model call, as the trainer names it: an asynchronous
+#: trainer corrects for stale rollouts with it (``orchestrace proxy --policy-version``, or its header).
+ORCH_POLICY_VERSION: Final = "orchestrace.policy.version"
 #: True on a model call whose reply stream ended before the reply did (its reader stopped, or it failed
 #: midway): the completion recorded is cut.
 ORCH_COMPLETION_INCOMPLETE: Final = "orchestrace.completion.incomplete"

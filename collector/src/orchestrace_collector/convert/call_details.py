@@ -5,6 +5,7 @@ the size limit cut, and whether the reply stream was left before its end.
 Read from the GenAI attributes (``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``,
 ``gen_ai.usage.cache_*``, and the other vocabularies' cache counts) and
 orchestrace's own (``orchestrace.request.*``, ``orchestrace.prompt.token_ids``, ``orchestrace.completion.*``,
+``orchestrace.policy.version``,
 ``orchestrace.content.*_cut_bytes``), so any instrumentation that sets them gets them on its turns.
 """
 
@@ -28,6 +29,7 @@ _REQUEST_PREFIXES = (sc.GEN_AI_REQUEST_PREFIX, sc.ORCH_REQUEST_PREFIX)
 _KEYS = frozenset({
     sc.GEN_AI_TOOL_DEFINITIONS, sc.ORCH_INPUT_CUT_BYTES, sc.ORCH_OUTPUT_CUT_BYTES,
     sc.ORCH_PROMPT_TOKEN_IDS, sc.ORCH_COMPLETION_TOKEN_IDS, sc.ORCH_COMPLETION_LOGPROBS,
+    sc.ORCH_POLICY_VERSION,
     sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_RESPONSE_FINISH_REASONS, *FINISH_REASON_KEYS,
     *CACHE_READ_INPUT_TOKENS, *CACHE_WRITE_INPUT_TOKENS, sc.ORCH_COMPLETION_INCOMPLETE,
 })
@@ -48,6 +50,7 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
         "request": params,
         "response_id": text(attrs, sc.GEN_AI_RESPONSE_ID),
         "response_model": text(attrs, sc.GEN_AI_RESPONSE_MODEL),
+        "policy_version": text(attrs, sc.ORCH_POLICY_VERSION),
         # A cut reply's output message says "stop" (the GenAI shape needs a word): the model's own word only.
         "finish_reason": explicit_finish_reason(attrs) if incomplete else finish_reason(attrs),
         "cache_read_input_tokens": first(count(attrs, key) for key in CACHE_READ_INPUT_TOKENS),
@@ -59,16 +62,16 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
 
 #: The fields ``details`` returns, in ``model.Turn``'s order.
 _ORDER = ("tools", "truncated", "prompt_token_ids", "completion_token_ids", "completion_logprobs", "request",
-          "response_id", "response_model", "finish_reason", "cache_read_input_tokens",
+          "response_id", "response_model", "policy_version", "finish_reason", "cache_read_input_tokens",
           "cache_creation_input_tokens", "completion_incomplete")
-#: What the engine returned beside the text: a gateway recording the same call inside the app's record of it
-#: (``orchestrace proxy``) saw them, the app's own record often did not.
-_ENGINE_FIELDS = ("prompt_token_ids", "completion_token_ids", "completion_logprobs")
+#: What the engine returned beside the text, and the policy version that served it: a gateway recording
+#: the same call inside the app's record of it (``orchestrace proxy``) saw them; the app's record often not.
+_ENGINE_FIELDS = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "policy_version")
 
 
 def with_token_ids(outer: dict[str, Any] | None, inner: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``outer`` (a turn's details) with the token ids and logprobs of ``inner`` (those of the same call
-    recorded inside it), which win: they are the engine's own."""
+    """``outer`` (a turn's details) with the token ids, logprobs and policy version of ``inner`` (those of the
+    same call recorded inside it), which win: they are the engine's own."""
     taken = {key: inner[key] for key in _ENGINE_FIELDS if inner and key in inner}
     if not taken:
         return outer

@@ -65,6 +65,7 @@ TURNS = pa.schema(
         ("model", pa.string()),
         ("provider", pa.string()),
         ("response_model", pa.string()),
+        ("policy_version", pa.string()),
         ("response_id", pa.string()),
         ("finish_reason", pa.string()),
         ("request", pa.string()),

@@ -41,6 +41,7 @@ def turn_row(episode: Episode, turn: Mapping[str, Any]) -> dict[str, Any]:
         "model": text(turn.get("model")),
         "provider": text(turn.get("provider")),
         "response_model": text(turn.get("response_model")),
+        "policy_version": text(turn.get("policy_version")),
         "response_id": text(turn.get("response_id")),
         "finish_reason": text(turn.get("finish_reason")),
         "request": json_text(turn.get("request")),
