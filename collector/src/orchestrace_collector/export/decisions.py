@@ -8,8 +8,9 @@ choice (``choice``: the agent's stable name, one action whichever activation it 
 ``choice_activation``), the reward credited to the decision and the episode's outcome.
 
 ``fixed``: the graph's wiring took the route, nobody chose (a LangGraph fixed edge, the resume of a node that
-asked a human, a run that ended because its last node had no next node). Those are no policy's actions and
-are left out unless ``include_fixed``.
+asked a human). Those are no policy's actions and are left out unless ``include_fixed``. (A run that ended
+because its last node had no next node is kept: that node chose not to hand over, as a supervisor's final
+answer does.)
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from .source import Episode, integer, messages, number, text, unique
 
 DECISION = "orchestrator_decision"
 #: ``reason`` of the routes a graph's wiring takes by itself (the LangGraph integration's): a fixed edge, the
-#: resume of a node that asked a human, the end of a run whose last node has no next node.
-FIXED_REASONS = frozenset({"edge", "resume", "no_next_node"})
+#: resume of a node that asked a human.
+FIXED_REASONS = frozenset({"edge", "resume"})
 
 
 def decision_rows(episodes: list[Episode], *, include_fixed: bool = False) -> Iterator[dict[str, Any]]:
