@@ -40,6 +40,12 @@ class _Engine(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path.endswith("/completions") and not self.path.endswith("/chat/completions"):
+            self._completion(body)
+            return
+        if self.path.endswith("/responses"):
+            self._response(body)
+            return
         prompt_ids, completion = sampled(body["messages"])
         ids, logprobs = body.get("return_token_ids") is True, body.get("logprobs") is True
         base = {"id": "chatcmpl-fake", "created": 1, "model": body["model"]}
@@ -77,6 +83,37 @@ class _Engine(BaseHTTPRequestHandler):
             chunks.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
         data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         self._send(data.encode(), "text/event-stream")
+
+    def _completion(self, body: dict[str, Any]) -> None:
+        """``/v1/completions``: a text prompt, vLLM's legacy logprobs (parallel lists)."""
+        prompt_ids, completion = sampled([{"role": "user", "content": body["prompt"]}])
+        text = "".join(p for p, _, _ in completion)
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
+        if body.get("return_token_ids") is True:
+            choice["token_ids"] = [i for _, i, _ in completion]
+        if body.get("logprobs") is not None:
+            choice["logprobs"] = {"tokens": [p for p, _, _ in completion],
+                                  "token_logprobs": [lp for _, _, lp in completion]}
+        reply: dict[str, Any] = {"id": "cmpl-fake", "object": "text_completion", "created": 1,
+                                 "model": body["model"], "choices": [choice],
+                                 "usage": {"prompt_tokens": len(prompt_ids),
+                                           "completion_tokens": len(completion)}}
+        if body.get("return_token_ids") is True:
+            reply["prompt_token_ids"] = prompt_ids
+        self._send(json.dumps(reply).encode(), "application/json")
+
+    def _response(self, body: dict[str, Any]) -> None:
+        """``/v1/responses``: the Responses API's shape (no token ids: vLLM has no option for them there)."""
+        prompt = body["input"] if isinstance(body["input"], str) else prompt_text(body["input"])
+        prompt_ids, completion = sampled([{"role": "user", "content": prompt}])
+        text = "".join(p for p, _, _ in completion)
+        reply = {"id": "resp-fake", "object": "response", "created_at": 1, "model": body["model"],
+                 "status": "completed",
+                 "output": [{"type": "message", "id": "msg-1", "role": "assistant", "status": "completed",
+                             "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                 "usage": {"input_tokens": len(prompt_ids), "output_tokens": len(completion),
+                           "total_tokens": len(prompt_ids) + len(completion)}}
+        self._send(json.dumps(reply).encode(), "application/json")
 
     def _send(self, data: bytes, media: str) -> None:
         self.send_response(200)

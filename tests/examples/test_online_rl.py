@@ -146,3 +146,43 @@ def test_a_base_url_naming_the_episode_files_the_call_under_it(tmp_path: Path) -
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
+
+
+def test_text_completions_and_responses_are_turns_too(tmp_path: Path) -> None:
+    """``/v1/completions`` (vLLM's legacy logprobs) and ``/v1/responses`` through the proxy: turns of the
+    calling agent, the completion's token ids the engine's, each reply the engine's as the caller asked."""
+    engine = fake_engine.serve()
+    engine_url = f"http://127.0.0.1:{engine.server_port}/v1"
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-endpoints-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    client = TestClient(Gateway(engine_url).app())
+    text_body = {"model": "policy", "prompt": "Once upon a time"}
+    responses_body = {"model": "policy", "input": "Say hello"}
+
+    @ot.agent
+    def writer() -> tuple[dict[str, Any], dict[str, Any]]:
+        text = client.post("/v1/completions", headers=ot.inject(), json=text_body).json()
+        response = client.post("/v1/responses", headers=ot.inject(), json=responses_body).json()
+        return text, response
+
+    try:
+        with ot.task("endpoints"):
+            text, response = writer()
+    finally:
+        handle.shutdown()
+    try:
+        assert text == httpx.post(f"{engine_url}/completions", json=text_body).json()
+        assert response == httpx.post(f"{engine_url}/responses", json=responses_body).json()
+    finally:
+        engine.shutdown()
+    validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert [r["agent"] for r in rows] == ["writer", "writer"]
+    prompt_ids, sampled = fake_engine.sampled([{"role": "user", "content": text_body["prompt"]}])
+    assert (rows[0]["prompt_token_ids"], rows[0]["completion_token_ids"], rows[0]["completion_logprobs"]) == (
+        prompt_ids, [i for _, i, _ in sampled], [lp for _, _, lp in sampled])
+    assert rows[0]["completion"][0]["content"] == text["choices"][0]["text"]
+    assert rows[1]["completion"][0]["content"] == response["output"][0]["content"][0]["text"]
+    assert rows[1]["completion_token_ids"] is None  # the Responses API has no token ids to ask for
