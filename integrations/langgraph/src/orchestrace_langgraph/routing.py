@@ -10,7 +10,8 @@
   A transition a node chose is its decision alone: the collector links the target's start to it.
 * A conditional edge or ``Command`` choosing ``END``: a stop.
 * A top-level run that ends because its last node has no next node (no explicit ``END`` route, no
-  interrupt): a stop on the run, naming that node (langgraph-supervisor's final answer ends a run this way).
+  interrupt): a stop on the run, naming that node (langgraph-supervisor's final answer ends a run this way);
+  reason ``edge`` when that node's fixed edge to ``END`` took it (the graph's wiring, like any fixed edge).
 * ``Command(graph=Command.PARENT)`` (the ``ParentCommand`` exception; ``transfer_to_*`` tools of
   langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
   recorded on that node of the parent graph.
@@ -116,8 +117,10 @@ def record_run_end(run: Run) -> None:
     """A run that finished: the fixed routes its last nodes took, and for a top-level run its stop, unless a
     route to END said it or a human was asked."""
     flush_wiring(run)
-    if run.parent is None and not run.routed_to_end and not run.interrupted and run.last_node is not None:
-        run.events.stop(REASON_NO_NEXT_NODE, sender=run.last_node)
+    last = run.last_node
+    if run.parent is None and not run.routed_to_end and not run.interrupted and last is not None:
+        # A fixed edge to END is the graph's wiring; a node with no next node chose to finish.
+        run.events.stop(REASON_EDGE if END in run.edges.get(last, ()) else REASON_NO_NEXT_NODE, sender=last)
 
 
 def record_commands(actor: Actor, value: Any) -> None:
