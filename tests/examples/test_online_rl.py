@@ -186,3 +186,33 @@ def test_text_completions_and_responses_are_turns_too(tmp_path: Path) -> None:
     assert rows[0]["completion"][0]["content"] == text["choices"][0]["text"]
     assert rows[1]["completion"][0]["content"] == response["output"][0]["content"][0]["text"]
     assert rows[1]["completion_token_ids"] is None  # the Responses API has no token ids to ask for
+
+
+def test_configure_names_the_policy_version_of_the_apps_own_model_calls(tmp_path: Path) -> None:
+    """Without the proxy: ``ot.configure(policy_version=...)`` is on each model call's turn, the version in
+    force when the call started (configure again when the weights change); other spans carry none."""
+    out = tmp_path / "traces"
+    handle = ot.configure("policy-version-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False), policy_version="step-1")
+
+    @ot.llm("policy")
+    def chat(question: str) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": question.upper()}}]}
+
+    @ot.agent
+    def solver() -> None:
+        chat("first")
+        ot.configure(policy_version="step-2")
+        chat("second")
+
+    try:
+        with ot.task("versions"):
+            solver()
+    finally:
+        handle.shutdown()
+    traces = validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert [(r["completion"][0]["content"], r["policy_version"]) for r in rows] == [
+        ("FIRST", "step-1"), ("SECOND", "step-2")]
+    assert not any("policy_version" in e for t in traces.values() for e in t["events"])

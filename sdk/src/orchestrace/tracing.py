@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from orchestrace import semconv as sc
 from orchestrace import telemetry as _telemetry
 from orchestrace.config import CaptureConfig, Redactor, get_config, set_config
 from orchestrace.exporters import create_exporter
@@ -51,6 +52,10 @@ _handle: TracingHandle | None = None
 _NO_OP = trace.NoOpTracer()
 
 
+def _model_call(span: Span) -> bool:
+    return (span.attributes or {}).get(sc.GEN_AI_OPERATION_NAME) in sc.MODEL_CALL_OPERATIONS
+
+
 class _InstalledProcessors(SpanProcessor):
     """Every processor one handle installed, behind a single processor on the provider.
 
@@ -63,6 +68,8 @@ class _InstalledProcessors(SpanProcessor):
         self._exporters: tuple[SpanExporter, ...] = ()
         self._lock = threading.Lock()
         self._stopped = False
+        #: ``configure(policy_version=...)``: stamped on every model call as it starts.
+        self.policy_version: str | None = None
 
     def add(self, processor: SpanProcessor, exporter: SpanExporter) -> None:
         with self._lock:
@@ -72,6 +79,9 @@ class _InstalledProcessors(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._stopped:
             return
+        version = self.policy_version
+        if version is not None and _model_call(span):
+            span.set_attribute(sc.ORCH_POLICY_VERSION, version)
         for child in self._children:
             try:
                 child.on_start(span, parent_context=parent_context)
@@ -247,6 +257,7 @@ def configure(
     tracer_provider: TracerProvider | None = None,
     headers: Mapping[str, str] | None = None,
     full_prompt: bool | None = None,
+    policy_version: str | None = None,
 ) -> TracingHandle:
     """Set up tracing for orchestrace (see the module docstring) and return the configured telemetry (pass
     it to an instrumentor: ``instrument(telemetry=...)``). Never raises.
@@ -259,7 +270,9 @@ def configure(
     ``credit`` (``causal`` or ``uniform``, as ``orchestrace convert --credit``). ``tracer_provider``: use
     this SDK provider (not made global) instead of the global one. ``headers``: sent with every OTLP
     export, e.g. ``{"Authorization": "Bearer <token>"}`` for a collector that requires a token (default:
-    the standard ``OTEL_EXPORTER_OTLP_HEADERS``).
+    the standard ``OTEL_EXPORTER_OTLP_HEADERS``). ``policy_version``: the version of the policy (weights)
+    serving the app's model calls, on each of them (``orchestrace.policy.version``: each turn's
+    ``policy_version``); call ``configure(policy_version=...)`` again when it changes.
     """
     global _handle
     with _lock:
@@ -274,6 +287,8 @@ def configure(
             specs = _exporter_specs(exporter)
             if _handle is not None and tracer_provider in (None, _handle.tracer_provider):
                 _install(_handle, specs, endpoint, trace_dir, batch, credit, headers)
+                if policy_version is not None:
+                    _handle._processors.policy_version = policy_version
                 return _handle
 
             if _env_true("OTEL_SDK_DISABLED"):
@@ -287,6 +302,7 @@ def configure(
                 env = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
                 specs = [name for name in env.split(",") if name.strip()]
             _install(handle, specs, endpoint, trace_dir, batch, credit, headers)
+            handle._processors.policy_version = policy_version
             _handle = handle
             _telemetry.set_configured(handle)
             return handle
