@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +11,11 @@ from typing import Any
 import pytest
 from collector_fixtures import RunningCollector, start_collector, validate_trace_dir
 from example_runs import SHARED_RUNS, ExampleRun, run_examples
+
+# pytest-xdist's workers get COLUMNS=80 and LINES=24 from execnet; the CLI honours COLUMNS (a width asked
+# for), so the tests of its whole lines off a terminal would see 80 columns under `make test` alone.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 # The examples are a package at the repository root (``python -m examples.<name>.app``), not an installed one.
 ROOT = Path(__file__).resolve().parents[1]
