@@ -216,3 +216,51 @@ def test_configure_names_the_policy_version_of_the_apps_own_model_calls(tmp_path
     assert [(r["completion"][0]["content"], r["policy_version"]) for r in rows] == [
         ("FIRST", "step-1"), ("SECOND", "step-2")]
     assert not any("policy_version" in e for t in traces.values() for e in t["events"])
+
+
+def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_ids(tmp_path: Path) -> None:
+    """The LangGraph integration records a ``ChatOpenAI`` call from LangChain's callbacks (its span is not
+    current while the request goes out): the proxy's span is its sibling, inside its time. One turn, the
+    app's, with the proxy's token ids."""
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import END, START, StateGraph
+    from orchestrace_langgraph import LangGraphInstrumentor
+    from pydantic import SecretStr
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        question: str
+
+    engine = fake_engine.serve()
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-langgraph-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    instrumentor = LangGraphInstrumentor()
+    instrumentor.instrument()
+    gateway = Gateway(f"http://127.0.0.1:{engine.server_port}/v1")
+    client = TestClient(gateway.app(), base_url="http://testserver")
+    client.event_hooks["request"].append(lambda request: request.headers.update(ot.inject()))
+    model = ChatOpenAI(model="policy", base_url="http://testserver/v1", api_key=SecretStr("x"),
+                       http_client=client)
+
+    def solver(state: State) -> State:
+        first = model.invoke(state["question"])
+        return {"question": str(model.invoke(f"{first.content}?").content)}
+
+    graph = StateGraph(State)
+    graph.add_node("solver", solver)
+    graph.add_edge(START, "solver")
+    graph.add_edge("solver", END)
+    try:
+        graph.compile().invoke({"question": "hi"})
+    finally:
+        instrumentor.uninstrument()
+        handle.shutdown()
+        engine.shutdown()
+    validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert [r["agent"] for r in rows] == ["solver", "solver"]
+    for row in rows:
+        assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
+            _engine_ids(row))

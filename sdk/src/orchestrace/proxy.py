@@ -162,7 +162,9 @@ class Gateway:
         request = {k: v for k, v in body.items() if k != prompt_key}
         context = extract(headers)
         joined = trace.get_current_span(context).get_span_context().is_valid
-        attributes = {sc.ORCH_EPISODE_ID: episode} if episode and not joined else {}
+        attributes: dict[str, Any] = {sc.ORCH_MODEL_CALL_GATEWAY: True}
+        if episode and not joined:
+            attributes[sc.ORCH_EPISODE_ID] = episode
         version = headers.get(POLICY_VERSION_HEADER) or self.policy_version
         if version:
             attributes[sc.ORCH_POLICY_VERSION] = version

@@ -247,6 +247,9 @@ ORCH_COMPLETION_LOGPROBS: Final = "orchestrace.completion.logprobs"
 #: The version of the policy (the weights) that served a model call, as the trainer names it: an asynchronous
 #: trainer corrects for stale rollouts with it (``orchestrace proxy --policy-version``, or its header).
 ORCH_POLICY_VERSION: Final = "orchestrace.policy.version"
+#: True on a model call recorded by a gateway between the app and the engine (``orchestrace proxy``): when the
+#: app records the call too, beside it (a record the app made from callbacks), it is that call told again.
+ORCH_MODEL_CALL_GATEWAY: Final = "orchestrace.model_call.gateway"
 #: True on a model call whose reply stream ended before the reply did (its reader stopped, or it failed
 #: midway): the completion recorded is cut.
 ORCH_COMPLETION_INCOMPLETE: Final = "orchestrace.completion.incomplete"

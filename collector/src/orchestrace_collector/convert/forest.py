@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import orchestrace_semconv as sc
+
 from ..spans import Span, continued_link
 from .classify import (
     EMBEDDING,
@@ -177,6 +179,9 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         stack.extend(reversed(node.children))
     if model_like:
         _decide_model_like(nodes)
+    for node in nodes:
+        if node.kind is K_MODEL and node.span.attributes.get(sc.ORCH_MODEL_CALL_GATEWAY) is True:
+            _join_app_record(node)
     for node in reversed(nodes):
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
@@ -198,6 +203,26 @@ def _decide_model_like(nodes: list[Node]) -> None:
                 node.kind, node.sub_kind = K_ACTOR, WORKFLOW
         if node.parent is not None and (below or node.kind is K_MODEL):
             model_below[node.parent.pre] = True
+
+
+def _join_app_record(gateway: Node) -> None:
+    """A gateway's record of a model call (``orchestrace proxy``) beside the app's record of the same call (a
+    sibling model call whose time holds it: the app recorded the call from callbacks, so its span was not the
+    gateway's parent) is that call told again: no turn of its own, its token ids the app's turn's. Among
+    several, the innermost one not yet joined (parallel calls of one agent)."""
+    parent = gateway.parent
+    if parent is None:
+        return
+    holders = [
+        sibling for sibling in parent.children
+        if sibling is not gateway and sibling.kind is K_MODEL and sibling.inner_model is None
+        and sibling.span.attributes.get(sc.ORCH_MODEL_CALL_GATEWAY) is not True
+        and sibling.start_ns <= gateway.start_ns and gateway.end_ns <= sibling.end_ns
+    ]
+    if holders:
+        app_record = min(holders, key=lambda n: (n.end_ns - n.start_ns, n.span.span_id))
+        gateway.kind = K_OTHER
+        app_record.inner_model = gateway
 
 
 def _same_tool_around(node: Node, parent: Node | None) -> bool:
