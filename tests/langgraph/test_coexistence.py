@@ -140,7 +140,7 @@ APPS: dict[str, tuple[Callable[[], Any], Any]] = {
 @pytest.mark.parametrize("others", ["openinference", "openllmetry", "both", "theirs_first"])
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke", "stream", "astream", "astream_events"])
 @pytest.mark.parametrize("app", sorted(APPS))
-async def test_traces_are_the_same_beside_other_instrumentations(  # every execution mode
+async def test_traces_are_the_same_beside_other_instrumentations(
     spans: Spans, app: str, mode: str, others: str
 ) -> None:
     from openinference.instrumentation.langchain import LangChainInstrumentor as OpenInference
