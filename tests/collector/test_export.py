@@ -245,11 +245,10 @@ def test_filters(tmp_path: Path) -> None:
 
 
 def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
-    out = write(
-        tmp_path / "out",
-        episode("ta", "task-1", team=2.0, answer="42"),
-        episode("tb", "task-1", team=0.0, answer="41"),
-    )
+    served = episode("ta", "task-1", team=2.0, answer="42")
+    for turn in served[1]:
+        turn.update(response_model="policy-lora-planner", policy_version="step-7")
+    out = write(tmp_path / "out", served, episode("tb", "task-1", team=0.0, answer="41"))
     assert export([out], "decisions", tmp_path / "d.parquet") == 4
     table = pq.read_table(tmp_path / "d.parquet")
     assert table.schema.equals(DECISIONS)
@@ -273,8 +272,11 @@ def test_decisions_match_the_events_of_the_trace(tmp_path: Path) -> None:
     assert delegate["turn_id"] == "ta-p"  # the model call that made it: its prompt is the context
     assert [m["content"] for m in delegate["context"]] == ["You plan.", "Solve task-1."]
     assert delegate["role"] == "orchestrator" and delegate["reward"] == pytest.approx(0.4)
+    # The policy of the model call that made it; a decision no model call made has none.
+    assert (delegate["response_model"], delegate["policy_version"]) == ("policy-lora-planner", "step-7")
     stop = next(r for r in table.to_pylist() if r["trace_id"] == "ta" and r["decision"] == "stop")
     assert stop["choice"] is None and stop["options"] is None and stop["turn_id"] is None
+    assert (stop["response_model"], stop["policy_version"]) == (None, None)
     assert stop["context_event_ids"] == ["e1", "e2", "e3", "e4", "e5", "e6"]
 
 

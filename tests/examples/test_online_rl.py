@@ -53,6 +53,17 @@ def test_groups_from_the_feed_hold_the_engines_token_ids(tmp_path: Path, streami
     export([out], "jsonl", tmp_path / "turns.jsonl")
     written = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
     assert sorted(rows, key=lambda r: r["turn_id"]) == sorted(written, key=lambda r: r["turn_id"])
+    # The policy that served each turn is on the rows of every format, not only the turns'.
+    export([out], "trl", tmp_path / "trl.jsonl")
+    trl = [json.loads(line) for line in (tmp_path / "trl.jsonl").read_text().splitlines()]
+    assert len(trl) == len(rows)
+    assert {(r["response_model"], r["policy_version"]) for r in trl} == {("policy", run.POLICY_VERSION)}
+    export([out], "tokens", tmp_path / "tokens.jsonl")
+    tokens = [json.loads(line) for line in (tmp_path / "tokens.jsonl").read_text().splitlines()]
+    assert sum(len(r["turn_ids"]) for r in tokens) == len(rows)
+    for row in tokens:
+        assert row["turn_policy_versions"] == [run.POLICY_VERSION] * len(row["turn_ids"])
+        assert row["turn_response_models"] == ["policy"] * len(row["turn_ids"])
 
 
 def test_the_caller_gets_the_engines_reply_in_the_shape_it_asked_for() -> None:

@@ -5,7 +5,8 @@ A row holds the decider, what it had at that moment (``context``: the prompt of 
 decision, when a model made it; ``context_event_ids`` / ``context_refs``: the events up to the decision and
 the content they refer to, the state of the episode), the options it had when recorded (``options``), its
 choice (``choice``: the agent's stable name, one action whichever activation it started; that activation is
-``choice_activation``), the reward credited to the decision and the episode's outcome.
+``choice_activation``), the policy of the model call that made it (``response_model``, ``policy_version``),
+the reward credited to the decision and the episode's outcome.
 
 ``fixed``: the graph's wiring took the route, nobody chose (a LangGraph fixed edge, the resume of a node that
 asked a human). Those are no policy's actions and are left out unless ``include_fixed``. (A run that ended
@@ -57,6 +58,8 @@ def decision_rows(episodes: list[Episode], *, include_fixed: bool = False) -> It
                     "reason": text(event.get("reason")),
                     "handoff": event.get("handoff") if isinstance(event.get("handoff"), bool) else None,
                     "turn_id": text(turn.get("turn_id")) if turn else None,
+                    "response_model": text(turn.get("response_model")) if turn else None,
+                    "policy_version": text(turn.get("policy_version")) if turn else None,
                     "context": messages(turn.get("prompt")) if turn else None,
                     "context_ref": text(turn.get("input_ref")) if turn else None,
                     "context_event_ids": [str(e.get("id")) for e in before],

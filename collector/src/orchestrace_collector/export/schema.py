@@ -90,7 +90,10 @@ TURNS = pa.schema(
     ]
 )
 
-_TRL_IDS = [*_FILTERED, ("turn_id", pa.string()), ("activation", pa.int64())]
+#: The policy that generated a turn (the served model or adapter, the weights' version): on every row, so an
+#: asynchronous trainer can weigh stale rollouts and train one adapter per agent.
+_POLICY = [("response_model", pa.string()), ("policy_version", pa.string())]
+_TRL_IDS = [*_FILTERED, ("turn_id", pa.string()), ("activation", pa.int64()), *_POLICY]
 TRL = pa.schema([("prompt", MESSAGES), ("completion", MESSAGES), ("tools", pa.string()), *_TRL_IDS])
 TRL_DPO = pa.schema(
     [
@@ -108,6 +111,10 @@ TRL_DPO = pa.schema(
         ("chosen_turn_id", pa.string()),
         ("rejected_turn_id", pa.string()),
         ("matched_by", pa.string()),
+        ("chosen_response_model", pa.string()),
+        ("rejected_response_model", pa.string()),
+        ("chosen_policy_version", pa.string()),
+        ("rejected_policy_version", pa.string()),
     ]
 )
 TRL_KTO = pa.schema(
@@ -137,6 +144,8 @@ TOKENS = pa.schema(
         ("turn_ends", INTS),
         ("turn_rewards", FLOATS),
         ("token_source", pa.string()),
+        ("turn_response_models", STRINGS),
+        ("turn_policy_versions", STRINGS),
     ]
 )
 
@@ -156,6 +165,7 @@ DECISIONS = pa.schema(
         ("reason", pa.string()),
         ("handoff", pa.bool_()),
         ("turn_id", pa.string()),
+        *_POLICY,
         ("context", MESSAGES),
         ("context_ref", pa.string()),
         ("context_event_ids", STRINGS),

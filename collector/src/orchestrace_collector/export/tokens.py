@@ -6,6 +6,8 @@ tokens its prompt adds (tool results, other agents' messages: observations) get 
 completion's tokens 1. A turn whose prompt does not extend the previous one (a rewritten history) starts a
 new row of the trajectory (``segment`` counts them). ``token_rewards`` holds each turn's credited reward on
 the last token of its completion, 0 elsewhere; ``uid`` is the task (the group of group-relative methods).
+``turn_response_models`` / ``turn_policy_versions``: the policy of each turn (parallel to ``turn_ids``; the
+weights may change between two turns of one trajectory in an asynchronous loop).
 
 Token ids: the recorded ones (``prompt_token_ids``, ``completion_token_ids``: what the model saw and
 generated) when every turn of the trajectory has them, and then nothing is tokenized again; a merge whose
@@ -84,6 +86,8 @@ class _Row:
     logprobs: list[float] | None = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     turn_rewards: list[float | None] = field(default_factory=list)
+    turn_response_models: list[str | None] = field(default_factory=list)
+    turn_policy_versions: list[str | None] = field(default_factory=list)
     prompt_length: int = 0
     flags: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] | None = None  # prompt + completion of the last turn
@@ -106,6 +110,8 @@ class _Row:
             self.token_rewards[-1] += reward or 0.0
         self.turn_ends.append(len(self.input_ids) - 1)
         self.turn_rewards.append(reward)
+        self.turn_response_models.append(turn.get("response_model"))
+        self.turn_policy_versions.append(turn.get("policy_version"))
         self.flags = unique([*self.flags, *turn["flags"]])
         complete = turn["prompt"] is not None and turn["completion"] is not None
         self.messages = turn["prompt"] + turn["completion"] if complete else None
@@ -155,6 +161,8 @@ def token_rows(turns: Iterable[Mapping[str, Any]], tokenizer: Any | None = None,
                 "turn_ends": row.turn_ends,
                 "turn_rewards": [r or 0.0 for r in row.turn_rewards],
                 "token_source": source,
+                "turn_response_models": row.turn_response_models,
+                "turn_policy_versions": row.turn_policy_versions,
                 "episode_reward": first["episode_reward"],
             }
 

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 TRL_KINDS = ("sft", "dpo", "kto")
-_IDS = ("task_id", "trace_id", "agent", "role", "reward", "flags", "turn_id", "activation", "episode_reward")
+_IDS = ("task_id", "trace_id", "agent", "role", "reward", "flags", "turn_id", "activation", "episode_reward",
+        "response_model", "policy_version")
 Turn = Mapping[str, Any]
 
 
@@ -110,6 +111,10 @@ def dpo_rows(turns: Iterable[Turn]) -> Iterator[dict[str, Any]]:
                 "chosen_turn_id": chosen["turn_id"],
                 "rejected_turn_id": rejected["turn_id"],
                 "matched_by": how,
+                "chosen_response_model": chosen["response_model"],
+                "rejected_response_model": rejected["response_model"],
+                "chosen_policy_version": chosen["policy_version"],
+                "rejected_policy_version": rejected["policy_version"],
             }
 
 
