@@ -1,6 +1,7 @@
 """The online loop on one machine, no GPU and no network: a fake engine (``fake_engine.py``), ``orchestrace
-proxy`` in front of it, ``orchestrace collect``, the LangGraph app (``app.py``) running N rollouts per task
-while the trainer stand-in (``trainer.py``) takes groups from the live feed.
+proxy`` in front of it, ``orchestrace collect``, the LangGraph app (``app.py``, tasks ``task-K``) and the
+OpenAI Agents SDK app (``agents_app.py``, tasks ``agents-task-K``) each running N rollouts per task while the
+trainer stand-in (``trainer.py``) takes groups from the live feed.
 
     python -m examples.online_rl.run --out /tmp/online --tasks 3 --n 4
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import httpx
 import orchestrace as ot
 
-from examples.online_rl import app, fake_engine, trainer
+from examples.online_rl import agents_app, app, fake_engine, trainer
 
 #: The version of the engine's weights the proxy stamps on every turn (a trainer would bump it per update).
 POLICY_VERSION = "step-0"
@@ -79,17 +80,19 @@ def run(out: Path, *, tasks: int = 2, n: int = 3, streaming: bool = False) -> Lo
           _process(proxy, f"http://127.0.0.1:{proxy_port}/v1/models", out / "proxy.log")):
         handle = ot.configure("online-rl-app", exporter="otlp", endpoint=collector_url)
         graph = app.build(f"http://127.0.0.1:{proxy_port}/v1", streaming=streaming)
+        agents = agents_app.build(f"http://127.0.0.1:{proxy_port}/v1")
 
         def rollouts() -> None:
             for attempt in range(n):
                 for task in range(tasks):
-                    rewards.append(app.rollout(graph, f"task-{task}", QUESTIONS[task % len(QUESTIONS)],
-                                               attempt))
+                    question = QUESTIONS[task % len(QUESTIONS)]
+                    rewards.append(app.rollout(graph, f"task-{task}", question, attempt))
+                    rewards.append(agents_app.rollout(agents, f"agents-task-{task}", question, attempt))
             handle.force_flush()
 
         actor = threading.Thread(target=rollouts)
         actor.start()
-        steps = list(trainer.train(collector_url, n, tasks, out / "trainer.cursor"))
+        steps = list(trainer.train(collector_url, n, 2 * tasks, out / "trainer.cursor"))
         actor.join()
         handle.shutdown()
         collector.terminate()  # the collector writes what is still open before it exits

@@ -5,19 +5,23 @@ orchestrace code in its model calls, and a trainer reading groups from the live 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orchestrace as ot
 import pytest
+import uvicorn
 from collector_fixtures import validate_trace_dir
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.proxy import POLICY_VERSION_HEADER, Gateway
 from orchestrace_collector.export import export
+from orchestrace_openai_agents import OpenAIAgentsInstrumentor
 from starlette.testclient import TestClient
 
-from examples.online_rl import fake_engine, run
+from examples.online_rl import agents_app, fake_engine, run
 
 
 def _engine_ids(row: dict[str, Any]) -> tuple[list[int], list[int], list[float]]:
@@ -34,7 +38,9 @@ def test_groups_from_the_feed_hold_the_engines_token_ids(tmp_path: Path, streami
     out = tmp_path / "traces"
     validate_trace_dir(out)
     groups = [step.group for step in loop.steps]
-    assert sorted(g.task_id for g in groups) == [f"task-{k}" for k in range(tasks)]
+    # The LangGraph app's tasks and the Agents SDK app's, each group with its n rollouts.
+    assert sorted(g.task_id for g in groups) == sorted(
+        [f"task-{k}" for k in range(tasks)] + [f"agents-task-{k}" for k in range(tasks)])
     assert all(len(g.episodes) == n and not g.partial and not g.update for g in groups)
     assert sorted(e.outcome() for g in groups for e in g.episodes) == sorted(loop.rewards)
     for step in loop.steps:
@@ -43,7 +49,7 @@ def test_groups_from_the_feed_hold_the_engines_token_ids(tmp_path: Path, streami
         assert step.advantages == pytest.approx([o - mean for o in outcomes if o is not None])
     rows = [row for g in groups for e in g.episodes for row in e.rows]
     # Two agents, one model call each, per rollout; each turn the calling agent's, with the engine's ids.
-    assert sorted(r["agent"] for r in rows) == ["reviewer"] * tasks * n + ["solver"] * tasks * n
+    assert sorted(r["agent"] for r in rows) == ["reviewer"] * 2 * tasks * n + ["solver"] * 2 * tasks * n
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
@@ -275,3 +281,54 @@ def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
+
+
+
+@pytest.mark.parametrize("instrumented", [False, True], ids=["plain", "instrumented"])
+def test_an_agents_sdk_app_through_the_proxy_is_one_turn_per_call_with_the_engines_ids(
+        tmp_path: Path, instrumented: bool) -> None:
+    """The Agents SDK app (``OpenAIChatCompletionsModel`` on the proxy) with the proxy in this process: each
+    call one turn of the calling agent with the engine's ids; also when ``OpenAIAgentsInstrumentor`` records
+    the same call (the proxy's span is a child of its model-call span: one turn, the app's, with the proxy's
+    ids, and its whole prompt: the proxy's history is its own, so the app's call never refers to the proxy's
+    call the collector folds away)."""
+    tasks, n = 2, 2
+    engine = fake_engine.serve()
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-agents-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    port = run._free_port()
+    server = uvicorn.Server(uvicorn.Config(Gateway(f"http://127.0.0.1:{engine.server_port}/v1",
+                                                   policy_version="v1").app(),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    instrumentor = OpenAIAgentsInstrumentor()
+    if instrumented:
+        instrumentor.instrument()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        agents = agents_app.build(f"http://127.0.0.1:{port}/v1")
+        for attempt in range(n):
+            for task in range(tasks):
+                agents_app.rollout(agents, f"task-{task}", run.QUESTIONS[task], attempt, traced=instrumented)
+    finally:
+        if instrumented:
+            instrumentor.uninstrument()
+        server.should_exit = True
+        thread.join(30)
+        handle.shutdown()
+        engine.shutdown()
+    traces = validate_trace_dir(out)
+    assert len(traces) == tasks * n
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert sorted(r["agent"] for r in rows) == ["reviewer"] * tasks * n + ["solver"] * tasks * n
+    for row in rows:
+        assert not row["prompt_incomplete"]
+        instructions = agents[row["agent"] == "reviewer"].instructions
+        assert (row["prompt"][0]["role"], row["prompt"][0]["content"]) == ("system", instructions)
+        assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
+            _engine_ids(row))
+        assert row["policy_version"] == "v1"

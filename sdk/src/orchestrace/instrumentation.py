@@ -225,14 +225,17 @@ def start_model_call(telemetry: Telemetry, model: str | None = None, *, provider
                      operation: str = sc.OP_CHAT, input: Any = NOTHING,
                      request: Mapping[str, Any] | None = None, context: Context | None = None,
                      attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
-                     values: Mapping[str, object] | None = None) -> Invocation:
+                     values: Mapping[str, object] | None = None,
+                     prompt_history: PromptHistory | None = None) -> Invocation:
     """``{operation} {model}`` (CLIENT): one model call (a turn) whose span is current while it runs (wrap a
     client call with it). ``input``: the prompt as the call got it (messages of any common shape); its
     ref, and its messages with capture on. ``request``: the call's other arguments (sampling parameters
     become ``gen_ai.request.*``; the ``tools`` offered are recorded with capture on; anything else is
     ignored). End it with ``stop(reply)``: any reply shape of :mod:`orchestrace.replies` (usage, response
-    model, finish reason, and the completion with capture on); streamed chunks through ``on_item``."""
-    spec = LlmSpec(model, provider, operation=operation)
+    model, finish reason, and the completion with capture on); streamed chunks through ``on_item``.
+    ``prompt_history``: the exported histories its prompt may refer to (:mod:`orchestrace.history`; default
+    the process's)."""
+    spec = LlmSpec(model, provider, operation=operation, prompt_history=prompt_history)
     extra = request_attributes(request, telemetry.capture.capture_content) if request else None
     return _open(telemetry, spec, context, input, attributes, links, values, extra)
 

@@ -505,12 +505,15 @@ class LlmSpec(Spec):
     messages, tool definitions and token ids."""
 
     def __init__(self, model: str | None, provider: str | None,
-                 arguments: CallArguments | None = None, operation: str = sc.OP_CHAT) -> None:
+                 arguments: CallArguments | None = None, operation: str = sc.OP_CHAT,
+                 prompt_history: history.PromptHistory | None = None) -> None:
         super().__init__(model or "")
         self.model = model
         self.provider = provider
         self.arguments = arguments or CallArguments(None)
         self.operation = operation
+        #: The histories its calls refer to and add to (default: the process's, :data:`HISTORY`).
+        self.prompt_history = prompt_history or HISTORY
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
@@ -562,7 +565,8 @@ class LlmSpec(Spec):
             # Refs before capture_messages clips the texts: those of the messages as the caller sent them.
             chained = history.chain([content_ref(m) for m in messages])
             invocation.prompt_chain = chained
-            prefix = HISTORY.longest_prefix(format_trace_id(span.get_span_context().trace_id), chained)
+            trace_id = format_trace_id(span.get_span_context().trace_id)
+            prefix = self.prompt_history.longest_prefix(trace_id, chained)
             if prefix is not None:
                 start = prefix[1]
                 span.set_attributes({sc.ORCH_PREFIX_SPAN_ID: prefix[0], sc.ORCH_PREFIX_LENGTH: start,
@@ -596,7 +600,8 @@ class LlmSpec(Spec):
             return
         messages = [reply.message()] if reply is not None else output_messages(result)
         if invocation.prompt_chain is not None and len(messages) == 1:
-            _remember(invocation, invocation.prompt_chain, messages[0])  # before capture clips the texts
+            # Before capture clips the texts.
+            _remember(self.prompt_history, invocation, invocation.prompt_chain, messages[0])
         captured = capture_messages(messages, capture_config)
         if captured is not None:
             if cut_bytes:
@@ -622,13 +627,14 @@ class LlmSpec(Spec):
 HISTORY = history.PromptHistory()
 
 
-def _remember(invocation: Invocation, chained: list[str], completion: Message) -> None:
+def _remember(store: history.PromptHistory, invocation: Invocation, chained: list[str],
+              completion: Message) -> None:
     """The call's prompt (``chained``) and ``completion`` were exported by its span: a later call of the trace
     whose prompt starts with them refers to it. The completion's ref is that of the same message in a later
     prompt (the GenAI input shape: without ``finish_reason``)."""
     as_input = {key: value for key, value in completion.items() if key != "finish_reason"}
     ids = invocation.span.get_span_context()
-    HISTORY.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
+    store.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                      [*chained, *history.chain([content_ref(as_input)], chained[-1] if chained else "")])
 
 

@@ -38,6 +38,7 @@ from starlette.routing import Route
 import orchestrace as ot
 from orchestrace import semconv as sc
 from orchestrace.context import extract
+from orchestrace.history import PromptHistory
 from orchestrace.instrumentation import Invocation, start_model_call
 from orchestrace.telemetry import Telemetry, configured
 
@@ -103,6 +104,10 @@ class Gateway:
         self.telemetry = telemetry
         self.policy_version = policy_version
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+        # Its own: the collector folds a gateway call into the app's record of the same call, so an app call
+        # in this process (an instrumented app serving its own proxy) must never refer to a gateway call's
+        # history, which would then be gone.
+        self.prompt_history = PromptHistory()
 
     def app(self) -> Starlette:
         routes = [Route(f"{prefix}/v1/{path}", self._handler(path), methods=["POST"])
@@ -170,7 +175,7 @@ class Gateway:
             attributes[sc.ORCH_POLICY_VERSION] = version
         return start_model_call(self.telemetry or configured(), body.get("model"), operation=operation,
                                 input=body.get(prompt_key), request=request, context=context,
-                                attributes=attributes)
+                                attributes=attributes, prompt_history=self.prompt_history)
 
     async def _relay(self, upstream: httpx.Response, call: Invocation, added: set[str],
                      ) -> AsyncIterator[bytes]:
