@@ -100,6 +100,49 @@ def test_the_caller_gets_the_engines_reply_in_the_shape_it_asked_for() -> None:
         engine.shutdown()
 
 
+
+def _events(text: str) -> list[Any]:
+    """A stream's server-sent events' data, parsed (``[DONE]`` as it is)."""
+    return [line[5:].strip() if "[DONE]" in line else json.loads(line[5:])
+            for line in text.split("\n\n") if line.startswith("data:")]
+
+
+def test_a_streamed_call_has_the_engines_usage_and_the_callers_stream_its_shape(tmp_path: Path) -> None:
+    """A chat stream through the proxy: the proxy asks the engine for the usage (``include_usage``), the turn
+    has it, and the caller, who did not ask, gets the engine's stream as it would have without it (no
+    usage-only chunk); a caller who asked gets that chunk."""
+    engine = fake_engine.serve()
+    engine_url = f"http://127.0.0.1:{engine.server_port}/v1"
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-stream-usage-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    client = TestClient(Gateway(engine_url).app())
+    body = {"model": "policy", "messages": [{"role": "user", "content": "stream it"}], "stream": True}
+    asked = {**body, "stream_options": {"include_usage": True}}
+
+    @ot.agent
+    def streamer() -> tuple[str, str]:
+        plain = client.post("/v1/chat/completions", headers=ot.inject(), json=body).text
+        return plain, client.post("/v1/chat/completions", headers=ot.inject(), json=asked).text
+
+    try:
+        with ot.task("stream-usage"):
+            plain, with_usage = streamer()
+        assert plain == httpx.post(f"{engine_url}/chat/completions", json=body).text  # byte for byte
+        assert _events(with_usage) == _events(httpx.post(f"{engine_url}/chat/completions", json=asked).text)
+    finally:
+        handle.shutdown()
+        engine.shutdown()
+    assert _events(with_usage)[-2]["usage"] is not None
+    validate_trace_dir(out)
+    export([out], "jsonl", tmp_path / "turns.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    prompt_ids, sampled = fake_engine.sampled(body["messages"])
+    assert [(r["input_tokens"], r["output_tokens"]) for r in rows] == [(len(prompt_ids), len(sampled))] * 2
+    for row in rows:
+        assert (row["prompt_token_ids"], row["completion_token_ids"]) == _engine_ids(row)[:2]
+
+
 def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_path: Path) -> None:
     """An ``@ot.llm`` function calling the engine through the proxy: the proxy's span is a child of the app's
     (``traceparent``); the collector keeps one turn, the app's, with the proxy's token ids and logprobs."""

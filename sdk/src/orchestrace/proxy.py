@@ -2,7 +2,8 @@
 that records every call as a model call (a turn) with the engine's token ids, with no change to the app.
 
 Per call (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``; streaming or not) it asks the
-engine for token ids and logprobs (vLLM's ``return_token_ids`` and ``logprobs``) when the caller did not,
+engine for token ids and logprobs (vLLM's ``return_token_ids`` and ``logprobs``), and a chat stream for its
+usage (``stream_options.include_usage``), when the caller did not,
 returns the engine's reply with those extra fields removed (unless the caller asked for them), and records
 the call with the SDK's own model-call recording (:func:`orchestrace.instrumentation.start_model_call`: the
 same attributes, and the same export-a-history-once rule, as ``@ot.llm``), exported over OTLP to a collector.
@@ -68,7 +69,18 @@ def _ask_for_ids(endpoint: str, body: dict[str, Any]) -> tuple[dict[str, Any], s
     if body.get("logprobs") in (None, False):
         asked["logprobs"] = True if endpoint == "chat/completions" else 0  # completions: sampled token only
         added.add("logprobs")
+    options = body.get("stream_options")
+    if body.get("stream") and endpoint == "chat/completions" and not (
+            isinstance(options, dict) and options.get("include_usage")):
+        # A stream states its usage only when asked: in a last chunk of no choices, kept from the caller.
+        asked["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        added.add("include_usage")
     return asked, added
+
+
+def _usage_only(chunk: Any) -> bool:
+    """The last chunk of a stream asked for its usage: no choices, the usage."""
+    return isinstance(chunk, dict) and not chunk.get("choices") and chunk.get("usage") is not None
 
 
 def _strip(value: Any, added: set[str]) -> Any:
@@ -78,6 +90,8 @@ def _strip(value: Any, added: set[str]) -> Any:
     value = dict(value)
     if "return_token_ids" in added:
         value.pop("prompt_token_ids", None)
+    if "include_usage" in added and value.get("usage", 0) is None:
+        del value["usage"]  # engines that send usage: null on every chunk when asked for usage
     choices = value.get("choices")
     if isinstance(choices, list):
         stripped = []
@@ -181,8 +195,13 @@ class Gateway:
                      ) -> AsyncIterator[bytes]:
         """The engine's server-sent events passed on, each chunk recorded and stripped of the added fields."""
         finished = False
+        dropped = False
         try:
             async for line in upstream.aiter_lines():
+                if dropped and not line:
+                    dropped = False
+                    continue  # the end of the event the caller does not get
+                dropped = False
                 if line.startswith("data:"):
                     payload = line[5:].strip()
                     if payload == "[DONE]":
@@ -195,6 +214,9 @@ class Gateway:
                             chunk = None
                         if chunk is not None:
                             call.on_item(chunk)
+                            if "include_usage" in added and _usage_only(chunk):
+                                dropped = True  # the caller did not ask for usage: recorded, not passed
+                                continue
                             line = "data: " + json.dumps(_strip(chunk, added))
                 yield (line + "\n").encode()
         finally:
