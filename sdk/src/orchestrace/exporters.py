@@ -25,7 +25,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -138,6 +138,18 @@ class _TooLarge:
                          "dropped" if stripped else "sending without its content", span.name, size, why)
         return None if stripped else without_content(span)
 
+    def split(self, spans: Sequence[ReadableSpan], size: int, why: str, stripped: bool,
+              send: Callable[[Sequence[ReadableSpan], bool], SpanExportResult]) -> SpanExportResult:
+        """Send a batch too large for one request with ``send``: a single span without its content (else
+        dropped), more spans in halves."""
+        if len(spans) == 1:
+            instead = self.add(spans[0], size, why, stripped)
+            return SpanExportResult.FAILURE if instead is None else send([instead], True)
+        first, second = _halves(spans)
+        ok = send(first, False) == SpanExportResult.SUCCESS
+        return SpanExportResult.SUCCESS if send(second, False) == SpanExportResult.SUCCESS and ok \
+            else SpanExportResult.FAILURE
+
 
 #: String attributes longer than this are content (messages, tool arguments and results, states).
 _CONTENT_CHARS = 1024
@@ -203,15 +215,9 @@ def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -
                     return SpanExportResult.FAILURE
             else:
                 del data
-            if len(spans) == 1:
-                why = (f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
-                       if size > self._limit else "refused as too large by the receiver (413)")
-                instead = self._too_large.add(spans[0], size, why, stripped)
-                return SpanExportResult.FAILURE if instead is None else self._send([instead], stripped=True)
-            first, second = _halves(spans)
-            ok = self._send(first) == SpanExportResult.SUCCESS
-            return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
-                else SpanExportResult.FAILURE
+            why = (f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
+                   if size > self._limit else "refused as too large by the receiver (413)")
+            return self._too_large.split(spans, size, why, stripped, self._send)
 
     if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
         endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
@@ -249,14 +255,8 @@ class SizeLimitedExporter(SpanExporter):
             return SpanExportResult.FAILURE
         if size <= self.limit:
             return self.inner.export(spans)
-        if len(spans) == 1:
-            why = f"over the {self.limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
-            instead = self._too_large.add(spans[0], size, why, stripped)
-            return SpanExportResult.FAILURE if instead is None else self._send([instead], stripped=True)
-        first, second = _halves(spans)
-        ok = self._send(first) == SpanExportResult.SUCCESS
-        return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
-            else SpanExportResult.FAILURE
+        why = f"over the {self.limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
+        return self._too_large.split(spans, size, why, stripped, self._send)
 
     def shutdown(self) -> None:
         self.inner.shutdown()

@@ -538,18 +538,6 @@ class LlmSpec(Spec):
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         return {MODEL_CALL_KEY: invocation}
 
-    def content_attributes(self, captured: Captured, *, output: bool) -> dict[str, str | bool | int]:
-        """The span attributes of captured input (or ``output``) content."""
-        if output:
-            attributes = captured.attributes(self.output_key, sc.ORCH_OUTPUT_CUT_BYTES)
-            if self.shows_values:
-                attributes[sc.OUTPUT_VALUE], attributes[sc.OUTPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
-        else:
-            attributes = captured.attributes(self.input_key, sc.ORCH_INPUT_CUT_BYTES)
-            if self.shows_values:
-                attributes[sc.INPUT_VALUE], attributes[sc.INPUT_MIME_TYPE] = captured.text, sc.MIME_JSON
-        return attributes
-
     def record_input(self, invocation: Invocation, value: Any, ref: str | None) -> None:
         """The prompt; with capture on, only the messages no earlier call of the trace exported (a history is
         exported once, see :mod:`orchestrace.history`), unless ``full_prompt`` is set."""
