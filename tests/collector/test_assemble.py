@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from collector_fixtures import record_handover, record_run
 from orchestrace import semconv as sc
 from orchestrace_collector import convert_spans
-from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.assemble import Assembler, ConvertedEpisode, TraceSink
 from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.model import Trace, Turn
+from orchestrace_collector.model import Trace
 from orchestrace_collector.spans import Span
+from orchestrace_collector.wal import WriteAheadLog
+from typing_extensions import get_protocol_members
 
 
 @dataclass
@@ -25,17 +28,16 @@ class Clock:
 
 @dataclass
 class Sink:
-    written: list[tuple[Trace, int]] = field(default_factory=list)
+    """A sink with the ``TraceSink`` protocol's methods and nothing else."""
 
-    def write(
-        self,
-        trace: Trace,
-        turns: Sequence[Turn] = (),
-        contents: Mapping[str, str] | None = None,
-        *,
-        revision: int = 0,
-    ) -> None:
-        self.written.append((trace, revision))
+    written: list[tuple[Trace, int]] = field(default_factory=list)
+    syncs: int = 0
+
+    def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
+        self.written.append((episode.trace, revision))
+
+    def sync(self) -> None:
+        self.syncs += 1
 
 
 def spans_of(task_id: str, **kwargs: object) -> list[Span]:
@@ -154,7 +156,7 @@ def test_a_converter_failure_is_logged_not_raised() -> None:
         raise RuntimeError("boom")
 
     sink, clock = Sink(), Clock()
-    assembler = Assembler(sink, converter=broken, clock=clock)  # type: ignore[arg-type]
+    assembler = Assembler(sink, converter=broken, clock=clock)
     assembler.add(spans_of("t8"))
     assert assembler.flush() == 1
     assert assembler.failed == 1 and sink.written == []
@@ -253,3 +255,16 @@ def test_a_span_that_ends_before_it_starts_is_counted() -> None:
     assert trace.to_json_dict()["metrics"]["end_before_start"] == 1  # written as an integer
     (clean,) = convert_spans(spans)
     assert "end_before_start" not in clean.metrics
+
+
+def test_a_sink_with_only_the_protocols_methods_gets_every_episode_and_is_synced(tmp_path: Path) -> None:
+    """The assembler calls what ``TraceSink`` declares, nothing it looks up by name: a sink with only
+    ``write_episode`` and ``sync`` is given every episode, and synced before a WAL marks them written."""
+    assert get_protocol_members(TraceSink) == {"write_episode", "sync"}
+    sink, clock = Sink(), Clock()
+    assembler = Assembler(sink, quiet_period_s=1, clock=clock, wal=WriteAheadLog(tmp_path / "wal"))
+    assembler.add(spans_of("synced"))
+    clock.now += 2
+    assert assembler.tick() == 1 and assembler.failed == 0
+    assert [(trace.task_id, revision) for trace, revision in sink.written] == [("synced", 0)]
+    assert sink.syncs == 1

@@ -6,17 +6,15 @@ from __future__ import annotations
 import errno
 import json
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collector_fixtures import record_run
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.assemble import Assembler, ConvertedEpisode
 from orchestrace_collector.encode import request_from_spans
 from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.output import TraceDirWriter, latest_traces
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import WriteAheadLog
@@ -29,17 +27,10 @@ class FlakySink(Sink):
 
     failing: bool = True
 
-    def write(
-        self,
-        trace: Trace,
-        turns: Sequence[Turn] = (),
-        contents: Mapping[str, str] | None = None,
-        *,
-        revision: int = 0,
-    ) -> None:
+    def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
         if self.failing:
             raise OSError(errno.ENOSPC, "No space left on device")
-        super().write(trace, turns, contents, revision=revision)
+        super().write_episode(episode, revision=revision)
 
 
 def spans_of(task_id: str, **kwargs: object) -> list[Span]:
@@ -48,7 +39,7 @@ def spans_of(task_id: str, **kwargs: object) -> list[Span]:
 
 def test_a_failing_write_keeps_the_episode_and_retries() -> None:
     sink, clock = FlakySink(), Clock()
-    assembler = Assembler(sink, quiet_period_s=1, retry_s=5, clock=clock)  # type: ignore[arg-type]
+    assembler = Assembler(sink, quiet_period_s=1, retry_s=5, clock=clock)
     spans = spans_of("flaky")
     assembler.add(spans)
     clock.now += 2
@@ -66,7 +57,7 @@ def test_a_failing_write_keeps_the_episode_and_retries() -> None:
 
 def test_span_id_seen_again_with_other_content_keeps_the_first() -> None:
     sink, clock = FlakySink(failing=False), Clock()
-    assembler = Assembler(sink, quiet_period_s=1, clock=clock)  # type: ignore[arg-type]
+    assembler = Assembler(sink, quiet_period_s=1, clock=clock)
     spans = spans_of("conflict")
     tool = next(s for s in spans if s.name.startswith("execute_tool"))
     forged = replace(tool, attributes={**tool.attributes, "gen_ai.tool.name": "forged"})
@@ -132,7 +123,7 @@ def test_a_late_span_for_a_forgotten_episode_never_supersedes_it(tmp_path: Path)
 
 def test_open_episode_cap_writes_the_oldest_as_they_are() -> None:
     sink, clock = FlakySink(failing=False), Clock()
-    assembler = Assembler(sink, max_open_episodes=2, clock=clock)  # type: ignore[arg-type]
+    assembler = Assembler(sink, max_open_episodes=2, clock=clock)
     for index in range(5):
         assembler.add([s for s in spans_of(f"open-{index}") if s.parent_span_id is not None])
         clock.now += 1
@@ -142,7 +133,7 @@ def test_open_episode_cap_writes_the_oldest_as_they_are() -> None:
 
 def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
     sink, clock = FlakySink(failing=False), Clock()
-    assembler = Assembler(sink, quiet_period_s=1, max_bytes=10_000, clock=clock)  # type: ignore[arg-type]
+    assembler = Assembler(sink, quiet_period_s=1, max_bytes=10_000, clock=clock)
     assembler.add(spans_of("done"), nbytes=3_000)
     clock.now += 2
     assert assembler.tick() == 1 and assembler.retained_bytes == 3_000

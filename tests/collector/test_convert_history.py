@@ -24,6 +24,7 @@ from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
+from orchestrace_collector.output import episode_lines
 from orchestrace_langgraph import LangGraphInstrumentor
 from pydantic import Field
 
@@ -238,7 +239,7 @@ def test_a_long_conversation_is_written_in_memory_linear_in_its_content() -> Non
     episode = convert_episode(spans)
     tracemalloc.start()
     try:
-        _, turn_lines = episode.json_lines(1, 4 << 20)
+        _, turn_lines = episode_lines(episode, 1, 4 << 20)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -17,7 +17,7 @@ import pytest
 from convert_support import Spans, event
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
-from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.output import TraceDirWriter, episode_lines
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES as MAX_BYTES
 from orchestrace_collector.output_limit import ID_CHARS
 from orchestrace_collector.spans import Span
@@ -75,8 +75,8 @@ def both_ways(spans: list[Span]) -> tuple[Episode, Episode]:
 
 def test_records_are_written_as_pydantic_writes_the_models() -> None:
     fast, slow = both_ways(rich_episode())
-    lines = fast.json_lines(2, MAX_BYTES)
-    assert lines == slow.json_lines(2, MAX_BYTES)
+    lines = episode_lines(fast, 2, MAX_BYTES)
+    assert lines == episode_lines(slow, 2, MAX_BYTES)
     trace_line, turn_lines = lines
     trace = json.loads(trace_line)
     assert trace["metrics"]["revision"] == 2 and trace["task_id"] == "task-é"
@@ -94,15 +94,15 @@ def test_records_are_written_as_pydantic_writes_the_models() -> None:
 @pytest.mark.parametrize("value", [b"\x00bytes", 2**70, {1: "int key"}])
 def test_a_value_orjson_refuses_is_written_by_pydantic(value: object) -> None:
     fast, slow = both_ways(rich_episode(**{"orchestrace.request.odd": value}))
-    assert fast.json_lines(0, MAX_BYTES) == slow.json_lines(0, MAX_BYTES)
-    assert "odd" in json.loads(fast.json_lines(0, MAX_BYTES)[1][0])["request"]
+    assert episode_lines(fast, 0, MAX_BYTES) == episode_lines(slow, 0, MAX_BYTES)
+    assert "odd" in json.loads(episode_lines(fast, 0, MAX_BYTES)[1][0])["request"]
 
 
 def test_a_value_neither_can_write_fails_the_same_way() -> None:
     fast, slow = both_ways(rich_episode(**{"orchestrace.request.text": "lone \ud800 surrogate"}))
     for episode in (fast, slow):
         with pytest.raises(PydanticSerializationError):
-            episode.json_lines(0, MAX_BYTES)
+            episode_lines(episode, 0, MAX_BYTES)
 
 
 def long_agent_name() -> list[Span]:
@@ -134,8 +134,8 @@ def test_what_the_amplification_limit_cuts_is_cut_alike(build: Callable[[], list
     """A name over the identifier limit, or a budget the episode does not fit: the limit applies (on the
     models), the same whichever way the episode came."""
     fast, slow = both_ways(build())
-    trace_line, turn_lines = fast.json_lines(0, budget)
-    assert (trace_line, turn_lines) == slow.json_lines(0, budget)
+    trace_line, turn_lines = episode_lines(fast, 0, budget)
+    assert (trace_line, turn_lines) == episode_lines(slow, 0, budget)
     trace = json.loads(trace_line)
     assert trace["metrics"]["truncated"] >= 1
     written = [trace_line, *turn_lines]
@@ -181,6 +181,6 @@ def test_mutated_runs_are_written_alike_both_ways(seed: int) -> None:
 def outcome(episode: Episode) -> object:
     """The episode's lines, or the error writing it raised (bytes that are not UTF-8 fail either way)."""
     try:
-        return episode.json_lines(0, MAX_BYTES)
+        return episode_lines(episode, 0, MAX_BYTES)
     except PydanticSerializationError as error:
         return str(error)

@@ -7,12 +7,16 @@ are in use (``_compiled.py``). Command line: ``orchestrace`` (``cli.py``). In-pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 # First: installs the finder of the compiled conversion modules before any of them can be imported.
 from orchestrace_collector._compiled import compiled
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.spans import Span
+
+if TYPE_CHECKING:
+    from orchestrace_collector.assemble import ConvertedEpisode
 
 __all__ = ["Span", "Trace", "Turn", "compiled", "convert_spans"]
 
@@ -21,15 +25,11 @@ class _TraceList:
     def __init__(self) -> None:
         self.traces: list[Trace] = []
 
-    def write(
-        self,
-        trace: Trace,
-        turns: Sequence[Turn] = (),
-        contents: Mapping[str, str] | None = None,
-        *,
-        revision: int = 0,
-    ) -> None:
-        self.traces.append(trace)
+    def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
+        self.traces.append(episode.trace)
+
+    def sync(self) -> None:
+        pass  # in memory
 
 
 def convert_spans(spans: Iterable[Span], *, credit: str = "causal") -> list[Trace]:

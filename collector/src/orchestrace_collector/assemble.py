@@ -119,22 +119,16 @@ class ConvertedEpisode(Protocol):
     @property
     def metrics(self) -> dict[str, float]: ...  # the trace's, without making its model
 
-    def json_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]]: ...
+    def record_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]] | None: ...
 
 
 class TraceSink(Protocol):
-    """Where written episodes go: ``output.TraceDirWriter``, or a list for ``convert_spans``. A sink with a
-    ``write_episode(episode, *, revision)`` method (``TraceDirWriter``) is given the converted episode
-    instead, to write its records without making its models."""
+    """Where converted episodes go: ``output.TraceDirWriter``, or a list for ``convert_spans``."""
 
-    def write(
-        self,
-        trace: Trace,
-        turns: Sequence[Turn] = (),
-        contents: Mapping[str, str] | None = None,
-        *,
-        revision: int = 0,
-    ) -> None: ...
+    def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None: ...
+
+    def sync(self) -> None:
+        """Make what was written durable (called before episodes are marked written in the WAL)."""
 
 
 Converter = Callable[[Sequence[Span]], ConvertedEpisode]
@@ -487,9 +481,7 @@ class Assembler:
                     self._write(episode)
                 written.append(episode)
             if written and self.durable:
-                sync = getattr(self.writer, "sync", None)
-                if sync is not None:
-                    sync()
+                self.writer.sync()
         except OSError as exc:
             self._storage_failed(exc)
             return 0
@@ -561,13 +553,7 @@ class Assembler:
             converted.metrics[SPAN_COUNT] = float(len(spans))
             if episode.conflicts:
                 converted.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
-            write_episode = getattr(self.writer, "write_episode", None)
-            if write_episode is not None:  # writes the converter's records as they are
-                write_episode(converted, revision=episode.revision)
-            else:
-                self.writer.write(
-                    converted.trace, converted.turns, converted.contents, revision=episode.revision
-                )
+            self.writer.write_episode(converted, revision=episode.revision)
         except OSError:
             raise
         except Exception:

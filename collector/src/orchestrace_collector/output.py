@@ -47,7 +47,6 @@ from typing import IO, TYPE_CHECKING, Any
 from orchestrace_semconv.refs import REF_PREFIX
 
 from orchestrace_collector.annotations import Annotation, annotation_line, read_annotations
-from orchestrace_collector.convert.written import model_lines
 from orchestrace_collector.model import REVISION, Trace, Turn
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES, limit_output, shorten
 
@@ -150,15 +149,6 @@ class TraceDirWriter:
         with self._lock, self._annotations_path.open("a", encoding="utf-8") as handle:
             handle.write(annotation_line(annotation))
 
-    def apply_annotations(self, trace: Trace, turns: Sequence[Turn], revision: int,
-                          ) -> tuple[Sequence[Turn], int]:
-        """The annotations recorded for ``trace`` applied to it (in place) and to its turns, and the revision
-        to write: above any that ``annotate`` wrote in the meantime (revisions of a trace only go up)."""
-        annotations = self._annotations_of(trace.trace_id)
-        for annotation in annotations:
-            turns = annotation.apply(trace, turns)
-        return turns, max([revision, *(a.revision + 1 for a in annotations)])
-
     def _annotations_of(self, trace_id: str) -> list[Annotation]:
         """Re-read only when the file changed (``annotate`` runs in another process)."""
         try:
@@ -179,19 +169,14 @@ class TraceDirWriter:
         *,
         revision: int = 0,
     ) -> None:
-        limit_output(trace, turns, self.max_trace_bytes)  # before annotations: they are keyed by the cut id
-        turns, revision = self.apply_annotations(trace, turns, revision)
-        trace_line, turn_lines = model_lines(trace, turns, revision)
-        self.write_raw(trace_line, turn_lines, contents)
+        """Write a trace and its turns as models (``write_episode`` for a converted episode)."""
+        annotations = self._annotations_of(shorten(trace.trace_id))  # keyed by the id as written
+        self.write_raw(*model_lines(trace, turns, revision, self.max_trace_bytes, annotations), contents)
 
     def write_episode(self, episode: ConvertedEpisode, *, revision: int = 0) -> None:
-        """:meth:`write` for a converted episode: its records are written as they are (see
-        ``convert/written.py``) unless an annotation of its trace has to be applied first."""
-        if self._annotations_of(shorten(episode.trace_id)):  # keyed by the id as written
-            self.write(episode.trace, episode.turns, episode.contents, revision=revision)
-            return
-        trace_line, turn_lines = episode.json_lines(revision, self.max_trace_bytes)
-        self.write_raw(trace_line, turn_lines, episode.contents)
+        annotations = self._annotations_of(shorten(episode.trace_id))
+        lines = episode_lines(episode, revision, self.max_trace_bytes, annotations)
+        self.write_raw(*lines, episode.contents)
 
     def write_dicts(self, trace: Mapping[str, Any], turns: Iterable[Mapping[str, Any]]) -> None:
         """Write an already serialized trace (``annotate``); its ``metrics.revision`` must already be set."""
@@ -253,6 +238,39 @@ class TraceDirWriter:
             if self._refs is not None:
                 self._refs.close()
                 self._refs = None
+
+
+def episode_lines(
+    episode: ConvertedEpisode, revision: int, max_trace_bytes: int, annotations: Sequence[Annotation] = ()
+) -> tuple[bytes, list[bytes]]:
+    """The lines of a converted episode's trace and turns as revision ``revision``: its records as they are
+    (``convert/written.py``) when nothing is to be cut or annotated, else its models (:func:`model_lines`)."""
+    lines = None if annotations else episode.record_lines(revision, max_trace_bytes)
+    if lines is None:
+        return model_lines(episode.trace, episode.turns, revision, max_trace_bytes, annotations)
+    return lines
+
+
+def model_lines(
+    trace: Trace,
+    turns: Sequence[Turn],
+    revision: int,
+    max_trace_bytes: int,
+    annotations: Sequence[Annotation] = (),
+) -> tuple[bytes, list[bytes]]:
+    """The lines of a trace and its turns written by pydantic, the one place the amplification limit is
+    applied (in place, before ``annotations``: they are keyed by the cut id), as revision ``revision`` or
+    above any revision ``annotate`` wrote in the meantime (revisions of a trace only go up), set in the
+    trace's metrics and as the last field of each turn."""
+    limit_output(trace, turns, max_trace_bytes)
+    for annotation in annotations:
+        turns = annotation.apply(trace, turns)
+    revision = max([revision, *(a.revision + 1 for a in annotations)])
+    trace.metrics[REVISION] = float(revision)
+    trace_line = trace.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
+    suffix = b',"%s":%d}\n' % (REVISION.encode(), revision)
+    # A turn always has fields, so its JSON ends with the closing brace the revision goes before.
+    return trace_line, [t.model_dump_json(exclude_none=True).encode()[:-1] + suffix for t in turns]
 
 
 def _json_line(obj: Mapping[str, Any]) -> bytes:

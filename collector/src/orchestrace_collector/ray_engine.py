@@ -64,7 +64,7 @@ from orchestrace_collector.decode import (
 )
 from orchestrace_collector.model import SPAN_COUNT
 from orchestrace_collector.offline import input_files
-from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.output import TraceDirWriter, episode_lines
 from orchestrace_collector.spans import Span, SpanLink, continued_link
 
 log = logging.getLogger(__name__)
@@ -376,7 +376,7 @@ def _convert(
             hook(converted)
         converted.metrics[SPAN_COUNT] = float(len(spans))
         # A fresh conversion: nothing annotated it yet.
-        trace_line, turn_lines = converted.json_lines(0, max_trace_bytes)
+        trace_line, turn_lines = episode_lines(converted, 0, max_trace_bytes)
     except Exception as exc:  # one bad episode must not stop the run, as with the local engine
         return key, None, f"{type(exc).__name__}: {exc} ({len(spans)} spans)"
     return key, (trace_line, turn_lines, converted.contents), ""

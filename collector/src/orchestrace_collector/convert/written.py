@@ -10,18 +10,18 @@ annotation, ``convert_spans``), and from then on they are the episode and are wr
 
 A value orjson does not take (an integer beyond 64 bits, bytes, a lone surrogate) sends that episode to the
 models: pydantic writes it, or refuses it, exactly as it would have without this fast path. So does an
-episode the amplification limit (``output_limit``) might cut: the limit works on the models.
+episode the amplification limit (``output_limit``) might cut: the limit works on the models, applied by the
+writer (``output.episode_lines``) alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from ..model import REVISION, Costs, Edge, Event, Message, ToolDefinition, Trace, Turn, json_metrics
-from ..output_limit import limit_output, may_cut, may_exceed
+from ..output_limit import may_cut, may_exceed
 from .construct import Constructor
 
 #: A written trace / turn / chat message, as the dict its JSON line holds.
@@ -93,20 +93,11 @@ class Episode:
         )
         return metrics
 
-    def json_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]]:
+    def record_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]] | None:
         """The lines of the trace and of its turns as revision ``revision`` (set in the trace's metrics, and
-        the last field of each turn), the amplification limit (``output_limit``, with ``max_trace_bytes``)
-        applied, as ``output.TraceDirWriter.write`` writes the models."""
-        lines = self._record_lines(revision, max_trace_bytes)
-        if lines is not None:
-            self.metrics[REVISION] = float(revision)
-            return lines
-        limit_output(self.trace, self.turns, max_trace_bytes)
-        return model_lines(self.trace, self.turns, revision)
-
-    def _record_lines(self, revision: int, max_trace_bytes: int) -> tuple[bytes, list[bytes]] | None:
-        """The lines written from the records; ``None`` when the models were made, or when the records hold
-        a value orjson does not take or something the amplification limit might cut."""
+        the last field of each turn), written from the records; ``None`` when the models were made, or when
+        the records hold a value orjson does not take or something the amplification limit (``output_limit``,
+        with ``max_trace_bytes``) might cut: the writer then writes the models (``output.episode_lines``)."""
         trace, turns = self._trace_record, self._turn_records
         if trace is None or turns is None:
             return None
@@ -120,17 +111,10 @@ class Episode:
         except TypeError:
             return None  # see the module docstring
         size = len(trace_line) + sum(map(len, turn_lines))
-        return None if may_cut(trace, turns, size, max_trace_bytes) else (trace_line, turn_lines)
-
-
-def model_lines(trace: Trace, turns: Sequence[Turn], revision: int) -> tuple[bytes, list[bytes]]:
-    """The lines of a trace and its turns as revision ``revision`` (set in the trace's metrics, and the last
-    field of each turn), written from the models by pydantic."""
-    trace.metrics[REVISION] = float(revision)
-    trace_line = trace.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
-    suffix = b',"%s":%d}\n' % (REVISION.encode(), revision)
-    # A turn always has fields, so its JSON ends with the closing brace the revision goes before.
-    return trace_line, [t.model_dump_json(exclude_none=True).encode()[:-1] + suffix for t in turns]
+        if may_cut(trace, turns, size, max_trace_bytes):
+            return None
+        trace["metrics"][REVISION] = float(revision)
+        return trace_line, turn_lines
 
 
 # --- records -> models --------------------------------------------------------------------------------------
