@@ -204,6 +204,41 @@ def test_capture_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert CaptureConfig.from_env(capture_content=True).capture_content is True
 
 
+def test_a_size_limit_that_is_not_a_size_is_ignored_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OTel's rule for a value out of range: logged and treated as not set, never a meaning of its own (a
+    negative limit cut every text by one byte). Arguments and the environment alike; the type refuses it."""
+    monkeypatch.setenv("ORCHESTRACE_MAX_CONTENT_BYTES", "-5")
+    assert CaptureConfig.from_env().max_content_bytes == 1 << 20
+    monkeypatch.setenv("ORCHESTRACE_MAX_CONTENT_BYTES", "32")
+    assert CaptureConfig.from_env(max_content_bytes=-1).max_content_bytes == 32  # the environment's, then
+    with pytest.raises(ValueError, match="non-negative"):
+        CaptureConfig(max_content_bytes=-1)
+    monkeypatch.delenv("ORCHESTRACE_MAX_CONTENT_BYTES")
+    handle = configure_memory(capture_content=True, max_content_bytes=-1)
+    try:
+        @ot.tool
+        def echo(text: str) -> str:
+            return text
+
+        echo("hello")
+        ot.configure(max_content_bytes=4)
+        ot.configure(max_content_bytes=-1)  # keeps 4
+        echo("hello")
+        first, second = handle.get_finished_spans()
+        assert first.attributes[sc.GEN_AI_TOOL_CALL_RESULT] == "hello"
+        assert sc.ORCH_CONTENT_TRUNCATED not in first.attributes
+        assert second.attributes[sc.GEN_AI_TOOL_CALL_RESULT] == "hell"
+    finally:
+        handle.shutdown()
+        set_config(None)
+    ignored = [r.getMessage().removeprefix("orchestrace: ignoring ") for r in caplog.records
+               if "not a non-negative integer" in r.getMessage()]
+    assert ignored == ["ORCHESTRACE_MAX_CONTENT_BYTES='-5' (not a non-negative integer)",
+                       *["max_content_bytes=-1 (not a non-negative integer)"] * 3]
+
+
 def test_streamed_reply_is_hashed_and_captured_as_one_text(captured: Spans) -> None:
     @ot.llm("streamer")
     def stream(prompt: str) -> Iterator[Any]:

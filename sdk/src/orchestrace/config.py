@@ -12,7 +12,10 @@ Environment variables (arguments to :func:`orchestrace.configure` win over them)
   none. Without content, spans carry only ``sha256:`` content refs.
 * ``ORCHESTRACE_MAX_CONTENT_BYTES``: size limit of each captured content attribute (UTF-8 bytes, default
   1 MiB: a model call's whole prompt and whole completion each, as real agent prompts need; what is cut is
-  counted on the span and flagged on the turn).
+  counted on the span and flagged on the turn). A value that is not a size (not an integer, or negative),
+  here or as ``configure(max_content_bytes=...)``, is logged and ignored: OpenTelemetry's configuration rule
+  for a value out of range, which gives a negative number no meaning of its own (``-1`` is not "no limit").
+  ``CaptureConfig(max_content_bytes=-1)`` raises ``ValueError``, as OTel's ``SpanLimits`` does.
 * ``ORCHESTRACE_FULL_PROMPT``: ``true`` exports the whole prompt (every input message) on each model-call span
   that has captured content, for backends that show one span at a time. Off by default: a model call
   (``@ot.llm``, ``start_model_call``, the LangGraph and OpenAI Agents integrations) then carries only the
@@ -60,6 +63,10 @@ class CaptureConfig:
     redact: Redactor | None = None
     full_prompt: bool = False
 
+    def __post_init__(self) -> None:
+        if _size(self.max_content_bytes) is None:
+            raise ValueError(f"max_content_bytes must be a non-negative integer: {self.max_content_bytes!r}")
+
     @classmethod
     def from_env(
         cls,
@@ -68,18 +75,52 @@ class CaptureConfig:
         redact: Redactor | None = None,
         full_prompt: bool | None = None,
     ) -> CaptureConfig:
-        if capture_content is None:
-            capture_content = os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _ON_SPANS
-        if full_prompt is None:
-            full_prompt = os.environ.get(ENV_FULL_PROMPT, "").strip().lower() in _ON
-        if max_content_bytes is None:
-            raw = os.environ.get(ENV_MAX_CONTENT_BYTES, "")
-            try:
-                max_content_bytes = int(raw) if raw else DEFAULT_MAX_CONTENT_BYTES
-            except ValueError:
-                logger.warning("orchestrace: ignoring %s=%r (not an integer)", ENV_MAX_CONTENT_BYTES, raw)
-                max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
-        return cls(bool(capture_content), max(0, max_content_bytes), redact, bool(full_prompt))
+        """The environment's settings (see the module docstring), the arguments given winning."""
+        raw = os.environ.get(ENV_MAX_CONTENT_BYTES, "").strip()
+        env_max = _given_size(raw, ENV_MAX_CONTENT_BYTES) if raw else None  # empty: unset (OTel's rule)
+        env = cls(
+            capture_content=os.environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in _ON_SPANS,
+            max_content_bytes=DEFAULT_MAX_CONTENT_BYTES if env_max is None else env_max,
+            full_prompt=os.environ.get(ENV_FULL_PROMPT, "").strip().lower() in _ON,
+        )
+        return env.updated(capture_content, max_content_bytes, redact, full_prompt)
+
+    def updated(
+        self,
+        capture_content: bool | None = None,
+        max_content_bytes: int | None = None,
+        redact: Redactor | None = None,
+        full_prompt: bool | None = None,
+    ) -> CaptureConfig:
+        """These settings with those given changed (``None``: unchanged); a ``max_content_bytes`` that is
+        not a size is logged and ignored."""
+        if max_content_bytes is not None:
+            max_content_bytes = _given_size(max_content_bytes, "max_content_bytes")
+        return CaptureConfig(
+            self.capture_content if capture_content is None else bool(capture_content),
+            self.max_content_bytes if max_content_bytes is None else max_content_bytes,
+            self.redact if redact is None else redact,
+            self.full_prompt if full_prompt is None else bool(full_prompt),
+        )
+
+
+def _size(value: object) -> int | None:
+    """``value`` as a size in bytes (a non-negative integer, or its decimal text); ``None`` if it is not."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        size = int(value)
+    except ValueError:
+        return None
+    return size if size >= 0 else None
+
+
+def _given_size(value: object, name: str) -> int | None:
+    """:func:`_size`, with a warning when ``value`` is not a size (the setting is then ignored)."""
+    size = _size(value)
+    if size is None:
+        logger.warning("orchestrace: ignoring %s=%r (not a non-negative integer)", name, value)
+    return size
 
 
 _current: CaptureConfig | None = None

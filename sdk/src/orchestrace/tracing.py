@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from importlib.metadata import entry_points
 
 from opentelemetry import context as otel_context
@@ -278,11 +277,7 @@ def configure(
     with _lock:
         try:
             base = get_config() if _handle is not None else CaptureConfig.from_env()
-            changes = {key: value for key, value in (("capture_content", capture_content),
-                                                     ("max_content_bytes", max_content_bytes),
-                                                     ("redact", redact),
-                                                     ("full_prompt", full_prompt)) if value is not None}
-            set_config(replace(base, **changes))  # type: ignore[arg-type]
+            set_config(base.updated(capture_content, max_content_bytes, redact, full_prompt))
 
             specs = _exporter_specs(exporter)
             if _handle is not None and tracer_provider in (None, _handle.tracer_provider):
