@@ -89,9 +89,9 @@ class ChatCall:
         """The call's span, started now with its start time; with content capture, the prompt's messages that
         no earlier call of the trace exported, and the completion."""
         attrs = self.attributes
-        capture_config = self.telemetry.capture
+        capture = self.telemetry.capture
         refs: list[str] = []
-        if capture_config.capture_content:
+        if capture.capture_content:
             given = self.prompt_refs  # None when capture was off at the start
             messages = (given.converted if given is not None and given.converted is not None
                         else [genai_message(m) for m in self.prompt])
@@ -102,24 +102,24 @@ class ChatCall:
             if self.history is not None:
                 attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
             # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
-            if self.history is not None and not capture_config.full_prompt:
+            if self.history is not None and not capture.full_prompt:
                 trace_id = trace.get_current_span(self.context).get_span_context().trace_id
                 prefix = (self.history.longest_prefix(format_trace_id(trace_id), _history.chain(refs))
                           if trace_id else None)
                 if prefix is not None:
                     attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
                     start = prefix[1]
-            captured = capture_messages(messages[start:], capture_config)
+            captured = capture_messages(messages[start:], capture)
             if captured is not None:
                 attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
             if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
-                captured = capture_messages([completion.message()], capture_config)
+                captured = capture_messages([completion.message()], capture)
                 if captured is not None:
                     attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
         span = self.telemetry.start_span(self.name, self.context, SpanKind.CLIENT, attrs,
                                          start_time=self.start_ns)
-        if (completion is not None and self.history is not None and capture_config.capture_content
-                and not capture_config.full_prompt):
+        if (completion is not None and self.history is not None and capture.capture_content
+                and not capture.full_prompt):
             ids = span.get_span_context()
             self.history.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
                                   _history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))

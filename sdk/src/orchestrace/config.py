@@ -135,10 +135,10 @@ def get_config() -> CaptureConfig:
     return _current
 
 
-def set_config(config: CaptureConfig | None) -> None:
+def set_config(capture: CaptureConfig | None) -> None:
     """Install settings (``None``: read the environment again on next use)."""
     global _current
-    _current = config
+    _current = capture
 
 
 def quiet() -> bool:

@@ -14,7 +14,7 @@ from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig
 from orchestrace.failsafe import log_once
 
-__all__ = ["REF_PREFIX", "Captured", "call_input", "capture", "capture_text", "content_ref", "json_ref",
+__all__ = ["REF_PREFIX", "Captured", "call_input", "capture_text", "capture_value", "content_ref", "json_ref",
            "quick_ref", "redact", "to_text", "truncate_utf8"]
 
 #: Redaction sees a little more than the kept prefix, so a secret cut by the size limit is still matched.
@@ -49,35 +49,35 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     return raw[:max_bytes].decode("utf-8", "ignore"), True
 
 
-def redact(text: str, config: CaptureConfig) -> str | None:
+def redact(text: str, capture: CaptureConfig) -> str | None:
     """Apply the redaction hook; ``None`` when the hook fails (then nothing is captured)."""
-    if config.redact is None:
+    if capture.redact is None:
         return text
     try:
-        return str(config.redact(text))
+        return str(capture.redact(text))
     except Exception as exc:
         log_once("content.redact (the configured redaction hook raised)", exc)
         return None
 
 
-def capture(value: Any, config: CaptureConfig) -> Captured | None:
-    """Text to put on a span for ``value``, or ``None`` when ``config`` says no (or redaction failed).
+def capture_value(value: Any, capture: CaptureConfig) -> Captured | None:
+    """Text to put on a span for ``value``, or ``None`` when ``capture`` says no (or redaction failed).
 
     Only a prefix of large values is ever serialized.
     """
-    if not config.capture_content:
+    if not capture.capture_content:
         return None
-    limit = config.max_content_bytes
+    limit = capture.max_content_bytes
     text, cut = to_text(value, limit + _REDACT_MARGIN)
-    return capture_text(text, config, cut)
+    return capture_text(text, capture, cut)
 
 
-def capture_text(text: str, config: CaptureConfig, already_cut: bool = False) -> Captured | None:
+def capture_text(text: str, capture: CaptureConfig, already_cut: bool = False) -> Captured | None:
     """Redact and truncate text that is already a string (e.g. a message's content)."""
-    redacted = redact(text, config)
+    redacted = redact(text, capture)
     if redacted is None:
         return None
-    kept, cut = truncate_utf8(redacted, config.max_content_bytes)
+    kept, cut = truncate_utf8(redacted, capture.max_content_bytes)
     return Captured(kept, cut or already_cut)
 
 

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span
 
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig
-from orchestrace.content import capture, content_ref
+from orchestrace.content import capture_value, content_ref
 from orchestrace.context import AgentFrame
 from orchestrace.decorators import decorated_spec
 from orchestrace.failsafe import failsafe
@@ -61,7 +61,7 @@ class Events:
         if content is None:
             return
         attributes[sc.ORCH_CONTENT_REF] = content_ref(content)
-        captured = capture(content, self.capture)
+        captured = capture_value(content, self.capture)
         if captured is not None:
             attributes.update(captured.attributes(sc.ORCH_CONTENT))
 

@@ -23,7 +23,7 @@ from orchestrace import history, results
 from orchestrace import semconv as sc
 from orchestrace.arguments import CallArguments, ToolArguments, request_attributes
 from orchestrace.config import CaptureConfig
-from orchestrace.content import Captured, call_input, capture, content_ref, quick_ref
+from orchestrace.content import Captured, call_input, capture_value, content_ref, quick_ref
 from orchestrace.context import (
     AGENT_KEY,
     MODEL_CALL_KEY,
@@ -261,10 +261,10 @@ class Spec:
                suppressed: bool | None = None) -> Invocation:
         found = parent.get(TELEMETRY_KEY) if parent else None
         telemetry = found if isinstance(found, Telemetry) else DEFAULT
-        capture_config = telemetry.capture
+        capture = telemetry.capture
         name, kind, attributes = self.describe(args, kwargs, parent)
-        value = self.input_value(args, kwargs, attributes, capture_config) if args or kwargs else NOTHING
-        return self.open(telemetry, parent, name, kind, attributes, value, capture=capture_config,
+        value = self.input_value(args, kwargs, attributes, capture) if args or kwargs else NOTHING
+        return self.open(telemetry, parent, name, kind, attributes, value, capture=capture,
                          suppressed=suppressed)
 
     # --- every path -----------------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class Spec:
         """Start the span (``value``: the input, ``NOTHING`` for none) and build the invocation's context:
         its span, the kind's own values, the SDK-scope telemetry, and the caller's ``values``. ``capture``
         and ``suppressed`` (see ``Telemetry.start_span``): what the caller read already."""
-        capture_config = telemetry.capture if capture is None else capture
+        capture = telemetry.capture if capture is None else capture
         has_input = value is not NOTHING
         # A ref that costs one hash goes on the span from its start (one attribute write fewer); other
         # inputs are serialized only if the span records.
@@ -284,14 +284,14 @@ class Spec:
             attributes[sc.ORCH_INPUT_REF] = input_ref
         span = telemetry.start_span(name, parent, kind, attributes, links, start_time, suppressed=suppressed)
         try:
-            invocation = Invocation(self, span, parent, telemetry, capture_config)
+            invocation = Invocation(self, span, parent, telemetry, capture)
             own = self.enter(invocation, attributes)
             invocation.context = with_span(span, parent, {TELEMETRY_KEY: telemetry.root, **(own or _NONE),
                                                           **(values or _NONE)})
         except BaseException:
             span.end()  # the call runs untraced, but a started span is never left open
             raise
-        if has_input and (input_ref is None or capture_config.capture_content) and span.is_recording():
+        if has_input and (input_ref is None or capture.capture_content) and span.is_recording():
             try:
                 self.record_input(invocation, value, input_ref)
             except Exception as exc:  # the span still runs and ends; only its input attributes are missing
@@ -307,7 +307,7 @@ class Spec:
         return None
 
     def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
-                    capture_config: CaptureConfig) -> Any:
+                    capture: CaptureConfig) -> Any:
         """The value that stands for the call's input (kinds may add attributes read from the arguments)."""
         return call_input(args, kwargs)
 
@@ -319,15 +319,15 @@ class Spec:
     #: workflow's (model calls keep the GenAI messages alone: one copy of their content).
     shows_values = False
 
-    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
-        if not capture_config.capture_content:
+    def capture_input(self, value: Any, capture: CaptureConfig) -> Captured | None:
+        if not capture.capture_content:
             return None
-        return capture_messages(input_messages(value), capture_config)
+        return capture_messages(input_messages(value), capture)
 
-    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
-        if not capture_config.capture_content:
+    def capture_output(self, result: Any, capture: CaptureConfig) -> Captured | None:
+        if not capture.capture_content:
             return None
-        return capture_messages(output_messages(result), capture_config)
+        return capture_messages(output_messages(result), capture)
 
     def content_attributes(self, captured: Captured, *, output: bool) -> dict[str, str | bool | int]:
         """The span attributes of captured input (or ``output``) content."""
@@ -359,9 +359,9 @@ class Spec:
         ref = ref or content_ref(result)
         span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, span.get_span_context())
-        capture_config = invocation.capture
-        if capture_config.capture_content:
-            captured = self.capture_output(result, capture_config)
+        capture = invocation.capture
+        if capture.capture_content:
+            captured = self.capture_output(result, capture)
             if captured is not None:
                 span.set_attributes(self.content_attributes(captured, output=True))
 
@@ -462,16 +462,16 @@ class ToolSpec(Spec):
     output_key = sc.GEN_AI_TOOL_CALL_RESULT
 
     def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
-                    capture_config: CaptureConfig) -> Any:
+                    capture: CaptureConfig) -> Any:
         if self.arguments is None:
             return call_input(args, kwargs)
         return self.arguments.bind(args, kwargs)
 
-    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
-        return capture(value, capture_config)
+    def capture_input(self, value: Any, capture: CaptureConfig) -> Captured | None:
+        return capture_value(value, capture)
 
-    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
-        return capture(result, capture_config)
+    def capture_output(self, result: Any, capture: CaptureConfig) -> Captured | None:
+        return capture_value(result, capture)
 
 
 class StepSpec(Spec):
@@ -487,10 +487,10 @@ class StepSpec(Spec):
         return self.name, SpanKind.INTERNAL, {sc.ORCH_OPERATION: self.operation,
                                               sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
 
-    def capture_input(self, value: Any, capture_config: CaptureConfig) -> Captured | None:
+    def capture_input(self, value: Any, capture: CaptureConfig) -> Captured | None:
         return None
 
-    def capture_output(self, result: Any, capture_config: CaptureConfig) -> Captured | None:
+    def capture_output(self, result: Any, capture: CaptureConfig) -> Captured | None:
         return None
 
 
@@ -529,10 +529,10 @@ class LlmSpec(Spec):
         return (f"{self.operation} {model}" if model else self.operation), SpanKind.CLIENT, attributes
 
     def input_value(self, args: Sequence[Any], kwargs: Mapping[str, Any], attributes: Attributes,
-                    capture_config: CaptureConfig) -> Any:
+                    capture: CaptureConfig) -> Any:
         messages, others = self.arguments.bind(args, kwargs)
         if others:
-            attributes.update(request_attributes(others, capture_config.capture_content))
+            attributes.update(request_attributes(others, capture.capture_content))
         return messages
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
@@ -544,12 +544,12 @@ class LlmSpec(Spec):
         span = invocation.span
         if ref is None:
             span.set_attribute(sc.ORCH_INPUT_REF, content_ref(value))
-        capture_config = invocation.capture
-        if not capture_config.capture_content:
+        capture = invocation.capture
+        if not capture.capture_content:
             return
         messages = input_messages(value)
         start = 0
-        if not capture_config.full_prompt:
+        if not capture.full_prompt:
             # Refs before capture_messages clips the texts: those of the messages as the caller sent them.
             chained = history.chain([content_ref(m) for m in messages])
             invocation.prompt_chain = chained
@@ -559,12 +559,12 @@ class LlmSpec(Spec):
                 start = prefix[1]
                 span.set_attributes({sc.ORCH_PREFIX_SPAN_ID: prefix[0], sc.ORCH_PREFIX_LENGTH: start,
                                      sc.ORCH_INPUT_MESSAGE_COUNT: len(messages)})
-        captured = capture_messages(messages[start:], capture_config)
+        captured = capture_messages(messages[start:], capture)
         if captured is not None:
             span.set_attributes(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
 
     def record_result(self, invocation: Invocation, result: Any, ref: str | None = None) -> None:
-        capture_config = invocation.capture
+        capture = invocation.capture
         stream = invocation.stream
         span = invocation.span
         cut_bytes = 0
@@ -582,15 +582,15 @@ class LlmSpec(Spec):
             span.set_attribute(sc.ORCH_COMPLETION_INCOMPLETE, True)  # left before the model said it was done
         # A result of no known reply shape (the user's own dict or object) may still state usage and model.
         stated = reply or Reply(usage=extract_usage(result), response_model=response_model(result))
-        span.set_attributes(reply_attributes(stated, capture_config.capture_content,
+        span.set_attributes(reply_attributes(stated, capture.capture_content,
                                              with_usage=not invocation.explicit_usage))
-        if not capture_config.capture_content:
+        if not capture.capture_content:
             return
         messages = [reply.message()] if reply is not None else output_messages(result)
         if invocation.prompt_chain is not None and len(messages) == 1:
             # Before capture clips the texts.
             _remember(self.prompt_history, invocation, invocation.prompt_chain, messages[0])
-        captured = capture_messages(messages, capture_config)
+        captured = capture_messages(messages, capture)
         if captured is not None:
             if cut_bytes:
                 captured = Captured(captured.text, True, captured.cut_bytes + cut_bytes)
@@ -605,8 +605,8 @@ class LlmSpec(Spec):
         """The reply ``invocation`` streams (begun when its first chunk arrives, or when a stream is
         returned: one closed unread is an empty, incomplete reply)."""
         if invocation.stream is None:
-            capture_config = invocation.capture
-            limit = capture_config.max_content_bytes if capture_config.capture_content else 0
+            capture = invocation.capture
+            limit = capture.max_content_bytes if capture.capture_content else 0
             invocation.stream = ReplyStream(limit)
         return invocation.stream
 

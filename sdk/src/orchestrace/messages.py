@@ -210,11 +210,11 @@ def output_messages(result: Any) -> list[Message]:
     return [message]
 
 
-def _clip(text: str, budget: int, config: CaptureConfig) -> tuple[str, int]:
+def _clip(text: str, budget: int, capture: CaptureConfig) -> tuple[str, int]:
     """``text`` redacted and cut to ``budget`` bytes, and the number of its UTF-8 bytes left out."""
     # Only a prefix of a huge text is redacted and kept.
     window, cut = to_text(text, budget + 1024)
-    captured = capture_text(window, dataclasses.replace(config, max_content_bytes=budget), cut)
+    captured = capture_text(window, dataclasses.replace(capture, max_content_bytes=budget), cut)
     kept = captured.text if captured else ""
     if captured is not None and not captured.truncated:
         return kept, 0
@@ -225,18 +225,18 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def capture_messages(messages: list[Message], config: CaptureConfig) -> Captured | None:
+def capture_messages(messages: list[Message], capture: CaptureConfig) -> Captured | None:
     """The messages as a JSON attribute value: every text redacted, all texts together cut to the size
     limit (the JSON itself stays valid), with the number of bytes cut. ``None`` when capture is off."""
-    if not config.capture_content:
+    if not capture.capture_content:
         return None
-    budget = config.max_content_bytes
+    budget = capture.max_content_bytes
     cut_bytes = 0
     for message in messages:
         for part in message["parts"]:
             for key in ("content", "response"):
                 if isinstance(part.get(key), str):
-                    part[key], cut = _clip(part[key], budget, config)
+                    part[key], cut = _clip(part[key], budget, capture)
                     budget = max(0, budget - _utf8_len(part[key]))
                     cut_bytes += cut
             if part.get("arguments") is not None and not isinstance(part["arguments"], str):

@@ -254,9 +254,9 @@ class Aggregation:
         ref = content_ref(value)
         self.span.set_attribute(sc.ORCH_OUTPUT_REF, ref)
         results.record(ref, self.span.get_span_context())
-        capture_config = _telemetry.current().capture
-        captured = (capture_messages(output_messages(value), capture_config)
-                    if capture_config.capture_content else None)
+        capture = _telemetry.current().capture
+        captured = (capture_messages(output_messages(value), capture)
+                    if capture.capture_content else None)
         if captured is not None:
             self.span.set_attribute(sc.OUTPUT_VALUE, captured.text)
 

@@ -1,0 +1,28 @@
+"""Rules of the SDK's source that no behaviour shows."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import orchestrace
+
+SDK = Path(orchestrace.__file__).parent
+
+
+def test_the_capture_settings_have_one_name() -> None:
+    """Every parameter, attribute and variable holding a ``CaptureConfig`` is called ``capture``, as
+    ``Telemetry.capture`` is (not ``config`` here and ``capture_config`` there)."""
+    named: dict[str, set[str]] = {}
+    for path in sorted(SDK.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.arg) and node.annotation is not None:
+                if "CaptureConfig" in ast.unparse(node.annotation):
+                    named.setdefault(node.arg, set()).add(path.name)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.IfExp):
+                value = node.value.body if isinstance(node.value, ast.IfExp) else node.value
+                if isinstance(value, ast.Attribute) and value.attr == "capture":
+                    for target in node.targets:
+                        name = target.attr if isinstance(target, ast.Attribute) else ast.unparse(target)
+                        named.setdefault(name, set()).add(path.name)
+    assert set(named) == {"capture"}, named
