@@ -105,7 +105,7 @@ def build_episode(
                                              messages=sum(e.type == "message" for e in events)),
     )
     if outcome is not None:
-        turns = recredit(trace, turns, "team", outcome, "causal", 0.0)
+        turns = recredit(trace, turns, "causal", "team", outcome)
     return trace, turns
 
 

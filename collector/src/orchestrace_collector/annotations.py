@@ -6,8 +6,8 @@ key is the family or ``family:name`` (``verifier:unit_tests``), the family one o
 ``orchestrace.semconv.OUTCOME_FAMILIES`` (``team``, ``verifier``, ``hybrid``; ``shared`` and ``outcome`` are
 written ``team``). A reward of another family is of an agent, a tool, a turn: it needs a target, which only
 ``ot.reward`` gives, so it is refused here. ``replace`` (the rule for outcomes, and the default) sets the
-channel to the value; ``add`` adds to what it holds. Credit is
-assigned again on events, turns and agents (``convert.credit.recredit``). Annotations recorded in
+channel to the value; ``add`` adds to what it holds. Credit is assigned again on events, turns and agents
+by the converter's own credit engine (``convert.credit.recredit``). Annotations recorded in
 ``annotations.jsonl`` beside the traces are applied by the writer to every later revision of their trace.
 """
 
@@ -55,9 +55,8 @@ class Annotation:
 
     def apply(self, trace: Trace, turns: Sequence[Turn]) -> list[Turn]:
         """Apply in place on ``trace``; returns its turns with their new credit."""
-        pool = sum(ev.credit or 0.0 for ev in trace.events)  # the team-unit value the events' credit splits
         value = self.value if self.mode == "replace" else trace.rewards.get(self.key, 0.0) + self.value
-        return recredit(trace, turns, self.key, value, self.strategy, pool)
+        return recredit(trace, turns, self.strategy, self.key, value)
 
 
 def make_annotation(trace_id: str, key: str, value: float, mode: str, strategy: str,

@@ -35,13 +35,18 @@ credit (``annotate``) replaces all of it; recorded rewards are never touched.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import TypeVar
+
+from orchestrace_semconv import OUTCOME_FAMILIES, REWARD_FAMILY_ALIASES, REWARD_UNIT_FAMILY
 
 from ..model import Trace, Turn
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
+#: Units credited to the whole team's turns by the credit strategy (the others go to the turns of their unit).
+TEAM_UNITS = frozenset({"team", "orchestrator"})
 K = TypeVar("K")
 
 
@@ -159,66 +164,167 @@ def ancestors(parents: Mapping[K, Sequence[K]], start: K) -> set[K]:
     return seen
 
 
-# --- on a written trace (``annotate``, and the recompute recipe) ----------------------------------------
+# --- the engine: one episode's credit, from conversion or from a written trace -------------------------
 
 
-def causal_positions(trace: Trace) -> set[int]:
-    """``causal_path`` of a written trace."""
-    position = {ev.id: i for i, ev in enumerate(trace.events)}
-    events = trace.events
-    return causal_path(((position[e.src], position[e.dst], e.type) for e in trace.edges),
-                       [e.type for e in events], [e.decision for e in events])
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What credit reads of an episode, by position, as written: each event's type, decision and agent
+    (its ``agent`` field), the edges ``(src, dst, type)``, and the turns in start order (the positions of
+    the events each links, its activation ``(agent, activation)``)."""
+
+    types: Sequence[str]
+    decisions: Sequence[str | None]
+    agents: Sequence[str]
+    edges: Sequence[tuple[int, int, str]]
+    turn_events: Sequence[Collection[int]]
+    turn_owners: Sequence[tuple[str, int | None]]
+
+    def on_path(self) -> set[int]:
+        return causal_path(self.edges, self.types, self.decisions)
+
+    def event_owners(self) -> list[str]:
+        """The agent each event counts for: a tool result counts for the caller of the tool."""
+        owners = list(self.agents)
+        types = self.types
+        for src, dst, kind in self.edges:
+            if kind == "return" and types[dst] == "tool_result" and types[src] == "tool_call":
+                owners[dst] = owners[src]
+        return owners
 
 
-def recredit(trace: Trace, turns: Sequence[Turn], key: str, value: float | None, strategy: str,
-             team_pool_before: float) -> list[Turn]:
-    """Give team-unit channel ``key`` the value ``value`` (``None``: remove it) on a written trace and its
-    turns, in place on ``trace``; returns the turns with their new credit. ``team_pool_before``: the sum of
-    the team-unit channels the events' credit was computed from."""
+@dataclass(slots=True)
+class Part:
+    """One unit instance's value within a channel."""
+
+    value: float
+    scope: str | None  # ``agent:<name>``, ``tool:<name>``, ...: the unit-scoped key; None for team units
+    #: turn positions it is credited to (empty: by the team strategy); of a team unit, the only turns the
+    #: strategy may choose (``orchestrator``)
+    turns: list[int]
+
+
+@dataclass(slots=True)
+class Channel:
+    key: str
+    unit: str
+    parts: dict[str, Part] = field(default_factory=dict)  # unit instance -> its (last recorded) part
+    #: Its turns' credit is given (``assign``'s ``kept``), not spread again; a team unit's value is still
+    #: split over the events.
+    kept: bool = False
+
+    @property
+    def total(self) -> float:
+        return sum(part.value for part in self.parts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """``channels``: each channel's total and its parts' unit-scoped keys, in channel order; ``agents``: the
+    ``credit:agent:<name>`` keys; ``turns``: each turn's credit by channel; ``events``: each event's credit
+    (None: no team-unit channel)."""
+
+    channels: dict[str, float]
+    agents: dict[str, float]
+    turns: list[dict[str, float]]
+    events: list[float] | None
+
+
+def assign(shape: Shape, on_path: Collection[int], channels: Iterable[Channel], strategy: str,
+           kept: Sequence[Mapping[str, float]] | None = None) -> Credit:
+    """Every channel spread over the turns and the team-unit ones over the events (see the module
+    docstring). ``kept``: each turn's credit to start from (``recredit``: the channels not spread again)."""
     check_strategy(strategy)
-    old = trace.rewards.get(key)
-    if value is None:
-        trace.rewards.pop(key, None)
+    channels = list(channels)
+    n_turns = len(shape.turn_events)
+    credits = [dict(c) for c in kept] if kept is not None else [{} for _ in range(n_turns)]
+    rewards: dict[str, float] = {}
+    if not channels and kept is None:
+        return Credit(rewards, {}, credits, None)
+    team = turn_weights(strategy, shape.turn_events, shape.turn_owners, on_path)
+    pool = 0.0  # the team-unit value, which the events' credit splits
+    team_units = False
+    for channel in channels:
+        rewards[channel.key] = channel.total
+        team_unit = channel.unit in TEAM_UNITS
+        team_units = team_units or team_unit
+        if channel.kept:
+            pool += channel.total if team_unit else 0.0
+            continue
+        for part in channel.parts.values():
+            if part.scope is not None:
+                rewards[part.scope] = rewards.get(part.scope, 0.0) + part.value
+            if team_unit:
+                pool += part.value
+                weights = (turn_weights(strategy, shape.turn_events, shape.turn_owners, on_path, part.turns)
+                           if part.turns else team)
+            elif part.turns:
+                own = set(part.turns)
+                weights = [1.0 / len(own) if i in own else 0.0 for i in range(n_turns)]
+            else:
+                weights = team  # nothing of its unit made a model call: the team's turns carry it
+            spread(credits, channel.key, part.value, weights, team=team_unit or weights is team)
+    events = shares(strategy, pool, len(shape.types), on_path) if team_units else None
+    if n_turns:
+        agents = agent_totals([sum(c.values()) for c in credits], [owner for owner, _ in shape.turn_owners])
     else:
-        trace.rewards[key] = value
-    on_path = causal_positions(trace)
-    position = {ev.id: i for i, ev in enumerate(trace.events)}
-    order = sorted(range(len(turns)), key=lambda i: turns[i].t)
-    events_of = [{position[e] for e in turns[i].event_ids if e in position} for i in order]
-    by_order = turn_weights(strategy, events_of, [turn_activation(turns[i]) for i in order], on_path)
-    weights = [0.0] * len(turns)
-    for position_in_order, i in enumerate(order):
-        weights[i] = by_order[position_in_order]
-    credits = [{k: v for k, v in (t.credit or {}).items() if k != key} for t in turns]
-    if value is not None:
-        spread(credits, key, value, weights, team=True)
-    pool = team_pool_before - (old or 0.0) + (value or 0.0)
+        agents = agent_totals(events or [0.0] * len(shape.types), shape.event_owners())
+    return Credit(rewards, agents, credits, events)
+
+
+# --- on a written trace (``annotate``, reward functions, the viewer) ----------------------------------
+
+
+def written_shape(trace: Trace, turns: Sequence[Turn]) -> tuple[Shape, list[int]]:
+    """The shape of a written trace and its turns, and the turns' positions in start order."""
     events = trace.events
-    for ev, share in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
-        ev.credit = share
-    new_turns = [
-        t.model_copy(update={"credit": c or None, "reward": sum(c.values()) if c else None})
-        for t, c in zip(turns, credits, strict=True)
-    ]
+    position = {ev.id: i for i, ev in enumerate(events)}
+    order = sorted(range(len(turns)), key=lambda i: turns[i].t)
+    shape = Shape(
+        [ev.type for ev in events],
+        [ev.decision for ev in events],
+        [ev.agent for ev in events],
+        [(position[e.src], position[e.dst], e.type) for e in trace.edges],
+        [{position[e] for e in turns[i].event_ids if e in position} for i in order],
+        [(turns[i].agent, turns[i].activation) for i in order],
+    )
+    return shape, order
+
+
+def _family(key: str) -> str:
+    family = key.split(":", 1)[0]
+    return REWARD_FAMILY_ALIASES.get(family, family)
+
+
+_TEAM_FAMILIES = frozenset({*OUTCOME_FAMILIES, REWARD_UNIT_FAMILY["orchestrator"]})
+
+
+def recredit(trace: Trace, turns: Sequence[Turn], strategy: str, key: str | None = None,
+             value: float | None = None) -> list[Turn]:
+    """Credit a written trace and its turns again with ``strategy`` (``key``: first set that team-unit
+    channel to ``value``), in place on ``trace``; returns the turns with their new credit. The outcome's
+    channels are spread again by the engine; every other channel's turn credit is kept (an ``orchestrator``
+    channel's turns are not in a written trace), its team-unit value still split over the events."""
+    if key is not None and value is not None:
+        trace.rewards[key] = value
+    shape, order = written_shape(trace, turns)
+    # The team-unit channels, in their order: the outcome's (``team``, ``verifier``, ``hybrid``), spread
+    # again over every turn; the orchestrator's, whose turns a written trace does not say, kept.
+    channels = [Channel(k, "team", {"team": Part(v, None, [])}) if _family(k) in OUTCOME_FAMILIES else
+                Channel(k, "orchestrator", {"orchestrator": Part(v, None, [])}, kept=True)
+                for k, v in trace.rewards.items() if _family(k) in _TEAM_FAMILIES]
+    again = {c.key for c in channels if not c.kept}
+    # A channel spread again keeps its place in a turn's credit (0 until spread: adding to 0 is exact).
+    kept = [{k: 0.0 if k in again else v for k, v in (turns[i].credit or {}).items()} for i in order]
+    credit = assign(shape, shape.on_path(), channels, strategy, kept)
+    shares_ = credit.events
+    for i, ev in enumerate(trace.events):
+        ev.credit = shares_[i] if shares_ is not None else None
+    new_turns = list(turns)
+    for c, i in zip(credit.turns, order, strict=True):
+        update = {"credit": c or None, "reward": sum(c.values()) if c else None}
+        new_turns[i] = turns[i].model_copy(update=update)
     for k in [k for k in trace.rewards if k.startswith(CREDIT_PREFIX)]:
         del trace.rewards[k]
-    if new_turns:
-        trace.rewards.update(agent_totals([t.reward or 0.0 for t in new_turns], [t.agent for t in new_turns]))
-    else:
-        trace.rewards.update(agent_totals([ev.credit or 0.0 for ev in events], event_owners(trace)))
+    trace.rewards.update(credit.agents)
     return new_turns
-
-
-def turn_activation(turn: Turn) -> tuple[str, int | None]:
-    return turn.agent, turn.activation
-
-
-def event_owners(trace: Trace) -> list[str]:
-    """The agent each event counts for, by position (a tool result counts for the caller)."""
-    by_id = {ev.id: ev for ev in trace.events}
-    owners = {ev.id: ev.agent for ev in trace.events}
-    for edge in trace.edges:
-        src, dst = by_id[edge.src], by_id[edge.dst]
-        if edge.type == "return" and dst.type == "tool_result" and src.type == "tool_call":
-            owners[dst.id] = owners[src.id]
-    return [owners[ev.id] for ev in trace.events]

@@ -13,14 +13,14 @@ from .actors import Actors, assign_instances
 from .batches import Batches
 from .classify import Kind
 from .content import ContentStore
-from .credit import agent_totals, causal_path, check_strategy, shares, spread, turn_weights
+from .credit import Shape, assign, check_strategy
 from .edges import build_edges
 from .events import Ev, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
 from .metrics import active_wall_clock_ns, structural_metrics
 from .provenance import trace_provenance
-from .rewards import TEAM_UNITS, RewardSet, collect_rewards, rejected_metrics, reward_value
+from .rewards import collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
 from .turns import TurnRec, build_turns, embedding_tokens, link_turns
 from .written import Episode, MessageRecord, TraceRecord, TurnRecord, message_record
@@ -86,8 +86,21 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     flows = trace_provenance(events, turn_recs, store.contents)
     edges = build_edges(events_set, actors, batches, flows)
     reward_set = collect_rewards(events_set, actors, turn_recs)
-    on_path = causal_path(edges, [ev.type for ev in events], [ev.decision for ev in events])
-    rewards, turn_credit = _credit(events, on_path, turn_recs, reward_set, credit)
+    shape = Shape(
+        [ev.type for ev in events],
+        [ev.decision for ev in events],
+        [ev.actor.name if ev.actor is not None else ev.agent for ev in events],
+        edges,
+        [{ev.index for ev in t.events} for t in turn_recs],
+        [(t.owner.name, t.owner.activation or None) for t in turn_recs],
+    )
+    on_path = shape.on_path()
+    credited = assign(shape, on_path, reward_set.channels.values(), credit)
+    if credited.events is not None:
+        for ev, value in zip(events, credited.events, strict=True):
+            ev.credit = value
+    for index, value in reward_set.event_rewards.items():
+        events[index].reward = value
 
     t0 = min(n.start_ns for n in forest.nodes)
     root_attrs = _episode_attributes(forest)
@@ -111,7 +124,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     trace["topology"] = infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
     trace["events"] = [_event(ev, t0) for ev in events]
     trace["edges"] = [{"src": ids[s], "dst": ids[d], "type": kind} for s, d, kind in edges]
-    trace["rewards"] = rewards
+    trace["rewards"] = {**credited.channels, **credited.agents}
     trace["costs"] = {
         "tokens": float(sum(t.tokens for t in turn_recs)),
         "wall_clock_s": active / _NS,  # active time: idle gaps (a resume's wait, a late span's) left out
@@ -124,7 +137,7 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     trace["metrics"] = metrics
     shared: dict[int, MessageRecord] = {}
     turns = [
-        _turn(t, trace_id, str(task), t0, c, shared) for t, c in zip(turn_recs, turn_credit, strict=True)
+        _turn(t, trace_id, str(task), t0, c, shared) for t, c in zip(turn_recs, credited.turns, strict=True)
     ]
     return Episode(trace, turns, store.contents)
 
@@ -132,51 +145,6 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
 def _owner(ev: Ev) -> str:
     """The agent an event counts for: a tool result counts for the caller of the tool."""
     return ev.owner.label if ev.type == "tool_result" else ev.agent
-
-
-def _owner_name(ev: Ev) -> str:
-    """The stable name of the agent an event counts for (credit keys are per name)."""
-    counted = ev.owner if ev.type == "tool_result" else ev.actor
-    return counted.name if counted is not None else ev.agent
-
-
-def _credit(events: list[Ev], on_path: set[int], turns: list[TurnRec], reward_set: RewardSet,
-            strategy: str) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """The trace's ``rewards`` and each turn's credit (see ``credit.py``); sets the events' ``credit``.
-    ``on_path``: positions of the events the answer depends on."""
-    rewards: dict[str, float] = {}
-    credits: list[dict[str, float]] = [{} for _ in turns]
-    if not reward_set.channels:
-        return rewards, credits
-    turn_events = [{ev.index for ev in t.events} for t in turns]
-    owners = [id(t.owner) for t in turns]
-    team = turn_weights(strategy, turn_events, owners, on_path)
-    pool = 0.0  # the team-unit value, which the events' credit splits
-    for key, channel in reward_set.channels.items():
-        rewards[key] = channel.total
-        for part in channel.parts.values():
-            if part.scope is not None:
-                rewards[part.scope] = rewards.get(part.scope, 0.0) + part.value
-            team_unit = channel.unit in TEAM_UNITS
-            if team_unit:
-                pool += part.value
-                weights = (turn_weights(strategy, turn_events, owners, on_path, part.turns)
-                           if part.turns else team)
-            elif part.turns:
-                own = set(part.turns)
-                weights = [1.0 / len(own) if i in own else 0.0 for i in range(len(turns))]
-            else:
-                weights = team  # nothing of its unit made a model call: the team's turns carry it
-            spread(credits, key, part.value, weights, team=team_unit or weights is team)
-    if any(channel.unit in TEAM_UNITS for channel in reward_set.channels.values()):
-        for ev, value in zip(events, shares(strategy, pool, len(events), on_path), strict=True):
-            ev.credit = value
-    if turns:
-        rewards.update(agent_totals([sum(c.values()) for c in credits], [t.owner.name for t in turns]))
-    else:
-        rewards.update(agent_totals([ev.credit or 0.0 for ev in events], [_owner_name(ev) for ev in events]))
-    return rewards, credits
-
 
 
 def _service_name(forest: Forest) -> str:

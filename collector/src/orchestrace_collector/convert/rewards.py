@@ -29,20 +29,19 @@ import logging
 import math
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
 from .classify import Kind, tool_name
+from .credit import TEAM_UNITS, Channel, Part
 from .events import Ev, EventSet
 from .forest import Node
 from .turns import TurnRec
 
 log = logging.getLogger(__name__)
 
-#: Units credited to the whole team's turns by the credit strategy (the others go to the turns of their unit).
-TEAM_UNITS = frozenset({"team", "orchestrator"})
 REJECTED = "rejected_rewards"
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
@@ -69,38 +68,20 @@ def channel_key(family: str, name: str | None) -> str:
 
 
 @dataclass(slots=True)
-class Part:
-    """One unit instance's value within a channel."""
-
-    value: float
-    scope: str | None  # ``agent:<name>``, ``tool:<name>``, ...: the unit-scoped key; None for team units
-    turns: list[int]  # turn positions it is credited to, equally (empty: by the team strategy)
-    event: Ev | None  # the event that stands for the unit (gets ``reward``)
-
-
-@dataclass(slots=True)
-class Channel:
-    key: str
-    unit: str
-    parts: dict[str, Part] = field(default_factory=dict)  # unit instance -> its (last recorded) part
-
-    @property
-    def total(self) -> float:
-        return sum(part.value for part in self.parts.values())
-
-
-@dataclass(slots=True)
 class RewardSet:
     channels: dict[str, Channel]
     rejected: dict[str, int]
+    #: event position -> its reward (the sum of the parts it stands for: an agent's return, a tool's result)
+    event_rewards: dict[int, float]
 
 
 def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> RewardSet:
     channels: dict[str, Channel] = {}
     rejected: dict[str, int] = {}
     if not events_set.evaluations:
-        return RewardSet(channels, rejected)  # most episodes: no index of turns and agents to build
+        return RewardSet(channels, rejected, {})  # most episodes: no index of turns and agents to build
     resolver = _Resolver(events_set, actors, turns)
+    standing: dict[tuple[str, str], Ev | None] = {}  # (channel, unit instance) -> the event standing for it
     recorded = sorted(events_set.evaluations, key=lambda item: item[1].time_ns)  # stable: ties keep order
     for node, event in recorded:
         attrs = event.attributes
@@ -146,15 +127,18 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
             # with a unit of the other kind becomes the name, under the unit's family.
             named, family = named or family, "team" if unit == "team" else sc.REWARD_UNIT_FAMILY[unit]
         key = channel_key(family, named)
-        instance, part = resolved
+        instance, part, ev = resolved
         part.value = value
         channel = channels.setdefault(key, Channel(key, unit))
         channel.parts[f"{unit}:{instance}"] = part  # last recorded wins
+        standing[(key, f"{unit}:{instance}")] = ev
+    event_rewards: dict[int, float] = {}
     for channel in channels.values():
-        for part in channel.parts.values():
-            if part.event is not None:
-                part.event.reward = (part.event.reward or 0.0) + part.value
-    return RewardSet(channels, rejected)
+        for instance, part in channel.parts.items():
+            ev = standing[(channel.key, instance)]
+            if ev is not None:
+                event_rewards[ev.index] = event_rewards.get(ev.index, 0.0) + part.value
+    return RewardSet(channels, rejected, event_rewards)
 
 
 def _is_number(raw: object) -> bool:
@@ -210,39 +194,41 @@ class _Resolver:
             return "tool"
         return "event" if target in self.events_set.closing else None
 
-    def resolve(self, unit: str, target: str | None, node: Node, t_ns: int) -> tuple[str, Part] | None:
+    def resolve(self, unit: str, target: str | None, node: Node,
+                t_ns: int) -> tuple[str, Part, Ev | None] | None:
+        """The unit instance a reward is of, its part (value 0 until set) and the event standing for it."""
         if unit in TEAM_UNITS:
             turns = self._orchestrator_turns() if unit == "orchestrator" else []
-            return unit, Part(0.0, None, turns, None)
+            return unit, Part(0.0, None, turns), None
         if unit == "agent":
             inst = self._agent(target, t_ns) if target else node.instance
             if inst is None:
                 return None
             # One value per activation (the last recorded wins), summed per agent in the key.
-            return inst.label, Part(0.0, f"agent:{inst.name}", self._instance_turns([inst]), inst.ret)
+            return inst.label, Part(0.0, f"agent:{inst.name}", self._instance_turns([inst])), inst.ret
         if unit == "role":
             role = target or (node.instance.role if node.instance is not None else None)
             members = [inst for inst in self.actors.instances if role and inst.role == role]
             if not members:
                 return None
-            return str(role), Part(0.0, f"role:{role}", self._instance_turns(members), None)
+            return str(role), Part(0.0, f"role:{role}", self._instance_turns(members)), None
         if unit in ("turn", "token"):
             turn = self._turn(target, node, t_ns)
             if turn is None:
                 return None
             span_id = self.turns[turn].node.span.span_id
-            return span_id, Part(0.0, f"turn:{span_id}", [turn], None)
+            return span_id, Part(0.0, f"turn:{span_id}", [turn]), None
         if unit == "tool":
             result = self._tool_result(target, node, t_ns)
             if result is None:
                 return None
             call = result.decision_ev or result
             turns = self._event_turns(call)
-            return call.id or str(id(call)), Part(0.0, f"tool:{result.agent}", turns, result)
+            return call.id or str(id(call)), Part(0.0, f"tool:{result.agent}", turns), result
         ev = self.events_set.closing.get(target) if target else _span_event(self.events_set, node)
         if ev is None:
             return None
-        return str(id(ev)), Part(0.0, f"event:{ev.id}", self._event_turns(ev), ev)
+        return str(id(ev)), Part(0.0, f"event:{ev.id}", self._event_turns(ev)), ev
 
     # --- instances --------------------------------------------------------------------------------------
 

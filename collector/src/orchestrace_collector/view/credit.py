@@ -11,15 +11,6 @@ from orchestrace_collector.convert.credit import STRATEGIES, recredit
 from orchestrace_collector.model import Trace, Turn
 
 
-def team_channels(trace: Trace, turns: Sequence[Turn]) -> list[str]:
-    """The team-unit channels: written on every turn's credit (0 included), as ``recompute_trace.py`` reads
-    them; with no turns, the ``team`` reward."""
-    if turns:
-        first = set(turns[0].credit or {})
-        return sorted(k for k in first if all(k in (t.credit or {}) for t in turns) and k in trace.rewards)
-    return ["team"] if "team" in trace.rewards else []
-
-
 def credit_by_strategy(trace_obj: dict[str, Any], turn_objs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per strategy: each turn's credit by channel, each event's credit, and each activation's total
     (``[agent, activation, total]``: keyed by the fields, not by a ``name#k`` label)."""
@@ -27,9 +18,7 @@ def credit_by_strategy(trace_obj: dict[str, Any], turn_objs: Sequence[dict[str, 
     for strategy in STRATEGIES:
         trace = Trace.model_validate(trace_obj)
         turns = [Turn.model_validate(t) for t in turn_objs]
-        pool = sum(ev.credit or 0.0 for ev in trace.events)
-        for key in team_channels(trace, turns):
-            turns = recredit(trace, turns, key, trace.rewards[key], strategy, pool)
+        turns = recredit(trace, turns, strategy)
         totals: dict[tuple[str, int | None], float] = {}
         # The team reward's split over activations: their turns' credit (their events' without turns).
         owned = [((t.agent, t.activation), t.reward) for t in turns] or [
