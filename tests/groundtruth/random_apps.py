@@ -27,13 +27,15 @@ from typing import Annotated, Any, TypedDict
 
 import orchestrace as ot
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, Send
+from langgraph.types import Command, Send, interrupt
 
 NAMES = ("lead", "worker", "critic", "Ag ent", "agent#1", "研究者", "a/b", "x" * 80, "tool", "workflow",
          "LangGraph")
@@ -573,11 +575,12 @@ def run_group(group: Group) -> None:
 # A chain of segments built from the end backwards, each knowing the node it hands over to; node names from a
 # hostile pool (LangGraph refuses ':' and '|' in node names). What each run must write, by construction:
 # the agents and how often each ran, the routing choices (decider, choice, which activation it started, the
-# options the graph declares), the Send fan-outs' reducers (aggregates).
+# options the graph declares), the Send fan-outs' reducers (aggregates), the human's questions
+# (``interrupt()``) and answers (each a resume of the checkpointed run after an idle pause).
 
 GRAPH_NAMES = ("lead", "a b", "agent#1", "node#2#1", "研究者", "émoji 🚀", "LangGraph", "workflow", "tool",
                "tools", "L" * 120, "#", "a/b", " leading", "trailing ", "x#1")
-GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop", "tools", "subgraph")
+GRAPH_SEGMENTS = ("edge", "conditional", "command", "send", "loop", "tools", "subgraph", "interrupt")
 
 
 class GraphState(TypedDict, total=False):
@@ -614,6 +617,17 @@ class GraphApp:
     tool_calls: int = 0
     turns: int = 0
     shape: list[str] = field(default_factory=list)
+    #: The human's part, (agent, kind): each ``interrupt()`` is its node's ``interrupt``, then the human's
+    #: ``resume``; the run is resumed once per ``interrupt()`` call.
+    humans: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Seconds the human takes before each resume (idle: not the episode's active time).
+    pause: float = 0.05
+    #: Filled by :func:`run_graph_app`: the seconds each invocation (the first, then each resume) took.
+    invocations: list[float] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> int:
+        return self.humans[("human", "resume")]
 
 
 class _GraphBuilder:
@@ -721,6 +735,57 @@ class _GraphBuilder:
             self.graph.add_node(node, inner.compile(name=node))
             self.graph.add_edge(node, nxt)
             self.steps.append(lambda app: (ran(app), None)[1])
+        elif kind == "interrupt":
+            # Asking a human (``interrupt()``) ``asks`` times, maybe after a model call. A resume runs the
+            # asker again from its start (the answers so far returned by ``interrupt()``, the model called
+            # again), so it runs, and calls its model, asks + 1 times. The asker: a node; a step inside a
+            # subgraph (its node, the agent, runs again with it; the steps before do not); or each of n Send
+            # workers at once (one resume answers them all, by interrupt id).
+            shape = self.rng.choice(("node", "subgraph", "workers"))
+            asks, thinks = self.rng.randint(1, 2), self.rng.random() < 0.5
+            drafter = FakeListChatModel(responses=["draft"])
+
+            def ask(me: str) -> dict[str, Any]:
+                if thinks:
+                    drafter.invoke(f"{me}: draft")
+                return {"parts": [me, *(str(interrupt(f"{me}: may I? ({i})")) for i in range(asks))]}
+
+            askers, asker, worker = 1, node, None
+            if shape == "node":
+                self.graph.add_node(node, lambda state, me=node: ask(me))
+                self.graph.add_edge(node, nxt)
+            elif shape == "subgraph":
+                inner = StateGraph(GraphState)
+                before, step = self.fresh(), self.fresh()
+                inner.add_node(before, lambda state, n=before: {"parts": [n]})
+                inner.add_node(step, lambda state, n=step: ask(n))
+                inner.add_edge(START, before)
+                inner.add_edge(before, step)
+                self.graph.add_node(node, inner.compile(name=node))
+                self.graph.add_edge(node, nxt)
+            else:
+                askers, worker, reducer = self.rng.randint(2, 4), self.fresh(), self.fresh()
+                asker = worker
+                self.graph.add_node(node, lambda state, me=node: {"parts": [me]})
+                self.graph.add_node(worker, lambda state, w=worker: ask(w))
+                self.graph.add_node(reducer, lambda state, r=reducer: {"parts": [r]})
+                self.graph.add_conditional_edges(
+                    node, lambda state, n=askers: [Send(worker, {"parts": []})] * n, [worker])
+                self.graph.add_edge(worker, reducer)
+                self.graph.add_edge(reducer, nxt)
+
+            def asked(app: GraphApp) -> None:
+                if worker is not None:
+                    app.choices.append(Choice(node, ran(app), worker, None, (worker,)))
+                for _ in range(askers * (asks + 1)):
+                    ran(app, asker)
+                if worker is not None:
+                    ran(app, reducer)
+                    app.aggregates += 1
+                app.humans[(asker, "interrupt")] += askers * asks
+                app.humans[("human", "resume")] += asks
+                app.turns += askers * (asks + 1) * thinks
+            self.steps.append(asked)
         elif kind == "loop":
             rounds = self.rng.randint(1, 3)
             self.graph.add_node(node, lambda state, me=node: {"parts": [me], "rounds": {
@@ -761,17 +826,22 @@ class _ToolAsker(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def draw_graph(seed: int) -> GraphApp:
-    """A random LangGraph graph of 1-5 segments and the truth of one run of it."""
+def draw_graph(seed: int, *, asks: bool = False) -> GraphApp:
+    """A random LangGraph graph of 1-5 segments and the truth of one run of it; ``asks``: at least one of
+    its segments asks a human."""
     rng = random.Random(seed)
     builder = _GraphBuilder(rng)
     kinds = [rng.choice(GRAPH_SEGMENTS) for _ in range(rng.randint(1, 5))]
+    if asks and "interrupt" not in kinds:
+        kinds[rng.randrange(len(kinds))] = "interrupt"
     entry: str = END
     for kind in reversed(kinds):
         entry = builder.segment(kind, entry)
     builder.graph.add_edge(START, entry)
     name = f"graph {seed}"
-    app = GraphApp(builder.graph.compile(name=name), name, shape=kinds)
+    # A graph that asks a human keeps checkpoints, so that a resume continues where it paused.
+    saver = InMemorySaver() if "interrupt" in kinds else None
+    app = GraphApp(builder.graph.compile(name=name, checkpointer=saver), name, shape=kinds)
     for step in reversed(builder.steps):
         step(app)
     return app
@@ -783,8 +853,18 @@ def run_graph_app(app: GraphApp, provider: Any) -> None:
 
     instrumentor = LangGraphInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
+    config = {"configurable": {"thread_id": app.name}}
+    graph_input: Any = {"parts": []}
+    result: dict[str, Any] = {}
     try:
-        app.graph.invoke({"parts": []})
+        for k in range(app.resumes + 1):
+            if k:
+                time.sleep(app.pause)  # the human reading the questions, then answering each by its id
+                graph_input = Command(resume={q.id: f"yes {k}" for q in result["__interrupt__"]})
+            started = time.perf_counter()
+            result = app.graph.invoke(graph_input, config)
+            app.invocations.append(time.perf_counter() - started)
+            assert ("__interrupt__" in result) == (k < app.resumes), (k, result)
     finally:
         instrumentor.uninstrument()
 

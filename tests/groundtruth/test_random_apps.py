@@ -251,7 +251,7 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
     """One run of a random LangGraph graph against what it did: one name per node and its activations, the
     Send reducers' aggregates, and the decisions dataset (choices only by default, fixed routes marked)."""
     events = trace["events"]
-    names = set(app.runs) | {app.name}
+    names = set(app.runs) | {app.name} | {"human"}  # the resume's actor: the human (``humans`` below)
     for e in events:  # every name field is a stable name: the activation is a field of its own
         fields = ("to", "from") if e["type"] == "tool_result" else ("agent", "to", "from")  # a tool's name
         assert {e[k] for k in fields if k in e} <= names, e
@@ -263,6 +263,11 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
             assert (e["to"], e["to_activation"]) in instances, e
     assert sum(e["type"] == "aggregate" for e in events) == app.aggregates
     assert (trace["costs"]["tool_calls"], len(turns)) == (app.tool_calls, app.turns)
+    humans = Counter((e["agent"], e["label"]) for e in events if e["type"] == "human_intervention")
+    assert humans == app.humans
+    # Active time: what the invocations took at most; the human's pauses before the resumes are idle.
+    assert len(app.invocations) == app.resumes + 1
+    assert trace["costs"]["wall_clock_s"] <= sum(app.invocations), (trace["costs"], app.invocations)
 
     def choices(rows: list[dict[str, Any]]) -> Counter[Choice]:
         return Counter(Choice(r["agent"], r["activation"], r["choice"], r["choice_activation"],
@@ -280,6 +285,22 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
 @pytest.mark.parametrize("seed", range(16))
 def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     app = draw_graph(seed)
+    provider = TracerProvider(shutdown_on_exit=False)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        (tmp_path / f"exports-{way}").mkdir()
+        check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_graph_that_asks_a_human_is_one_episode_across_its_resumes(
+        tmp_path: Path, collector: RunningCollector, seed: int) -> None:
+    """A random graph with at least one node calling ``interrupt()`` (once or twice, maybe after a model
+    call that runs again on every resume), run with a checkpointer and resumed with ``Command(resume=...)``
+    after a human's pause until it ends: one episode, each question and answer a human intervention, the
+    asking node's reruns its activations and turns, the pauses not active time."""
+    app = draw_graph(1000 + seed, asks=True)
     provider = TracerProvider(shutdown_on_exit=False)
     outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
     for way in WAYS:
@@ -311,3 +332,4 @@ def test_a_late_span_joins_its_episode_and_idle_time_is_not_counted(
         metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
         written[way] = json.dumps({**trace, "metrics": metrics}, sort_keys=True)
     assert written["trace_dir"] == written["convert"] == written["collect"]
+

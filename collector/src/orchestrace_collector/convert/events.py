@@ -376,7 +376,15 @@ def _span_event(
         _reason(ev, attrs)
     elif name == sc.EVENT_HUMAN_INTERVENTION:
         actor = attrs.get(sc.ORCH_HUMAN_ACTOR)
-        ev = b.point("human_intervention", event, node, owner, agent=str(actor) if actor else "human")
+        if (
+            actor is not None
+            and (node.kind is K_ACTOR or _inner(owner, node))
+            and str(actor) == actor_name(node.span, node.sub_kind)
+        ):
+            # The node that asked (LangGraph's interrupt()): the agent it is, or whose inner working it is.
+            ev = b.point("human_intervention", event, node, owner)
+        else:
+            ev = b.point("human_intervention", event, node, owner, agent=str(actor) if actor else "human")
         kind = attrs.get(sc.ORCH_HUMAN_KIND)
         ev.label = str(kind) if kind else None
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
@@ -564,12 +572,14 @@ def _chosen(b: _Builder, inst: Instance, parent: Instance) -> list[Ev]:
     while start < len(routes) and id(routes[start]) in b.used:
         start += 1  # taken decisions at the front are skipped once (linear over a long loop)
     b.route_start[inst.name] = start
-    chosen = []
+    chosen: list[Ev] = []
     for ev in routes[start:]:
         if ev.t_ns > inst.start_ns:
             break
         if id(ev) in b.used or not (ev.owner is parent or ev.owner.parent is parent):
             continue
+        if any(c.owner is ev.owner for c in chosen):
+            continue  # the same decider again: the next activation's (a resume of parallel workers)
         b.used.add(id(ev))
         chosen.append(ev)
     return chosen

@@ -267,19 +267,21 @@ class InterruptLog:
                 self._seen.popitem(last=False)
             return True
 
-    def asked(self, thread_id: str, span_context: SpanContext, node: str | None = None) -> None:
-        """A human was asked on ``thread_id``, by ``span_context``'s span; ``node``: the top-level node that
-        asked (``interrupt()``), which runs again when the thread resumes."""
+    def asked(self, thread_id: str, span_context: SpanContext, task: str | None = None) -> None:
+        """A human was asked on ``thread_id``, by ``span_context``'s span; ``task``: the top-level task that
+        asked (``interrupt()``, its namespace ``node:task id``), which runs again when the thread resumes."""
         with self._lock:
-            _, nodes = self._by_thread.pop(thread_id, (None, ()))
-            self._by_thread[thread_id] = (span_context, (*nodes, node) if node is not None else nodes)
+            _, tasks = self._by_thread.pop(thread_id, (None, ()))
+            self._by_thread[thread_id] = (span_context, (*tasks, task) if task is not None else tasks)
             while len(self._by_thread) > self._size:
                 self._by_thread.popitem(last=False)
 
     def resumed(self, thread_id: str | None) -> tuple[list[Link], tuple[str, ...]]:
-        """The link of a resume to the span that last asked on its thread, and the nodes that run again."""
+        """The link of a resume to the span that last asked on its thread, and the node of each task that
+        runs again: once per task (``Send`` workers of one node asking at once run again each), however
+        many of its subgraph's nodes asked."""
         with self._lock:
             asked = self._by_thread.pop(thread_id, None) if thread_id is not None else None
         if asked is None:
             return [], ()
-        return [resume_link(asked[0])], tuple(dict.fromkeys(asked[1]))
+        return [resume_link(asked[0])], tuple(task.split(":", 1)[0] for task in dict.fromkeys(asked[1]))

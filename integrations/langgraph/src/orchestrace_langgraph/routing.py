@@ -158,8 +158,8 @@ def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, threa
         if not log.first_time(interrupt_id):
             continue  # already recorded by the node that asked, deeper in a subgraph
         if thread_id is not None:
-            node = actor.namespace.split("|", 1)[0].split(":", 1)[0] if isinstance(actor, Node) else None
-            log.asked(thread_id, actor.span.get_span_context(), node or None)
+            task = actor.namespace.split("|", 1)[0] if isinstance(actor, Node) else None
+            log.asked(thread_id, actor.span.get_span_context(), task or None)
         actor.events.human_intervention(HUMAN_INTERRUPT, actor=actor.name,
                                         content=getattr(interrupt, "value", None))
 
