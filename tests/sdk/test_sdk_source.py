@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import grimp
 import orchestrace
 
 SDK = Path(orchestrace.__file__).parent
@@ -26,3 +27,17 @@ def test_the_capture_settings_have_one_name() -> None:
                         name = target.attr if isinstance(target, ast.Attribute) else ast.unparse(target)
                         named.setdefault(name, set()).add(path.name)
     assert set(named) == {"capture"}, named
+
+
+def test_no_module_of_the_sdk_imports_itself_back() -> None:
+    """No import cycle in the SDK, lazy and type-only imports included; this also sees the cycles that pass
+    through a package's ``__init__`` (``replies.stream`` -> ``replies`` -> ``replies.openai_chat`` ->
+    ``replies.stream``), which the import-linter contract (``acyclic_siblings``) does not."""
+    graph = grimp.build_graph("orchestrace")
+    cycles = [
+        (module, *chain)
+        for module in sorted(graph.modules)
+        for imported in sorted(graph.find_modules_directly_imported_by(module))
+        if (chain := graph.find_shortest_chain(importer=imported, imported=module)) is not None
+    ]
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)

@@ -10,9 +10,8 @@ and re-raised as they are.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar, cast, overload
 
 import wrapt
@@ -20,31 +19,16 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 
 from orchestrace.arguments import CallArguments, ToolArguments
+from orchestrace.declared import AGENT, TOOL, declare
 from orchestrace.invocation import AgentSpec, LlmSpec, Spec, ToolSpec
-from orchestrace.replies.returned import traced
+from orchestrace.returned import traced
 
 F = TypeVar("F", bound=Callable[..., Any])
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
-#: Attribute set on a decorated agent's or tool's function, its spec (read with ``decorated_spec``).
-_SPEC_ATTRIBUTE = "_orchestrace_spec"
-S = TypeVar("S", bound=Spec)
-
-
-def decorated_spec(candidates: Iterable[Any], kind: type[S]) -> S | None:
-    """The spec of the first of ``candidates`` decorated as ``kind`` (``AgentSpec``, ``ToolSpec``): lets
-    ``ot.spawn(fn)`` name the agent it will start, and an integration that traces a decorated function's calls
-    itself keep each call to one span (``context.traced_by_caller``)."""
-    for func in candidates:
-        spec = getattr(func, _SPEC_ATTRIBUTE, None)
-        if isinstance(spec, kind):
-            return spec
-    return None
-
-
 def _call(spec: Spec, streams: bool = False) -> Wrapper:
     """``streams``: a model call, whose result may be a stream for its caller to read
-    (``replies.returned``)."""
+    (``returned.py``)."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
@@ -228,8 +212,7 @@ def agent(name: Any = None, *, role: str | None = None, agent_id: str | None = N
     def decorate(func: F, agent_name: str | None = None) -> F:
         resolved = agent_name or _name_of(func)
         spec = AgentSpec(resolved, role, agent_id)
-        with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), _SPEC_ATTRIBUTE, spec)
+        declare(_function_of(func), AGENT, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):
@@ -254,8 +237,7 @@ def tool(name: Any = None, *, description: str | None = None, trusted: bool = Fa
     def decorate(func: F, tool_name: str | None = None) -> F:
         spec = ToolSpec(tool_name or _name_of(func), description or _first_doc_line(func), trusted,
                         arguments=ToolArguments(inspect.unwrap(_function_of(func))))
-        with contextlib.suppress(AttributeError, TypeError):  # builtins and the like take no attributes
-            setattr(_function_of(func), _SPEC_ATTRIBUTE, spec)
+        declare(_function_of(func), TOOL, spec)
         return instrument(func, spec)
 
     if name is None or isinstance(name, str):
@@ -276,7 +258,7 @@ def llm(model: Any = None, *, provider: str | None = None, messages: str | None 
     the first; sampling parameters and tools among the other arguments are recorded (see
     :mod:`orchestrace.arguments`). The reply may be any common client library's (see
     :mod:`orchestrace.replies`), or a stream of its chunks: yielded (a generator) or returned for the caller
-    to read (see :mod:`orchestrace.replies.returned`; a stream left before its end is flagged incomplete).
+    to read (see :mod:`orchestrace.returned`; a stream left before its end is flagged incomplete).
     Usage, response model and id and finish reason are read from it (usage may also be set with
     ``ot.set_usage``); with content capture on, the messages are recorded in the GenAI shape.
     """

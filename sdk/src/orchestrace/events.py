@@ -17,9 +17,8 @@ from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig
 from orchestrace.content import capture_value, content_ref
 from orchestrace.context import AgentFrame
-from orchestrace.decorators import decorated_spec
+from orchestrace.declared import declared_agent_of
 from orchestrace.failsafe import failsafe
-from orchestrace.invocation import AgentSpec
 
 Attributes = dict[str, Any]
 AgentRef = Any  # a name, an @ot.agent-decorated callable, or an instance handle (``ot.current_agent()``)
@@ -32,7 +31,7 @@ def agent_name_role(agent: AgentRef) -> tuple[str, str | None]:
         return agent, None
     if isinstance(agent, AgentFrame):
         return agent.name, agent.role
-    declared = decorated_spec((agent,), AgentSpec)
+    declared = declared_agent_of(agent)
     if declared is not None:
         return declared.name, declared.role
     return str(getattr(agent, "__name__", agent)), None

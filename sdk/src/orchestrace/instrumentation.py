@@ -82,7 +82,7 @@ from orchestrace.context import (
     current_task,
     traced_by_caller,
 )
-from orchestrace.decorators import decorated_spec
+from orchestrace.declared import AGENT, TOOL, declared
 from orchestrace.errors import record_error
 from orchestrace.events import Events
 from orchestrace.failsafe import failsafe, log_once
@@ -280,13 +280,15 @@ def as_agent(name: str, agent_id: str, role: str | None = None) -> dict[str, obj
 
 def declared_agent(functions: Iterable[Any]) -> AgentSpec | None:
     """What the first ``@ot.agent`` function among ``functions`` declared (``.name``, ``.role``)."""
-    return decorated_spec(functions, AgentSpec)
+    spec = declared(functions, AGENT)
+    return spec if isinstance(spec, AgentSpec) else None
 
 
 def declared_tool(functions: Iterable[Any]) -> ToolSpec | None:
     """What the first ``@ot.tool`` function among ``functions`` declared (``.name``, ``.trusted``,
     ``.description``)."""
-    return decorated_spec(functions, ToolSpec)
+    spec = declared(functions, TOOL)
+    return spec if isinstance(spec, ToolSpec) else None
 
 
 def already_traced(declared: Declared | None) -> dict[str, object]:

@@ -36,7 +36,7 @@ from orchestrace.context import (
 from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import Message, capture_messages, input_messages, output_messages
-from orchestrace.replies import Reply, ReplyStream, normalize, reply_attributes
+from orchestrace.replies import Reply, ReplyStream, normalize, parse_chunk, reply_attributes
 from orchestrace.telemetry import DEFAULT, TELEMETRY_KEY, Telemetry
 from orchestrace.usage import Usage, extract_usage, response_model, usage_attributes
 
@@ -597,8 +597,8 @@ class LlmSpec(Spec):
             span.set_attributes(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
 
     def record_item(self, invocation: Invocation, item: Any) -> None:
-        """A streamed chunk of the reply, of any shape ``ReplyStream`` reads."""
-        self.stream_of(invocation).add(item)
+        """A streamed chunk of the reply, of any shape :func:`~orchestrace.replies.parse_chunk` reads."""
+        parse_chunk(self.stream_of(invocation), item)
 
     @staticmethod
     def stream_of(invocation: Invocation) -> ReplyStream:

@@ -2,7 +2,7 @@
 
 One module per provider's shapes (``openai_chat``, ``openai_responses``, ``anthropic``, ``langchain``); this
 module only tells the shapes apart. Whole replies go through :func:`normalize`, streamed chunks through
-:class:`ReplyStream` (which calls :func:`parse_chunk`).
+:func:`parse_chunk` into a :class:`ReplyStream`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def normalize(result: Any) -> Reply | None:
 
 
 def parse_chunk(stream: ReplyStream, chunk: Any) -> None:
-    """Add one streamed chunk of any known shape to ``stream``; chunks of no known shape add nothing."""
+    """Add one streamed chunk of any known shape to ``stream``: a string, an OpenAI ``ChatCompletionChunk``
+    (object or dict), an Anthropic stream event, an OpenAI Responses stream event, or a LangChain
+    ``AIMessageChunk``; chunks of no known shape add nothing."""
     if isinstance(chunk, str):
         stream.add_text(chunk)
         return

@@ -1,4 +1,4 @@
-"""A streamed reply put together from its chunks, whatever their shape (see ``ReplyStream.add``)."""
+"""A streamed reply put together from its chunks, whatever their shape (added by ``replies.parse_chunk``)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,6 @@ class ReplyStream:
         self.text = StreamedText(limit)
         self.reasoning: list[str] = []
         self.calls: dict[Any, list[Any]] = {}  # call key (index) -> [id, name, argument pieces]
-
-    def add(self, chunk: Any) -> None:
-        """One chunk: a string, an OpenAI ``ChatCompletionChunk`` (object or dict), an Anthropic stream event,
-        an OpenAI Responses stream event, or a LangChain ``AIMessageChunk``."""
-        from orchestrace.replies import parse_chunk  # the dispatcher, beside the one for whole replies
-
-        parse_chunk(self, chunk)
 
     def add_text(self, text: Any) -> None:
         if isinstance(text, str) and text:

@@ -48,7 +48,7 @@ def traced(invocation: Invocation, result: Any, token: object) -> Any:
             LlmSpec.stream_of(invocation)
             wrapped = _proxy(result, _End(invocation))
         except Exception as exc:  # a result that takes no proxy: recorded as it is
-            log_once("orchestrace.replies.returned.traced", exc)
+            log_once("orchestrace.returned.traced", exc)
         else:
             invocation.suspend(token)
             return wrapped
@@ -207,7 +207,7 @@ class TracedStreamManager(wrapt.ObjectProxy):
         try:
             return TracedStream(stream, self._self_end) if is_stream(stream) else stream
         except Exception as exc:
-            log_once("orchestrace.replies.returned.TracedStreamManager", exc)
+            log_once("orchestrace.returned.TracedStreamManager", exc)
             return stream
 
     def __enter__(self) -> Any:
