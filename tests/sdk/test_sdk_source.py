@@ -1,4 +1,4 @@
-"""Rules of the SDK's source that no behaviour shows."""
+"""Rules of the SDK's source and public surface that no behaviour shows."""
 
 from __future__ import annotations
 
@@ -41,3 +41,17 @@ def test_no_module_of_the_sdk_imports_itself_back() -> None:
         if (chain := graph.find_shortest_chain(importer=imported, imported=module)) is not None
     ]
     assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_public_api_is_what_the_contract_names() -> None:
+    """``import orchestrace as ot`` offers what CONTRACT.md and the docs name, and nothing unused besides
+    (``ot.get_tracer`` was exported and used by nobody: integrations take their tracer from a Telemetry)."""
+    assert set(orchestrace.__all__) == {
+        "configure", "TracingHandle", "Telemetry", "CaptureConfig", "__version__",
+        "agent", "tool", "llm", "task", "TaskRun",
+        "spawn", "delegate", "message", "aggregate", "Aggregation", "decide", "stop", "human_intervention",
+        "safety_event", "reward", "rejected_rewards", "set_usage", "content_ref",
+        "current_agent", "AgentFrame", "inject", "extract", "attach", "wrap_context", "ThreadPoolExecutor",
+    }
+    assert all(hasattr(orchestrace, name) for name in orchestrace.__all__)
+    assert not hasattr(orchestrace, "get_tracer")

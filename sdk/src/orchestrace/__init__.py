@@ -42,7 +42,7 @@ from orchestrace.orchestration import (
 )
 from orchestrace.task import TaskRun, task
 from orchestrace.telemetry import Telemetry
-from orchestrace.tracing import TracingHandle, configure, get_tracer
+from orchestrace.tracing import TracingHandle, configure
 from orchestrace.version import __version__
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "decide",
     "delegate",
     "extract",
-    "get_tracer",
     "human_intervention",
     "inject",
     "llm",

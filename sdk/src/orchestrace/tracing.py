@@ -26,9 +26,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
@@ -48,7 +47,6 @@ TRACE_DIR_EXPORTER = "trace_dir"
 
 _lock = threading.RLock()
 _handle: TracingHandle | None = None
-_NO_OP = trace.NoOpTracer()
 
 
 def _model_call(span: Span) -> bool:
@@ -183,14 +181,6 @@ class TracingHandle(Telemetry):
             provider.add_span_processor(self._processors)
             self._attached = True
         self._installed.add(key)
-
-
-def get_tracer() -> trace.Tracer:
-    """The tracer for orchestrace spans here: that of the invocation running (an integration's telemetry
-    inside its runs), else the configured one; none (no-op) under OTel's ``suppress_instrumentation()``."""
-    if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
-        return _NO_OP
-    return _telemetry.current().tracer
 
 
 def _env_true(name: str) -> bool:
