@@ -5,14 +5,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from orchestrace import semconv as sc
-from orchestrace_collector.convert import Episode
 from orchestrace_collector.spans import Span, SpanEvent, SpanLink
-from orchestrace_collector.validate import validate_trace
 
 GOLDEN = Path(__file__).parent / "golden"
 T0_NS = 1_700_000_000_000_000_000
@@ -140,19 +137,3 @@ class Spans:
 
 def event(name: str, t: float, **attrs: Any) -> SpanEvent:
     return SpanEvent(name=name, time_ns=ns(t), attributes=attrs)
-
-
-def checked(episode: Episode) -> dict[str, Any]:
-    """The written form of an episode's trace, after checking it passes ``validate_trace``."""
-    written = episode.trace.to_json_dict()
-    problems = validate_trace(json.loads(json.dumps(written)))
-    assert problems == [], problems
-    return written
-
-
-def by_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
-    return [e for e in written["events"] if e["type"] == type_]
-
-
-def edges_of(written: dict[str, Any], type_: str) -> set[tuple[str, str]]:
-    return {(e["src"], e["dst"]) for e in written["edges"] if e["type"] == type_}

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from collector_fixtures import encode_protobuf, record_run
-from convert_support import checked
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.decode import PayloadError, decode_bytes
+from written_traces import checked
 
 _NAMES = {name: value for name, value in vars(sc).items() if name.isupper() and isinstance(value, str)}
 _KEYS = sorted(v for n, v in _NAMES.items() if "." in v and " " not in v and not n.startswith("EVENT_"))

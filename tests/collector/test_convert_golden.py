@@ -21,7 +21,7 @@ from typing import Any
 
 import orchestrace as ot
 import pytest
-from convert_support import GOLDEN, by_type, checked, edges_of
+from convert_support import GOLDEN
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,7 +30,7 @@ from orchestrace_collector import convert_spans
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.decode import decode_file
 from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.validate import validate_trace
+from written_traces import checked, edges_of, of_type
 
 _PLACEHOLDERS = {
     "span_id": "span",
@@ -183,7 +183,7 @@ def test_plain_otel_genai_spans(provider: tuple[TracerProvider, InMemorySpanExpo
     assert w["topology"] == "centralized" and w["rewards"]["team:judge"] == 0.8  # its name is kept
     assert w["costs"]["tokens"] == 80 and len(episode.turns) == 3
     assert episode.turns[0].completion is not None and episode.turns[1].agent == "booking"
-    assert episode.contents[by_type(w, "tool_result")[0]["content_ref"]] == "sunny, 24C"
+    assert episode.contents[of_type(w, "tool_result")[0]["content_ref"]] == "sunny, 24C"
 
 
 # --- 2 and 3. LangChain instrumentors from the registry on a small LangGraph agent (``foreign_spans.py``)
@@ -230,22 +230,22 @@ def test_other_libraries_langchain_instrumentor(which: str, foreign_episode: For
     # The graph run is a workflow (OpenInference: a CHAIN root; OpenLLMetry: its workflow span, which it also
     # calls an agent), so its nodes are actors; the tools node is only known as a node here.
     _check_agent_graph(w, episode)
-    assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
+    assert [(e["agent"], e["activation"]) for e in of_type(w, "return")] == [
         ("agent", 1), ("tools", 1), ("agent", 2), ("calculator", 1),
     ]
-    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in of_type(w, "spawn")] == [
         ("calculator", "agent", 1),
         ("calculator", "tools", 1),
         ("calculator", "agent", 2),
     ]
-    assert by_type(w, "tool_call")[0]["agent"] == "tools"
+    assert of_type(w, "tool_call")[0]["agent"] == "tools"
     assert [(t.agent, t.activation) for t in episode.turns] == [("agent", 1), ("agent", 2)]
     assert w["topology"] == "centralized"
 
 
 def _check_agent_graph(w: dict[str, Any], episode: Episode) -> None:
     """What both instrumentations must give for the agent -> tools -> agent run."""
-    call, result = by_type(w, "tool_call")[0], by_type(w, "tool_result")[0]
+    call, result = of_type(w, "tool_call")[0], of_type(w, "tool_result")[0]
     assert (call["tool"], result["agent"], result["trusted"]) == ("add", "add", False)
     assert (call["id"], result["id"]) in edges_of(w, "return")
     assert [(t.input_tokens, t.output_tokens) for t in episode.turns] == [(11, 7), (25, 6)]
@@ -272,9 +272,9 @@ def test_other_libraries_send_fan_out_and_its_reducer_is_an_aggregate(
 ) -> None:
     """plan -> Send("work") x3 -> gather, recorded by another library alone: gather aggregates the three."""
     w = checked(foreign_episode(which, "fanout"))
-    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    returns = {(e["from"], e["from_activation"]): e for e in of_type(w, "return")}
     assert {("plan", 1), ("work", 1), ("work", 2), ("work", 3), ("gather", 1), ("fan", 1)} == set(returns)
-    (aggregate,) = by_type(w, "aggregate")
+    (aggregate,) = of_type(w, "aggregate")
     assert (aggregate["agent"], aggregate["activation"]) == ("gather", 1)
     into = {src for src, dst in edges_of(w, "aggregate") if dst == aggregate["id"]}
     assert into == {returns["work", k]["id"] for k in (1, 2, 3)}
@@ -290,9 +290,9 @@ def test_other_libraries_send_fan_out_to_differently_named_nodes_is_aggregated_b
     episode = foreign_episode(which, "experts")
     w = checked(episode)
     experts = {f"desk {i}" for i in range(8)}
-    returns = {e["agent"]: e for e in by_type(w, "return")}
+    returns = {e["agent"]: e for e in of_type(w, "return")}
     assert set(returns) == experts | {"lead", "tally", "panel"}
-    (aggregate,) = by_type(w, "aggregate")
+    (aggregate,) = of_type(w, "aggregate")
     assert (aggregate["agent"], aggregate["activation"]) == ("tally", 1)
     into = {src for src, dst in edges_of(w, "aggregate") if dst == aggregate["id"]}
     assert into == {returns[name]["id"] for name in experts}
@@ -308,9 +308,9 @@ def test_pydantic_ai_native_spans(tmp_path: Path) -> None:
     ``execute_tool``; lead's tool runs the comedian agent (PydanticAI's agent delegation)."""
     episode = script_episode("native_genai_spans.py", tmp_path / "pydantic_ai.jsonl", "pydantic_ai")
     w = assert_golden("pydantic_ai_delegation", episode)
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("lead", "comedian")]
-    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [("comedian", "lead"), ("lead", None)]
-    (call,) = by_type(w, "tool_call")
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("lead", "comedian")]
+    assert [(e["agent"], e.get("to")) for e in of_type(w, "return")] == [("comedian", "lead"), ("lead", None)]
+    (call,) = of_type(w, "tool_call")
     assert (call["agent"], call["tool"]) == ("lead", "ask_comedian")
     # FunctionModel counts tokens from the texts: these are its counts for these messages.
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
@@ -332,11 +332,11 @@ def test_autogen_native_spans() -> None:
     episode = convert_episode(list(decode_file(GOLDEN / "autogen_spans.jsonl")))
     w = assert_golden("autogen_team", episode)
     # ot.task("slogan") names its run after the task: it is the service's root agent
-    decisions = [(e["agent"], e["decision"], e["to"]) for e in by_type(w, "orchestrator_decision")]
+    decisions = [(e["agent"], e["decision"], e["to"]) for e in of_type(w, "orchestrator_decision")]
     assert decisions == [("autogen-app", "spawn", "writer"), ("autogen-app", "spawn", "reviewer")]
-    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
+    assert [(e["agent"], e.get("to")) for e in of_type(w, "return")] == [
         ("writer", "autogen-app"), ("reviewer", "autogen-app"), ("autogen-app", None)]
-    (call,) = by_type(w, "tool_call")
+    (call,) = of_type(w, "tool_call")
     assert (call["agent"], call["tool"]) == ("writer", "count_words")
     assert {e["agent"] for e in w["events"]} == {"autogen-app", "writer", "reviewer", "count_words"}
     assert episode.turns == [] and w["costs"]["tokens"] == 0
@@ -352,17 +352,16 @@ def test_autogen_with_no_span_around_the_run() -> None:
     sizes = sorted(int(t.metrics["spans"]) for t in traces)
     assert sizes == [1, 1, len(spans) - 2]
     run = max(traces, key=lambda t: t.metrics["spans"])
-    w = run.to_json_dict()
-    assert validate_trace(json.loads(json.dumps(w))) == []
+    w = checked(run)
     assert len({e["otel_trace_id"] for e in w["events"] if "otel_trace_id" in e}) > 1
-    (call,) = by_type(w, "tool_call")
+    (call,) = of_type(w, "tool_call")
     assert (call["agent"], call["tool"]) == ("writer", "count_words")
     # The runtime's messaging spans are no actors: the service's stand-in starts the team.
     service = spans[0].resource["service.name"]
-    spawns = [(e["agent"], e["to"]) for e in by_type(w, "spawn")]
+    spawns = [(e["agent"], e["to"]) for e in of_type(w, "spawn")]
     assert spawns == [(service, "writer"), ("writer", "reviewer")]
     assert {e["agent"] for e in w["events"]} == {service, "writer", "reviewer", "count_words"}
-    assert [e["agent"] for e in by_type(w, "return")][-1] == "reviewer"
+    assert [e["agent"] for e in of_type(w, "return")][-1] == "reviewer"
 
 
 def test_adk_sub_agents_are_their_root_agents() -> None:
@@ -372,12 +371,12 @@ def test_adk_sub_agents_are_their_root_agents() -> None:
     ``researcher``, whose two calls (20 + 3 each) use ``search``; no second ``coordinator``."""
     episode = convert_episode(list(decode_file(GOLDEN / "adk_spans.jsonl")))
     w = checked(episode)
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("coordinator", "researcher")]
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("coordinator", "researcher")]
     # The transfer is the coordinator's handoff, as the Agents SDK's is: a decision, no tool call.
-    (decision,) = by_type(w, "orchestrator_decision")
+    (decision,) = of_type(w, "orchestrator_decision")
     assert (decision["agent"], decision["to"], decision.get("handoff")) == ("coordinator", "researcher", True)
-    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [("researcher", "search")]
-    assert [(e["agent"], e.get("to")) for e in by_type(w, "return")] == [
+    assert [(e["agent"], e["tool"]) for e in of_type(w, "tool_call")] == [("researcher", "search")]
+    assert [(e["agent"], e.get("to")) for e in of_type(w, "return")] == [
         ("researcher", "coordinator"), ("coordinator", None)]
     tokens: dict[str, int] = {}
     for turn in episode.turns:
@@ -399,17 +398,17 @@ def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
     traces = {min(t.turns, key=lambda u: u.t).agent: t for t in map(convert_episode, runs)}
     handoff, tools = traces["triage"], traces["orchestrator"]
     w = checked(handoff)
-    (decision,) = [e for e in by_type(w, "orchestrator_decision") if e["agent"] == "triage"]
+    (decision,) = [e for e in of_type(w, "orchestrator_decision") if e["agent"] == "triage"]
     assert (decision["decision"], decision["to"], decision.get("handoff")) == ("delegate", "math", True)
-    (spawn,) = [e for e in by_type(w, "spawn") if e["to"] == "math"]
+    (spawn,) = [e for e in of_type(w, "spawn") if e["to"] == "math"]
     assert spawn["agent"] == "triage"
-    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [("math", "add")]
+    assert [(e["agent"], e["tool"]) for e in of_type(w, "tool_call")] == [("math", "add")]
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in handoff.turns] == [
         ("triage", 7, 3), ("math", 12, 6), ("math", 20, 4)]
     w = checked(tools)
-    assert sorted(e["tool"] for e in by_type(w, "tool_call")) == ["ask_researcher0", "ask_researcher1"]
+    assert sorted(e["tool"] for e in of_type(w, "tool_call")) == ["ask_researcher0", "ask_researcher1"]
     # The agents called as tools are the orchestrator's (OpenLLMetry puts their spans beside it in the run).
-    assert sorted((e["agent"], e["to"]) for e in by_type(w, "spawn")) == [
+    assert sorted((e["agent"], e["to"]) for e in of_type(w, "spawn")) == [
         ("Agent workflow" if which == "openinference" else "Agent Workflow", "orchestrator"),
         ("orchestrator", "researcher0"), ("orchestrator", "researcher1")]
     assert sorted((t.agent, t.input_tokens, t.output_tokens) for t in tools.turns) == [
@@ -431,11 +430,11 @@ def test_strands_swarm_handoff_and_content_blocks() -> None:
     messages with tool calls and tool answers, and the tool's arguments and result are its content."""
     episode = convert_episode(list(decode_file(GOLDEN / "strands_swarm.jsonl")))
     w = checked(episode)
-    handoffs = [(e["agent"], e["to"]) for e in by_type(w, "orchestrator_decision") if e.get("handoff")]
+    handoffs = [(e["agent"], e["to"]) for e in of_type(w, "orchestrator_decision") if e.get("handoff")]
     assert handoffs == [("researcher", "writer")]
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("invoke_swarm", "researcher"),
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("invoke_swarm", "researcher"),
                                                                    ("researcher", "writer")]
-    (call,) = by_type(w, "tool_call")
+    (call,) = of_type(w, "tool_call")
     assert (call["agent"], call["tool"], call["content_ref"]) == (
         "researcher", "search", ot.content_ref('{"query": "sky"}'))
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [
@@ -459,9 +458,9 @@ def test_smolagents_managed_agents_under_openinference() -> None:
     manager's spawn after the model call that asked for it."""
     episode = convert_episode(list(decode_file(GOLDEN / "smolagents_managed.jsonl")))
     w = checked(episode)
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("manager", "web_agent"),
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("manager", "web_agent"),
                                                                    ("manager", "docs_agent")]
-    assert [(e["agent"], e["tool"]) for e in by_type(w, "tool_call")] == [
+    assert [(e["agent"], e["tool"]) for e in of_type(w, "tool_call")] == [
         ("web_agent", "search"), ("web_agent", "final_answer"), ("docs_agent", "final_answer"),
         ("manager", "final_answer")]
     assert [(t.agent, t.input_tokens, t.output_tokens) for t in episode.turns] == [

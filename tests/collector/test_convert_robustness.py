@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from convert_support import Spans, by_type, checked, event, ns
+from convert_support import Spans, event, ns
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import Span
+from written_traces import checked, of_type
 
 
 def test_empty_input_is_a_clear_error() -> None:
@@ -49,7 +50,7 @@ def test_orphans_attach_to_the_root_and_mark_the_trace_incomplete() -> None:
         attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "orphan"},
     )
     w = checked(convert_episode([*s.spans, lost]))
-    orphan_call = next(e for e in by_type(w, "tool_call") if e["tool"] == "orphan")
+    orphan_call = next(e for e in of_type(w, "tool_call") if e["tool"] == "orphan")
     assert orphan_call["agent"] == "lead" and orphan_call["incomplete"] is True
     assert w["metrics"]["incomplete"] == 1
 
@@ -60,7 +61,7 @@ def test_all_spans_orphaned_still_converts() -> None:
     s.agent("a", 1, 2, parent)
     s.agent("b", 3, 4, parent)
     w = checked(convert_episode(s.spans[1:]))
-    assert {e["agent"] for e in by_type(w, "return")} == {"a", "b"}
+    assert {e["agent"] for e in of_type(w, "return")} == {"a", "b"}
     assert w["metrics"]["incomplete"] == 1
 
 
@@ -78,7 +79,7 @@ def test_duplicate_span_ids_keep_the_first_copy() -> None:
         attributes={sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "x"},
     )
     w = checked(convert_episode([*s.spans, copy]))
-    assert [e["tool"] for e in by_type(w, "tool_call")] == ["t"]
+    assert [e["tool"] for e in of_type(w, "tool_call")] == ["t"]
 
 
 def test_parent_cycles_are_broken() -> None:
@@ -89,7 +90,7 @@ def test_parent_cycles_are_broken() -> None:
     c = s.agent("c", 2, 3, b)
     c.parent_span_id = c.span_id  # its own parent
     w = checked(convert_episode(s.spans))
-    assert {e["agent"] for e in by_type(w, "return")} == {"a", "b", "c"}
+    assert {e["agent"] for e in of_type(w, "return")} == {"a", "b", "c"}
     assert w["metrics"]["incomplete"] == 1
 
 
@@ -100,7 +101,7 @@ def test_end_before_start_and_clock_skew_keep_t_non_negative() -> None:
     s.agent("skewed", 1, 2, root)  # another process whose clock is behind: starts before its parent
     root.events.append(event(sc.EVENT_DECISION, -3, **{sc.ORCH_DECISION_KIND: "route"}))
     w = checked(convert_episode(s.spans))
-    call, result = by_type(w, "tool_call")[0], by_type(w, "tool_result")[0]
+    call, result = of_type(w, "tool_call")[0], of_type(w, "tool_result")[0]
     assert call["t"] == result["t"] and int(call["id"][1:]) < int(result["id"][1:])
     assert min(e["t"] for e in w["events"]) == 0
 
@@ -156,9 +157,9 @@ def test_an_episode_stitched_from_several_traces_keeps_one_orchestrator() -> Non
     resumed.node("act", 101, 102, g2)
     w = checked(convert_episode([*first.spans, *resumed.spans]))
     assert w["trace_id"] == "thread-9"
-    assert [e["agent"] for e in by_type(w, "return")] == ["ask", "act", "graph"]  # one graph instance
+    assert [e["agent"] for e in of_type(w, "return")] == ["ask", "act", "graph"]  # one graph instance
     assert {e["otel_trace_id"] for e in w["events"]} == {"01" * 16, "02" * 16}
-    assert by_type(w, "return")[-1]["otel_trace_id"] == "02" * 16  # the resumed run closes the graph
+    assert of_type(w, "return")[-1]["otel_trace_id"] == "02" * 16  # the resumed run closes the graph
     assert w["costs"]["wall_clock_s"] == 5  # active time: 0-2 and 100-103, the wait for the resume is idle
     # Sequential work reads 1: the idle time between the interrupt and the resume counts on neither side.
     assert w["metrics"]["parallelism_efficiency"] == pytest.approx(1.0)
@@ -170,7 +171,7 @@ def test_many_instances_of_one_name_are_numbered_in_start_order() -> None:
     for k in reversed(range(12)):
         s.agent("w", k, k + 0.5, root, **{sc.GEN_AI_AGENT_ID: f"id-{k}"})
     w = checked(convert_episode(s.spans))
-    returns = [e for e in by_type(w, "return") if e["agent"] != "lead"]
+    returns = [e for e in of_type(w, "return") if e["agent"] != "lead"]
     got = [(e["agent"], e["activation"], e["from"], e["from_activation"], e["agent_id"]) for e in returns]
     assert got == [
         ("w", k + 1, "w", k + 1, f"id-{k}") for k in range(12)
@@ -182,8 +183,8 @@ def test_any_names_survive() -> None:
     root = s.agent("ågent / with spaces#1", 0, 10)
     s.tool("", 1, 2, root)
     w = checked(convert_episode(s.spans))
-    assert by_type(w, "return")[0]["agent"] == "ågent / with spaces#1"
-    assert by_type(w, "tool_call")[0]["tool"] == "tool"
+    assert of_type(w, "return")[0]["agent"] == "ågent / with spaces#1"
+    assert of_type(w, "tool_call")[0]["tool"] == "tool"
 
 
 def test_deep_nesting_does_not_recurse() -> None:
@@ -193,7 +194,7 @@ def test_deep_nesting_does_not_recurse() -> None:
         parent = s.span(f"layer{k}", k, 10_000 - k, parent)
     s.tool("leaf", 5000, 5001, parent)
     w = checked(convert_episode(s.spans))
-    assert by_type(w, "tool_call")[0]["agent"] == "layer0"  # the promoted root owns everything
+    assert of_type(w, "tool_call")[0]["agent"] == "layer0"  # the promoted root owns everything
 
 
 def test_attribute_values_of_any_type_never_break_the_conversion() -> None:

@@ -7,14 +7,15 @@ import json
 from typing import Any
 
 import pytest
-from convert_support import Spans, by_type, checked, edges_of, event
+from convert_support import Spans, event
 from orchestrace import semconv as sc
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.spans import STATUS_ERROR, SpanLink
+from written_traces import checked, edges_of, of_type
 
 
 def ids(written: dict[str, Any], type_: str, **match: Any) -> list[str]:
-    return [e["id"] for e in by_type(written, type_) if all(e.get(k) == v for k, v in match.items())]
+    return [e["id"] for e in of_type(written, type_) if all(e.get(k) == v for k, v in match.items())]
 
 
 def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
@@ -25,10 +26,10 @@ def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
     s.tool("lookup", 6, 7, boss)
     w = checked(convert_episode(s.spans))
 
-    decision, spawn = by_type(w, "orchestrator_decision")[0], by_type(w, "spawn")[0]
+    decision, spawn = of_type(w, "orchestrator_decision")[0], of_type(w, "spawn")[0]
     assert (decision["agent"], decision["decision"], decision["to"]) == ("boss", "delegate", "worker")
     assert (spawn["agent"], spawn["to"], spawn["role"]) == ("boss", "worker", "analyst")
-    worker_return = by_type(w, "return")[0]
+    worker_return = of_type(w, "return")[0]
     assert worker_return == {
         **worker_return,
         "agent": "worker",
@@ -40,9 +41,9 @@ def test_nested_agent_is_a_delegation_with_decision_spawn_and_return() -> None:
     assert (spawn["id"], worker_return["id"]) in edges_of(
         w, "causal"
     )  # the worker's first event is its return
-    tool_call = by_type(w, "tool_call")[0]
+    tool_call = of_type(w, "tool_call")[0]
     assert (worker_return["id"], tool_call["id"]) in edges_of(w, "return")  # back to the parent's next event
-    assert not by_type(w, "despawn")  # a delegation is a call with a return, not a spawned instance
+    assert not of_type(w, "despawn")  # a delegation is a call with a return, not a spawned instance
     assert w["topology"] == "centralized"
 
 
@@ -58,9 +59,9 @@ def test_a_fan_outs_payload_goes_to_the_worker_that_took_it_whichever_started_fi
         s.agent("work", starts[x], 3, run, **{sc.ORCH_INPUT_REF: f"sha256:{x}"})
     w = checked(convert_episode(s.spans))
     label = {e["t_start"]: (e["from"], e["from_activation"])
-             for e in by_type(w, "return") if e["agent"] == "work"}
+             for e in of_type(w, "return") if e["agent"] == "work"}
     given = {e["content_ref"]: (e["to"], e["to_activation"])
-             for e in by_type(w, "spawn") if "content_ref" in e}
+             for e in of_type(w, "spawn") if "content_ref" in e}
     assert given == {f"sha256:{x}": label[starts[x]] for x in "ab"}
     # Numbered in the order the payloads were sent, whichever worker's thread started first.
     assert given == {"sha256:a": ("work", 1), "sha256:b": ("work", 2)}
@@ -83,21 +84,21 @@ def test_explicit_spawn_event_is_matched_to_the_child_and_despawned_at_its_end()
     s.agent("helper", 4, 5, boss)
     w = checked(convert_episode(s.spans))
 
-    spawns = by_type(w, "spawn")
+    spawns = of_type(w, "spawn")
     # the earliest unmatched explicit spawn goes to the first helper, the next to the second
     assert [(e["t"], e["to"], e.get("to_activation"), e.get("role")) for e in spawns] == [
         (1, "helper", 1, "scout"),
         (1.5, "helper", 2, "scout"),
         (8, "remote", None, None),
     ]
-    decisions = by_type(w, "orchestrator_decision")
+    decisions = of_type(w, "orchestrator_decision")
     assert [d["decision"] for d in decisions] == ["spawn", "spawn", "spawn"]  # no synthesized delegate
-    despawns = by_type(w, "despawn")
+    despawns = of_type(w, "despawn")
     assert [(d["agent"], d["to"], d["to_activation"], d["t"]) for d in despawns] == [
         ("boss", "helper", 1, 3),
         ("boss", "helper", 2, 5),
     ]
-    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    returns = {(e["from"], e["from_activation"]): e for e in of_type(w, "return")}
     assert (returns["helper", 1]["id"], despawns[0]["id"]) in edges_of(w, "return")
 
 
@@ -106,7 +107,7 @@ def test_spawn_after_the_child_started_does_not_match_it() -> None:
     boss = s.agent("boss", 0, 10, events=[event(sc.EVENT_SPAWN, 5, **{sc.ORCH_TARGET_AGENT: "helper"})])
     s.agent("helper", 2, 3, boss)
     w = checked(convert_episode(s.spans))
-    decisions = by_type(w, "orchestrator_decision")
+    decisions = of_type(w, "orchestrator_decision")
     assert [(d["decision"], d["t"]) for d in decisions] == [("delegate", 2), ("spawn", 5)]
 
 
@@ -122,15 +123,15 @@ def test_langgraph_send_fan_out_matches_explicit_spawns_to_sibling_nodes() -> No
     s.node("merge", 5, 6, graph)
     w = checked(convert_episode(s.spans))
 
-    spawns = {(e["to"], e["to_activation"]): e for e in by_type(w, "spawn")}
+    spawns = {(e["to"], e["to_activation"]): e for e in of_type(w, "spawn")}
     assert {spawns["work", k]["agent"] for k in (1, 2, 3)} == {"plan"}  # the dispatching node spawned them
     assert (
         spawns["plan", 1]["agent"] == spawns["merge", 1]["agent"] == "graph"
     )  # the others were scheduled by the graph
-    returns = {(e["from"], e["from_activation"]): e for e in by_type(w, "return")}
+    returns = {(e["from"], e["from_activation"]): e for e in of_type(w, "return")}
     assert all(returns["work", k]["to"] == "graph" for k in (1, 2, 3))
     assert returns["work", 2]["agent_id"] == "task-1"
-    assert len(by_type(w, "despawn")) == 3
+    assert len(of_type(w, "despawn")) == 3
 
 
 def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> None:
@@ -152,7 +153,7 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
     s.chat(7, 8, agent)
     w = checked(convert_episode(s.spans))
 
-    calls, results = by_type(w, "tool_call"), by_type(w, "tool_result")
+    calls, results = of_type(w, "tool_call"), of_type(w, "tool_result")
     assert calls[0] == {
         **calls[0],
         "agent": "solver",
@@ -170,7 +171,7 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
     }
     assert results[2]["trusted"] is True
     assert {(c["id"], r["id"]) for c, r in zip(calls, results, strict=True)} <= edges_of(w, "return")
-    decision = by_type(w, "orchestrator_decision")[0]
+    decision = of_type(w, "orchestrator_decision")[0]
     assert decision["label"] == "plan" and "decision" not in decision
     # both parallel calls depend on the decision before them, not on each other
     assert {(decision["id"], calls[0]["id"]), (decision["id"], calls[1]["id"])} <= edges_of(
@@ -178,7 +179,7 @@ def test_tool_call_and_untrusted_result_with_dependency_and_safety_flow() -> Non
     )
     # No prompt was captured: the next model call is taken to have read the untrusted results, so what it
     # asked for (the calc call) is untrusted; the last call received nothing new, so the return is not.
-    ret = by_type(w, "return")[0]
+    ret = of_type(w, "return")[0]
     flows = edges_of(w, "safety_flow")
     assert flows == {(results[0]["id"], calls[2]["id"]), (results[1]["id"], calls[2]["id"])}
     assert calls[2]["trusted"] is False and ret["trusted"] is True
@@ -205,9 +206,9 @@ def test_message_event_and_edge_to_the_recipients_next_event() -> None:
     s.tool("read", 3, 4, b)
     assert a.span_id != b.span_id
     w = checked(convert_episode(s.spans))
-    message = by_type(w, "message")[0]
+    message = of_type(w, "message")[0]
     assert message == {**message, "agent": "alice", "from": "alice", "to": "bob", "content_ref": "sha256:m"}
-    bob_call = by_type(w, "tool_call")[0]
+    bob_call = of_type(w, "tool_call")[0]
     assert (message["id"], bob_call["id"]) in edges_of(w, "message")
     assert w["costs"]["messages"] == 1
 
@@ -228,7 +229,7 @@ def test_decision_kinds_of_the_five_become_decision(kind: str) -> None:
         ],
     )
     w = checked(convert_episode(s.spans))
-    decision = by_type(w, "orchestrator_decision")[0]
+    decision = of_type(w, "orchestrator_decision")[0]
     assert (decision["decision"], decision["reason"], decision["to"]) == (kind, "because", "x")
 
 
@@ -249,7 +250,7 @@ def test_stop_is_a_stop_decision_and_the_final_event_for_credit() -> None:
     )
     s.tool("late", 6, 7, lead)
     w = checked(convert_episode(s.spans))
-    stop = by_type(w, "orchestrator_decision")[0]
+    stop = of_type(w, "orchestrator_decision")[0]
     assert (stop["decision"], stop["reason"]) == ("stop", "done")
 
 
@@ -260,7 +261,7 @@ def test_stop_recorded_for_the_node_that_decided_names_it() -> None:
     s.node("review", 4, 8, graph)
     graph.events.append(event(sc.EVENT_STOP, 9, **{sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "review"}))
     w = checked(convert_episode(s.spans))
-    (stop,) = [e for e in by_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
+    (stop,) = [e for e in of_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
     assert (stop["agent"], stop["from"], stop["reason"]) == ("pipeline", "review", "no_next_node")
 
 
@@ -277,10 +278,10 @@ def test_a_graphs_only_node_named_like_the_graph_is_its_own_instance(as_agent: b
         s.node("x", 1, 8, graph)
     graph.events.append(event(sc.EVENT_STOP, 9, **{sc.ORCH_REASON: "no_next_node", sc.ORCH_FROM: "x"}))
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [("x", "x", 2)]
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in of_type(w, "spawn")] == [("x", "x", 2)]
     assert [(e["from"], e["from_activation"], e.get("to"), e.get("to_activation"))
-            for e in by_type(w, "return")] == [("x", 2, "x", 1), ("x", 1, None, None)]
-    (stop,) = [e for e in by_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
+            for e in of_type(w, "return")] == [("x", 2, "x", 1), ("x", 1, None, None)]
+    (stop,) = [e for e in of_type(w, "orchestrator_decision") if e.get("decision") == "stop"]
     assert (stop["agent"], stop["activation"], stop["from"], stop["from_activation"]) == ("x", 1, "x", 2)
     assert {e["agent"] for e in w["events"]} == {"x"}  # the agent's subgraph stays its inner working
 
@@ -304,10 +305,10 @@ def test_aggregate_span_with_links_gets_aggregate_edges_from_linked_results() ->
         links=links,
     )
     w = checked(convert_episode(s.spans))
-    agg = by_type(w, "aggregate")[0]
+    agg = of_type(w, "aggregate")[0]
     assert (agg["agent"], agg["content_ref"], agg["t_end"]) == ("lead", "sha256:a", 5)
     w1_return = ids(w, "return", **{"from": "w", "from_activation": 1})[0]
-    result = by_type(w, "tool_result")[0]["id"]
+    result = of_type(w, "tool_result")[0]["id"]
     assert {src for src, dst in edges_of(w, "aggregate") if dst == agg["id"]} == {w1_return, result}
 
 
@@ -346,7 +347,7 @@ def test_actor_span_with_aggregate_links_is_an_aggregate_at_its_start() -> None:
         links=links,
     )
     w = checked(convert_episode(s.spans))
-    agg = by_type(w, "aggregate")[0]
+    agg = of_type(w, "aggregate")[0]
     assert (agg["agent"], agg["t"]) == ("reduce", 4)
     assert {src for src, _ in edges_of(w, "aggregate")} == {
         ids(w, "return", agent="a")[0],
@@ -382,12 +383,12 @@ def test_human_intervention_and_safety_event_with_source() -> None:
     s.tool("browse", 2, 3, lead, **{sc.GEN_AI_TOOL_CALL_ID: "call-7", sc.ORCH_TOOL_TRUSTED: True})
     s.agent("helper", 4, 6, lead)
     w = checked(convert_episode(s.spans))
-    human = by_type(w, "human_intervention")[0]
+    human = of_type(w, "human_intervention")[0]
     assert (human["agent"], human["label"]) == ("reviewer", "approve")
-    safety = by_type(w, "safety_event")[0]
+    safety = of_type(w, "safety_event")[0]
     assert (safety["agent"], safety["label"], safety["reason"]) == ("lead", "prompt_injection", "blocked")
     assert (safety["severity"], safety["source"], safety["to"]) == ("high", "call-7", "helper")
-    assert (by_type(w, "tool_result")[0]["id"], safety["id"]) in edges_of(w, "safety_flow")
+    assert (of_type(w, "tool_result")[0]["id"], safety["id"]) in edges_of(w, "safety_flow")
 
 
 def test_temporal_edges_follow_each_instance_in_time_order() -> None:
@@ -449,7 +450,7 @@ def test_turns_link_events_until_the_next_turn_and_carry_tokens_and_chat() -> No
     assert t1.turn_id == first.span_id and t1.agent == "solver" and t1.model == "fake-model"
     assert t1.event_ids == [e["id"] for e in w["events"] if e["type"].startswith("tool_")]
     assert t2.event_ids == ids(w, "return")
-    assert by_type(w, "tool_call")[0]["tokens"] == 37 and by_type(w, "return")[0]["tokens"] == 53
+    assert of_type(w, "tool_call")[0]["tokens"] == 37 and of_type(w, "return")[0]["tokens"] == 53
     assert w["costs"]["tokens"] == 90
     # Written with exclude_none: plain messages stay {role, content}; tool calls and their ids are kept.
     assert [m.model_dump(exclude_none=True) for m in t1.prompt or []] == [
@@ -521,7 +522,7 @@ def test_openinference_flattened_messages_and_token_counts() -> None:
     assert [m.content for m in turn.prompt or []] == ["hi"] and [
         m.content for m in turn.completion or []
     ] == ["hello"]
-    call = by_type(w, "tool_call")[0]
+    call = of_type(w, "tool_call")[0]
     assert call["tool"] == "search" and episode.contents[call["content_ref"]] == "q"
 
 
@@ -564,10 +565,10 @@ def test_rewards_land_on_events_and_keys_by_family_and_unit() -> None:
     assert (r["agent:helper"], r["role:lead"], r["tool:search"]) == (0.5, 0.25, -0.1)
     assert r[f"turn:{chat.span_id}"] == 0.3
     assert w["metrics"]["rejected_rewards"] == 1 and w["metrics"]["rejected_rewards:not_a_number"] == 1
-    returns = {e["agent"]: e for e in by_type(w, "return")}
+    returns = {e["agent"]: e for e in of_type(w, "return")}
     assert "reward" not in returns["lead"]  # team, role and verifier rewards are the team's and the role's
     assert returns["helper"]["reward"] == 0.5
-    assert by_type(w, "tool_result")[0]["reward"] == -0.1
+    assert of_type(w, "tool_result")[0]["reward"] == -0.1
     # The one model call carries every channel: the helper made none, so its reward goes to the lead's turns.
     (turn,) = episode.turns
     assert turn.credit == pytest.approx(
@@ -659,9 +660,9 @@ def test_an_agent_named_with_a_hash_is_a_name_of_its_own() -> None:
         s.chat(start + 0.5, start + 1, writer)
     episode = convert_episode(s.spans)
     w = checked(episode)
-    spawned = [(e["to"], e["to_activation"]) for e in by_type(w, "spawn")]
+    spawned = [(e["to"], e["to_activation"]) for e in of_type(w, "spawn")]
     assert spawned == [("writer", 1), ("writer#2", 1), ("writer", 2)]
-    assert {(e["agent"], e["activation"]) for e in by_type(w, "return")} == {("lead", 1), *spawned}
+    assert {(e["agent"], e["activation"]) for e in of_type(w, "return")} == {("lead", 1), *spawned}
     trace = episode.trace.model_copy(deep=True)
     make_annotation(trace.trace_id, "team", 1.0, "replace", "uniform").apply(trace, episode.turns)
     credit = {k: v for k, v in trace.rewards.items() if k.startswith("credit:agent:")}
@@ -790,9 +791,9 @@ def test_a_routing_decision_followed_by_spawns_is_their_one_decision() -> None:
     s.node("work", 2, 3, graph)
     s.node("work", 2, 3.5, graph)
     w = checked(convert_episode(s.spans))
-    plan_decisions = [e for e in by_type(w, "orchestrator_decision") if e["agent"] == "plan"]
+    plan_decisions = [e for e in of_type(w, "orchestrator_decision") if e["agent"] == "plan"]
     assert len(plan_decisions) == 1 and plan_decisions[0]["to"] == "work"
-    spawns = [e for e in by_type(w, "spawn") if e["agent"] == "plan"]
+    spawns = [e for e in of_type(w, "spawn") if e["agent"] == "plan"]
     assert [(e["to"], e["to_activation"], e["content_ref"]) for e in spawns] == [
         ("work", 1, "sha256:0"), ("work", 2, "sha256:1")]
     assert {(plan_decisions[0]["id"], e["id"]) for e in spawns} <= edges_of(w, "spawn")
@@ -812,7 +813,7 @@ def test_a_single_routed_spawn_keeps_the_instance_label_on_its_decision() -> Non
     s.agent("w", 2, 3, lead)
     s.agent("w", 4, 5, lead)
     w = checked(convert_episode(s.spans))
-    decisions = by_type(w, "orchestrator_decision")
+    decisions = of_type(w, "orchestrator_decision")
     assert [(d["t"], d["to"], d["to_activation"]) for d in decisions] == [(1, "w", 1), (4, "w", 2)]
 
 
@@ -828,16 +829,16 @@ def test_create_agent_span_is_an_explicit_spawn_of_that_agent() -> None:
     )
     s.agent("helper", 2, 3, lead)
     w = checked(convert_episode(s.spans))
-    decision, spawn = by_type(w, "orchestrator_decision")[0], by_type(w, "spawn")[0]
+    decision, spawn = of_type(w, "orchestrator_decision")[0], of_type(w, "spawn")[0]
     assert (decision["decision"], decision["t"], spawn["to"]) == ("spawn", 1, "helper")
-    assert [d["to"] for d in by_type(w, "despawn")] == ["helper"]
+    assert [d["to"] for d in of_type(w, "despawn")] == ["helper"]
 
 
 def test_message_to_an_unknown_agent_keeps_its_name_and_has_no_edge() -> None:
     s = Spans()
     s.agent("lead", 0, 2, events=[event(sc.EVENT_MESSAGE, 1, **{sc.ORCH_TO: "outside"})])
     w = checked(convert_episode(s.spans))
-    assert by_type(w, "message")[0]["to"] == "outside" and not edges_of(w, "message")
+    assert of_type(w, "message")[0]["to"] == "outside" and not edges_of(w, "message")
 
 
 def test_tools_without_any_actor_belong_to_the_service() -> None:
@@ -845,7 +846,7 @@ def test_tools_without_any_actor_belong_to_the_service() -> None:
     s.tool("charge", 0, 1)
     s.tool("refund", 2, 3)
     w = checked(convert_episode(s.spans))
-    assert {e["agent"] for e in by_type(w, "tool_call")} == {"billing-bot"}
+    assert {e["agent"] for e in of_type(w, "tool_call")} == {"billing-bot"}
     assert w["system"] == "billing-bot" and w["topology"] == "unknown"
 
 
@@ -879,7 +880,7 @@ def test_a_root_messaging_span_belongs_to_the_service(key: str) -> None:
     root = s.span("process writer_topic_3f2a", 0, 4, attrs={key: "process"})
     s.agent("writer", 1, 3, root)
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("team-app", "writer")]
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("team-app", "writer")]
     assert {e["agent"] for e in w["events"]} == {"team-app", "writer"}
 
 
@@ -978,20 +979,20 @@ def test_graph_nodes_inside_an_agent_are_its_inner_working_not_actors() -> None:
     episode = convert_episode(s.spans)
 
     assert {e["agent"] for e in w["events"]} == {"team", "boss", "worker", "lookup"}
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [("team", "boss"), ("boss", "worker")]
-    assert [e["agent"] for e in by_type(w, "tool_call")] == ["worker", "worker"]
-    assert [e["agent"] for e in by_type(w, "return")] == ["boss", "worker", "team"]
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [("team", "boss"), ("boss", "worker")]
+    assert [e["agent"] for e in of_type(w, "tool_call")] == ["worker", "worker"]
+    assert [e["agent"] for e in of_type(w, "return")] == ["boss", "worker", "team"]
     decisions = [(e["agent"], e.get("decision") or e.get("label"), e.get("to"), e.get("reason"))
-                 for e in by_type(w, "orchestrator_decision")]
+                 for e in of_type(w, "orchestrator_decision")]
     assert decisions == [
         ("team", "delegate", "boss", None),
         ("boss", "delegate", "worker", None),
         ("worker", "stop", None, "done"),  # the user's stop; the inner graph's END is not one
         ("worker", "escalate", "boss", None),
     ]
-    assert [(e["agent"], e["to"]) for e in by_type(w, "message")] == [("worker", "boss")]
-    assert [e["agent"] for e in by_type(w, "safety_event")] == ["worker"]
-    assert not by_type(w, "despawn") and not by_type(w, "aggregate")
+    assert [(e["agent"], e["to"]) for e in of_type(w, "message")] == [("worker", "boss")]
+    assert [e["agent"] for e in of_type(w, "safety_event")] == ["worker"]
+    assert not of_type(w, "despawn") and not of_type(w, "aggregate")
     assert [t.agent for t in episode.turns] == ["boss", "worker", "worker"]
     assert w["topology"] == "centralized"  # handoffs from one agent only: a hub, not a swarm
 
@@ -1009,10 +1010,10 @@ def test_nodes_of_a_graph_that_is_not_an_agent_stay_actors() -> None:
     for k in range(2):
         s.chat(3.1, 3.5, s.node("work", 3, 4 + k, graph))
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")] == [
+    assert [(e["agent"], e["to"], e["to_activation"]) for e in of_type(w, "spawn")] == [
         ("map_reduce", "plan", 1), ("plan", "work", 1), ("plan", "work", 2),
     ]
-    assert [(e["agent"], e["activation"]) for e in by_type(w, "return")] == [
+    assert [(e["agent"], e["activation"]) for e in of_type(w, "return")] == [
         ("plan", 1), ("work", 1), ("work", 2), ("map_reduce", 1),
     ]
 
@@ -1035,13 +1036,13 @@ def test_a_team_subgraph_inside_an_agent_belongs_to_it_and_its_agents_stay_agent
     ])
     w = checked(convert_episode(s.spans))
     assert {e["agent"] for e in w["events"]} == {"top", "top_supervisor", "team", "searcher", "lookup"}
-    decisions = [(e["agent"], e["to"]) for e in by_type(w, "orchestrator_decision")]
+    decisions = [(e["agent"], e["to"]) for e in of_type(w, "orchestrator_decision")]
     # The subgraph's routing is the team's: its one decision, which the delegation carries out.
     assert decisions == [("top", "top_supervisor"), ("top", "team"), ("team", "searcher")]
-    (chose,) = [e for e in by_type(w, "orchestrator_decision") if e["to"] == "searcher"]
-    (spawn,) = [e for e in by_type(w, "spawn") if e["to"] == "searcher"]
+    (chose,) = [e for e in of_type(w, "orchestrator_decision") if e["to"] == "searcher"]
+    (spawn,) = [e for e in of_type(w, "spawn") if e["to"] == "searcher"]
     assert (chose["id"], spawn["id"]) in edges_of(w, "spawn")
-    assert [e["agent"] for e in by_type(w, "return")] == ["top_supervisor", "searcher", "team", "top"]
+    assert [e["agent"] for e in of_type(w, "return")] == ["top_supervisor", "searcher", "team", "top"]
     assert w["topology"] == "hierarchical"
 
 
@@ -1173,10 +1174,10 @@ def test_spans_that_ended_in_error_mark_their_closing_event() -> None:
     failed.events.append(event(sc.EVENT_EXCEPTION, 2.9, **{sc.EXCEPTION_TYPE: "ValueError"}))
     s.tool("fetch", 6, 7, root)  # fine: no error fields
     w = checked(convert_episode(s.spans))
-    results = by_type(w, "tool_result")
+    results = of_type(w, "tool_result")
     assert (results[0].get("error"), results[0].get("error_type")) == (True, "ValueError")
     assert "error" not in results[1] and "error_type" not in results[1]
-    returns = {e["agent"]: e for e in by_type(w, "return")}
+    returns = {e["agent"]: e for e in of_type(w, "return")}
     assert (returns["worker"].get("error"), returns["worker"].get("error_type")) == (True, "TimeoutError")
     assert "error" not in returns["lead"]
 
@@ -1206,7 +1207,7 @@ def test_the_outer_graphs_routing_on_an_agents_own_span_is_kept() -> None:
     worker.events.append(event(sc.EVENT_STOP, 10.6, **{sc.ORCH_FROM: "worker"}))
     s.node("model", 12, 13, team)
     w = checked(convert_episode(s.spans))
-    decisions = [(e["agent"], e.get("decision"), e.get("to")) for e in by_type(w, "orchestrator_decision")]
+    decisions = [(e["agent"], e.get("decision"), e.get("to")) for e in of_type(w, "orchestrator_decision")]
     assert ("worker", "delegate", "model") in decisions and ("worker", "stop", None) in decisions
 
 
@@ -1416,7 +1417,7 @@ def test_model_like_spans_alone_are_the_services_samples_and_around_an_agent_a_r
     s.chat(2, 3, worker)
     episode = convert_episode(s.spans)
     trace = checked(episode)
-    assert [(e["type"], e["agent"]) for e in by_type(trace, "return")] == [("return", "worker"),
+    assert [(e["type"], e["agent"]) for e in of_type(trace, "return")] == [("return", "worker"),
                                                                           ("return", "pipeline")]
     assert _turns(episode) == [("worker", "fake-model", 10, 5)]
 
@@ -1465,7 +1466,7 @@ def test_a_tool_call_told_twice_is_one_call_and_a_tool_calling_another_is_two() 
     plan = s.tool("plan", 4, 8, lead)
     s.tool("search", 5, 6, plan)
     trace = checked(convert_episode(s.spans))
-    assert [e["tool"] for e in by_type(trace, "tool_call")] == ["search", "plan", "search"]
+    assert [e["tool"] for e in of_type(trace, "tool_call")] == ["search", "plan", "search"]
     assert trace["costs"]["tool_calls"] == 3
 
 
@@ -1475,8 +1476,8 @@ def test_a_span_naming_a_tool_is_a_tool_call() -> None:
     lead = s.agent("lead", 0, 10)
     s.span("running tool", 1, 2, lead, {sc.GEN_AI_TOOL_NAME: "search", sc.GEN_AI_TOOL_CALL_ID: "c1"})
     trace = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["tool"]) for e in by_type(trace, "tool_call")] == [("lead", "search")]
-    assert len(by_type(trace, "tool_result")) == 1
+    assert [(e["agent"], e["tool"]) for e in of_type(trace, "tool_call")] == [("lead", "search")]
+    assert len(of_type(trace, "tool_result")) == 1
 
 
 @pytest.mark.parametrize("ours", [False, True])
@@ -1489,7 +1490,7 @@ def test_an_agent_named_like_the_run_it_is_in_is_that_run_unless_the_run_is_a_ta
     s.agent("boss", 1, 4, run)
     s.agent("helper" if not ours else "boss", 5, 9, run)
     w = checked(convert_episode(s.spans))
-    spawns = [(e["agent"], e["to"], e["to_activation"]) for e in by_type(w, "spawn")]
+    spawns = [(e["agent"], e["to"], e["to_activation"]) for e in of_type(w, "spawn")]
     assert spawns == ([("boss", "boss", 2), ("boss", "boss", 3)] if ours else [("boss", "helper", 1)])
 
 
@@ -1504,7 +1505,7 @@ def test_names_of_openinference_crewai_runs_are_the_same_every_rollout() -> None
     s.span("Researcher._execute_core", 1, 4, run, attrs={**agent, "graph.node.id": "Researcher"})
     s.span("Writer._execute_core", 5, 9, run, attrs={**agent, "graph.node.id": "0b8f1c2e"})
     w = checked(convert_episode(s.spans))
-    assert [(e["agent"], e["to"]) for e in by_type(w, "spawn")] == [
+    assert [(e["agent"], e["to"]) for e in of_type(w, "spawn")] == [
         ("Crew.kickoff", "Researcher"), ("Crew.kickoff", "Writer._execute_core")]
 
 
@@ -1519,9 +1520,9 @@ def test_an_agent_beside_its_caller_in_the_run_is_the_callers_when_called_as_a_t
     s.agent("helper", 3, 9, run)
     s.agent("bystander", 4, 8, run)
     w = checked(convert_episode(s.spans))
-    assert sorted((e["agent"], e["to"]) for e in by_type(w, "spawn")) == [
+    assert sorted((e["agent"], e["to"]) for e in of_type(w, "spawn")) == [
         ("lead", "helper"), ("team", "bystander"), ("team", "lead")]
-    returns = {(e["agent"], e.get("to")) for e in by_type(w, "return")}
+    returns = {(e["agent"], e.get("to")) for e in of_type(w, "return")}
     assert returns >= {("helper", "lead"), ("bystander", "team")}
 
 

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import orchestrace as ot
 import pytest
-from convert_support import by_type, checked, edges_of
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.config import set_config
 from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
+from written_traces import checked, edges_of, of_type
 
 
 @pytest.fixture
@@ -67,11 +67,11 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
     w = checked(episode)
 
     assert w["task_id"] == "task-sdk" and w["topology"] == "centralized"
-    spawns = {(e["to"], e["to_activation"]): e for e in by_type(w, "spawn")}
+    spawns = {(e["to"], e["to_activation"]): e for e in of_type(w, "spawn")}
     assert spawns["researcher", 1]["agent"] == "lead" and spawns["researcher", 2]["agent"] == "lead"
     decisions = {
         (e.get("decision"), e.get("label"), e.get("to"), e.get("to_activation"))
-        for e in by_type(w, "orchestrator_decision")
+        for e in of_type(w, "orchestrator_decision")
     }
     # the explicit spawn became researcher 1's, the second call is a plain delegation; plus plan and stop
     assert {
@@ -80,12 +80,12 @@ def test_sdk_run_converts_to_a_complete_trace(handle: ot.TracingHandle) -> None:
         (None, "plan", None, None),
         ("stop", None, None, None),
     } <= decisions
-    assert len(by_type(w, "despawn")) == 1
-    agg = by_type(w, "aggregate")[0]
-    researcher_returns = {e["id"] for e in by_type(w, "return") if e["agent"].startswith("researcher")}
+    assert len(of_type(w, "despawn")) == 1
+    agg = of_type(w, "aggregate")[0]
+    researcher_returns = {e["id"] for e in of_type(w, "return") if e["agent"].startswith("researcher")}
     assert {src for src, dst in edges_of(w, "aggregate") if dst == agg["id"]} == researcher_returns
-    assert [e["tool"] for e in by_type(w, "tool_call")] == ["search", "search"]
-    message = by_type(w, "message")[0]
+    assert [e["tool"] for e in of_type(w, "tool_call")] == ["search", "search"]
+    message = of_type(w, "message")[0]
     assert message["from"] == "lead" and message["content_ref"].startswith("sha256:")
     assert episode.contents[message["content_ref"]]
     assert w["rewards"]["team"] == 1.0 and sum(e.get("credit", 0) for e in w["events"]) == pytest.approx(1.0)

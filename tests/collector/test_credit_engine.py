@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from convert_support import GOLDEN, checked
+from convert_support import GOLDEN
 from orchestrace import semconv as sc
 from orchestrace_collector.annotations import make_annotation
 from orchestrace_collector.convert import Episode, convert_episode
@@ -23,6 +23,7 @@ from orchestrace_collector.convert.credit import STRATEGIES, recredit
 from orchestrace_collector.decode import decode_file
 from orchestrace_collector.model import Trace, Turn
 from orchestrace_collector.spans import Span, SpanEvent
+from written_traces import checked
 
 #: The outcome's rewards (added late by ``annotate`` too) and the others (only recorded on spans).
 OUTCOME = {"team": 1.0, "verifier:tests": 0.5}
@@ -62,7 +63,7 @@ def _credit(trace: Trace, turns: Sequence[Turn]) -> tuple[Any, ...]:
 def _recredited(episode: Episode, strategy: str) -> tuple[Any, ...]:
     trace = episode.trace.model_copy(deep=True)
     turns = recredit(trace, episode.turns, strategy)
-    checked(Episode(trace.to_json_dict(), [], {}))  # still a valid trace
+    checked(trace)  # still a valid trace
     return _credit(trace, turns)
 
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-from orchestrace_collector.convert import Episode, convert_episode
-from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.validate import validate_trace
+from written_traces import convert as convert  # the folder's tests also import it from here
+from written_traces import of_type
 
 MODES = ("invoke", "ainvoke", "stream", "astream", "batch", "abatch", "astream_events")
 
@@ -32,18 +28,6 @@ async def run_graph(graph: Any, graph_input: Any, config: dict[str, Any] | None,
         [_ async for _ in graph.astream_events(graph_input, config, version="v2")]
     else:
         raise ValueError(mode)
-
-
-def convert(spans: Sequence[ReadableSpan]) -> tuple[dict[str, Any], Episode]:
-    """The written trace of these spans (one episode), after checking it validates."""
-    episode = convert_episode([span_from_readable(s) for s in spans])
-    written = json.loads(json.dumps(episode.trace.to_json_dict()))
-    assert validate_trace(written) == [], validate_trace(written)
-    return written, episode
-
-
-def of_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
-    return [e for e in written["events"] if e["type"] == type_]
 
 
 def decisions(written: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from collector_fixtures import start_collector, validate_trace_dir
-from episodes import convert, run_graph
+from episodes import run_graph
 from fakes import ScriptedChatModel, tool_call
 from heldout_graphs import desk, handoff_team, moving_desk, tool_loop
 from langchain_core.messages import AIMessage, HumanMessage
@@ -23,6 +23,7 @@ from langchain_core.tools import tool
 from orchestrace_collector.convert import Episode
 from orchestrace_langgraph import LangGraphInstrumentor
 from span_checks import Spans
+from written_traces import convert
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -33,6 +33,7 @@ from orchestrace_collector.convert import convert_episode
 from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_langgraph.content import genai_message, message_ref, messages_ref, prompt_refs
 from span_checks import Spans
+from written_traces import convert
 
 from examples.supervisor import app as supervisor_app  # the repository root is on sys.path (conftest)
 
@@ -225,8 +226,7 @@ _RUN_SPECIFIC = frozenset({"trace_id", "task_id", "span_id", "otel_trace_id", "t
 def collected(spans: list[ReadableSpan]) -> Any:
     """The collector's written trace and turns of one run, as JSON, with events in a canonical order: parallel
     tool calls run in threads, so which of them comes first in time differs from run to run."""
-    episode = convert_episode([span_from_readable(s) for s in spans])
-    written = json.loads(json.dumps(episode.trace.to_json_dict()))
+    written, episode = convert(spans)
     return {"trace": canonical(written), "turns": [json.loads(t.model_dump_json()) for t in episode.turns]}
 
 

@@ -8,12 +8,13 @@ import time
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from episodes import MODES, check_causality, convert, decisions, of_type, run_graph
+from episodes import MODES, check_causality, decisions, run_graph
 from heldout_graphs import Case, desk, handoff_team, review_flow, router_from_start, tool_loop
 from langchain_core.messages import HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from span_checks import Spans
+from written_traces import convert, of_type
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import pytest
-from episodes import MODES, convert, of_type, run_graph
+from episodes import MODES, run_graph
 from heldout_graphs import drafter_critic
 from langchain_core.messages import HumanMessage
 from span_checks import Spans
+from written_traces import convert, of_type
 
 
 @pytest.mark.parametrize("mode", MODES)

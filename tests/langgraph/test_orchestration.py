@@ -9,7 +9,6 @@ import warnings
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from episodes import convert
 from fakes import ScriptedChatModel, tool_call
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,6 +19,7 @@ from orchestrace import semconv as sc
 from orchestrace.instrumentation import content_ref
 from orchestrace_langgraph import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY
 from span_checks import Spans
+from written_traces import convert
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -7,12 +7,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from episodes import convert, run_graph
+from episodes import run_graph
 from orchestrace_collector import convert_spans
 from orchestrace_collector.convert import Episode
 from orchestrace_collector.inprocess import span_from_readable
 from random_graphs import RandomApp, random_app
 from span_checks import Spans
+from written_traces import convert
 
 SEEDS = range(40)
 #: Fields that differ from run to run of one program (times, ids), left out when comparing two runs.

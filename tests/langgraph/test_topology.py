@@ -7,12 +7,12 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from episodes import convert
 from heldout_graphs import desk
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from orchestrace_langgraph import AGENT_METADATA_KEY, AGENT_ROLE_METADATA_KEY
 from span_checks import Spans
+from written_traces import convert
 
 
 class Log(TypedDict, total=False):

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 from typing import Any
 
 import httpx2
 from finished_spans import FinishedSpans
-from orchestrace_collector.convert import Episode, convert_episode
-from orchestrace_collector.inprocess import span_from_readable
-from orchestrace_collector.validate import validate_trace
+from orchestrace_collector.convert import Episode
+from written_traces import convert
 
 #: Requests the Agents SDK's default exporter tried to send during the session (each test expects none new).
 SENT: list[httpx2.Request] = []
@@ -27,10 +25,7 @@ def refuse(request: httpx2.Request) -> httpx2.Response:
 class Spans(FinishedSpans):
     def convert(self) -> tuple[dict[str, Any], Episode]:
         """The written trace of every span (one episode), after checking that it validates."""
-        episode = convert_episode([span_from_readable(s) for s in self.all])
-        written = json.loads(json.dumps(episode.trace.to_json_dict()))
-        assert validate_trace(written) == [], validate_trace(written)
-        return written, episode
+        return convert(self.all)
 
     async def settled(self, name: str, rounds: int = 200) -> None:
         """Wait (collecting garbage) until a span ``name`` ended: abandoned runs end in their own tasks."""
@@ -39,11 +34,3 @@ class Spans(FinishedSpans):
                 return
             gc.collect()
             await asyncio.sleep(0.01)
-
-
-def of_type(written: dict[str, Any], type_: str) -> list[dict[str, Any]]:
-    return [e for e in written["events"] if e["type"] == type_]
-
-
-def edges_of(written: dict[str, Any], type_: str) -> set[tuple[str, str]]:
-    return {(e["src"], e["dst"]) for e in written["edges"] if e["type"] == type_}

@@ -10,10 +10,11 @@ import orchestrace as ot
 import pytest
 from agents import Agent, Runner, trace
 from agents_apps import TRIAGE_TOKENS, triage_app
-from agents_spans import Spans, of_type
+from agents_spans import Spans
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
+from written_traces import of_type
 
 from examples.agents_fakes import ScriptedResponsesModel, say
 

@@ -22,9 +22,10 @@ from agents import (
     GuardrailFunctionOutput as GuardrailOutput,
 )
 from agents_apps import gather_app, parallel_tokens, parallel_tools_app
-from agents_spans import Spans, edges_of, of_type
+from agents_spans import Spans
 from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
+from written_traces import edges_of, of_type
 
 from examples.agents_fakes import ScriptedResponsesModel, call, say
 
