@@ -9,6 +9,7 @@ compared).
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,12 +37,28 @@ def _kv(key: str, value: str | int | bool) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
+def _messages(tag: str, size: int) -> list[KeyValue]:
+    """A model call's prompt and reply (``size`` and ``size // 4`` characters), distinct per call."""
+    if not size:
+        return []
+    prompt = [{"role": "user", "content": (f"question {tag} " * size)[:size]}]
+    reply = [{"role": "assistant", "content": (f"answer {tag} " * size)[: size // 4]}]
+    return [
+        _kv(sc.GEN_AI_INPUT_MESSAGES, json.dumps(prompt)),
+        _kv(sc.GEN_AI_OUTPUT_MESSAGES, json.dumps(reply)),
+    ]
+
+
 def trace_id(index: int, seed: int = 0) -> bytes:
     return struct.pack(">QQ", seed + 1, index + 1)
 
 
-def trace_spans(index: int, n_spans: int, *, seed: int = 0, complete: bool = True) -> list[PbSpan]:
-    """The spans of trace ``index`` (at least 1: the root), root last (left out unless ``complete``)."""
+def trace_spans(
+    index: int, n_spans: int, *, seed: int = 0, complete: bool = True, content: int = 0
+) -> list[PbSpan]:
+    """The spans of trace ``index`` (at least 1: the root), root last (left out unless ``complete``).
+    ``content``: each model call also carries its messages, a prompt of about that many characters and a
+    reply of a quarter of it."""
     tid = trace_id(index, seed)
     index_bits = index << 24  # span ids: the trace index above a per-trace counter, so all ids are distinct
     ids = iter(range(1, n_spans + 1))
@@ -103,6 +120,7 @@ def trace_spans(index: int, n_spans: int, *, seed: int = 0, complete: bool = Tru
                     _kv(sc.GEN_AI_PROVIDER_NAME, "fake"),
                     _kv(sc.GEN_AI_USAGE_INPUT_TOKENS, 120),
                     _kv(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 30),
+                    *_messages(f"{k}.{turn}", content),
                 ],
             )
             span(

@@ -148,6 +148,45 @@ def test_byte_bound_lets_retained_go_then_writes_the_oldest_open() -> None:
     assert assembler.tick() == 1 and assembler.retained_bytes == 0, "over a third of the bound: not retained"
 
 
+def test_an_episode_past_a_third_of_the_byte_bound_is_written_in_parts() -> None:
+    """Converting an episode costs a few times what its spans hold: one that keeps growing is written as it
+    is once past a third of the bound (its conversion stays small), and its later spans make fragments."""
+    sink, clock = FlakySink(failing=False), Clock()
+    assembler = Assembler(sink, quiet_period_s=1, max_bytes=9_000, clock=clock)  # type: ignore[arg-type]
+    spans = spans_of("huge", tools=7)  # 9 spans, root last
+    root = spans[-1]
+    assert root.parent_span_id is None
+    assembler.add(spans[:4], nbytes=2_800)
+    assert assembler.tick() == 0, "a third of the bound: still open"
+    assembler.add(spans[4:6], nbytes=1_000)
+    assert assembler.tick() == 1, "past a third: written as it is, though its root has not ended"
+    assembler.add(spans[6:], nbytes=1_500)
+    clock.now += 2
+    assert assembler.tick() == 1
+    (first, _), (second, _) = sink.written
+    assert first.trace_id == root.trace_id and second.trace_id == f"{root.trace_id}.late1"
+    assert (first.metrics["spans"], second.metrics["spans"]) == (6, 3), "every span in one part"
+    assert first.metrics["incomplete"] == 1 and assembler.open_bytes == 0
+
+
+def test_a_large_request_kept_out_by_held_spans_makes_room(tmp_path: Path) -> None:
+    """Held spans under the assembler's bound can still keep a large request out (it needs its cost free
+    under three quarters of the limit): its refusal makes the assembler write the oldest open episodes,
+    rather than waiting for their idle timeout while their senders are refused."""
+    wal = WriteAheadLog(tmp_path / "wal")
+    clock = Clock()
+    assembler = Assembler(TraceDirWriter(tmp_path), quiet_period_s=1, wal=wal, clock=clock)
+    ingest = Ingest(wal, assembler, memory_limit_bytes=1_600_000)  # the assembler's bound: 1.2 MB
+    for index in range(4):
+        assembler.add([s for s in spans_of(f"held-{index}") if s.parent_span_id is not None], nbytes=281_000)
+    assert assembler.tick() == 0, "1.124 MB held: under the bound"
+    body = 20_000  # 160 kB as estimated while it is read
+    assert not ingest.try_reserve(body)
+    assert assembler.tick() == 1 and assembler.open_bytes < 900_000, "the oldest written to make room"
+    assert ingest.try_reserve(body)
+    assert assembler.tick() == 0, "room is made once"
+    wal.close()
+
 def _episode_spans(out: Path) -> dict[str, int]:
     return {t["trace_id"]: t["metrics"]["spans"] for t in latest_traces([out]).values()}
 

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -44,8 +45,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from orchestrace_collector.ingest import resident_bytes
-from orchestrace_collector.output import latest_traces
+from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
 from orchestrace_collector.wal import KIND_BATCH, MAGIC, frame
+
+from bench.spangen import requests, trace_spans
 
 
 @pytest.mark.slow
@@ -510,8 +513,6 @@ def test_shutdown_timeout_leaves_what_is_open_in_the_wal(tmp_path: Path) -> None
 
 def _written_lines(out: Path) -> dict[str, int]:
     """How many lines (revisions and fragments) each task has in the written traces."""
-    from orchestrace_collector.output import iter_jsonl, jsonl_files
-
     lines: dict[str, int] = {}
     for _, _, trace in iter_jsonl(jsonl_files([out])):
         lines[trace["task_id"]] = lines.get(trace["task_id"], 0) + 1
@@ -694,3 +695,56 @@ def test_a_wal_cap_below_the_segment_size_is_honoured(tmp_path: Path) -> None:
     assert sum(p.stat().st_size for p in segments) <= 2 << 20, "the log stays near its 1 MiB cap"
     assert collector.stop() == 0
     assert_acked_written(sent, out)
+
+
+def _parts_of(out: Path, trace_id: str) -> dict[str, dict[str, Any]]:
+    """The written lines (last revisions) of ``trace_id`` and of its ``.late<n>`` fragments, by id."""
+    return {
+        key: trace
+        for key, trace in latest_traces([out]).items()
+        if key == trace_id or key.startswith(f"{trace_id}.late")
+    }
+
+
+@pytest.mark.slow
+def test_one_trace_of_100000_spans_is_written_within_the_memory_limit(tmp_path: Path) -> None:
+    """One trace too large to convert whole within the limit (about 5 KiB a span while it is converted): it
+    is written in parts as its spans arrive, each within the limit and ``--max-trace-mb``, every span in
+    one part."""
+    out = tmp_path / "out"
+    limit_mb, spans_total, batch = 200, 100_000, 5_000
+    spans = trace_spans(0, spans_total, content=400)  # model calls carry their messages; root last
+    trace_id = spans[-1].trace_id.hex()
+    bodies = [r.SerializeToString() for r in requests([spans], batch=batch)]
+    del spans
+    collector = start_collector(out, "--quiet-period", "0.5", "--memory-limit-mb", str(limit_mb))
+    idle_rss = PeakRss(collector.process.pid).after(0.3)
+    rss = PeakRss(collector.process.pid)
+    sent = Sent()
+    with httpx.Client() as client:
+        for body in bodies:
+            while (status := sent.post_runs(client, collector.http_endpoint, body, {})) != 200:
+                assert status == 503
+                time.sleep(0.2)
+    deadline = time.monotonic() + 120
+    while sum(t["metrics"]["spans"] for t in _parts_of(out, trace_id).values()) < spans_total:
+        assert time.monotonic() < deadline, "the trace was not written within 2 minutes of its last span"
+        time.sleep(1)
+    peak = rss.stop()
+    assert collector.stop() == 0
+    sent.acked[trace_id] = spans_total
+    parts = _parts_of(out, trace_id)
+    validate_trace_dir(out)
+    assert len(parts) > 1, "converted whole: over the limit"
+    assert sum(t["metrics"]["spans"] for t in parts.values()) == spans_total, "a span written twice"
+    assert sum(1 for _, _, t in iter_jsonl(jsonl_files([out]))) == len(parts), "a part written twice"
+    largest = max(len(line) for p in out.glob("*.jsonl") for line in p.read_bytes().splitlines())
+    assert largest <= 64 << 20, "--max-trace-mb (64) holds"
+    growth = (peak - idle_rss) / (limit_mb << 20)
+    assert growth <= 1.5, f"RSS grew {growth:.2f} x the limit over idle"
+    record_fault(
+        f"one trace of {spans_total:,} spans ({sum(map(len, bodies)) >> 20} MiB) in requests of {batch:,} "
+        f"spans, --memory-limit-mb {limit_mb}: written in {len(parts)} parts (the trace and its fragments), "
+        f"{largest >> 20} MiB largest line",
+        sent, spans_total, peak, idle_rss=idle_rss, limit_mb=limit_mb,
+    )

@@ -51,7 +51,12 @@ fragment.
 
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
 bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
-spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are.
+spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are;
+so are they when a request that held spans keep out of the memory limit asks for room (:meth:`make_room`).
+Converting an episode costs a few times what its spans hold (about 5 KiB a span, most of it the trace's
+records and lines), so one whose spans pass a third of ``max_bytes`` is written as it is, in parts as it
+grows: it is then too large to be retained, so its later spans make ``.late<n>`` fragments, and no single
+conversion outgrows the memory limit.
 With a write-ahead log, the oldest segment any open or retained episode still needs is kept and older ones
 are deleted. Above the log's ``max_bytes`` it is compacted while running (``_compact``, one segment a tick):
 written episodes stop holding segments, and the open episodes holding the oldest segment have their spans
@@ -274,6 +279,7 @@ class Assembler:
         self._retry_at = 0.0
         self.open_bytes = 0
         self.retained_bytes = 0
+        self._room = 0  # bytes a refused request needs (:meth:`make_room`)
         self._index: KeyedIndex | None = None
         if wal is not None:
             self._index = KeyedIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
@@ -378,11 +384,13 @@ class Assembler:
         with self._lock:
             if now < self._retry_at:
                 return 0
+            part = self.max_bytes // 3
             due = [
                 e
                 for e in self._open.values()
                 if (now - e.last_arrival >= self.quiet_period_s and (e.root_ended or e.rootless_but_closed()))
                 or now - e.last_arrival >= self.idle_timeout_s
+                or (part and e.nbytes > part)
             ]
             if self.max_open_episodes and len(self._open) - len(due) > self.max_open_episodes:
                 # Over the cap: the oldest open episodes are written as they are (their missing parts are
@@ -390,11 +398,17 @@ class Assembler:
                 chosen = {id(e) for e in due}
                 rest = [e for e in self._open.values() if id(e) not in chosen]
                 due.extend(rest[: len(rest) - self.max_open_episodes])
-            if self.max_bytes and self.open_bytes + self.retained_bytes > self.max_bytes:
-                due.extend(self._shed(due))
+            room, self._room = self._room, 0
+            held = self.open_bytes + self.retained_bytes
+            target = min(self.max_bytes * 3 // 4, held - room)
+            if self.max_bytes and (held > self.max_bytes or room):
+                due.extend(self._shed(due, target))
             if self.wal is not None and self.wal.max_bytes and self.wal.total_bytes > self.wal.max_bytes:
                 due.extend(self._compact(due))
-            return self._complete_all(due)
+            written = self._complete_all(due)
+            while room and self._retained and self.open_bytes + self.retained_bytes > target:
+                self._evict_oldest_retained()  # what was written to make room is not kept for late spans
+            return written
 
     def _compact(self, due: Sequence[_Episode]) -> list[_Episode]:
         """The WAL is over its size limit: written (retained) episodes stop holding segments (a late span
@@ -440,10 +454,14 @@ class Assembler:
         for episode, segment in moved:
             episode.first_segment = segment
 
-    def _shed(self, due: Sequence[_Episode]) -> list[_Episode]:
-        """Over ``max_bytes``: drop retained episodes, then pick the oldest open episodes to write, until a
-        quarter below the bound (so that it is not crossed again at once)."""
-        target = self.max_bytes * 3 // 4
+    def make_room(self, nbytes: int) -> None:
+        """A request that needs ``nbytes`` more was refused for memory: the next :meth:`tick` lets go of
+        held spans to make that room (retained ones first, then the oldest open episodes, written)."""
+        self._room = max(self._room, nbytes)
+
+    def _shed(self, due: Sequence[_Episode], target: int) -> list[_Episode]:
+        """Over ``max_bytes``, or asked for room: drop retained episodes, then pick the oldest open episodes
+        to write, until ``target`` (a quarter below the bound, so that it is not crossed again at once)."""
         while self._retained and self.open_bytes + self.retained_bytes > target:
             self._evict_oldest_retained()
         chosen = {id(e) for e in due}

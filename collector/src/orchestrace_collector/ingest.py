@@ -157,6 +157,12 @@ class Ingest:
                 limit = limit * 3 // 4
             alone = self.request_bytes == 0 and cost > limit
             if limit and not alone and self.memory_bytes + cost > limit:
+                # When held spans alone keep it out (queued batches and bodies drain by themselves), the
+                # assembler makes room: under its own bound it would keep them, and their senders, refused,
+                # would never end those episodes (they would wait for the idle timeout).
+                held = self.assembler.open_bytes + self.assembler.retained_bytes
+                if held + cost > limit:
+                    self.assembler.make_room(held + cost - limit)
                 return False
             self.request_bytes += nbytes
             return True
