@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,11 @@ class Spans:
 
 def event(name: str, t: float, **attrs: Any) -> SpanEvent:
     return SpanEvent(name=name, time_ns=ns(t), attributes=attrs)
+
+
+def traces_of(spans: Iterable[Span]) -> list[list[Span]]:
+    """``spans`` by OTel trace, in order of first appearance."""
+    traces: dict[str, list[Span]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    return list(traces.values())

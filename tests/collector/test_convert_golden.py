@@ -21,7 +21,7 @@ from typing import Any
 
 import orchestrace as ot
 import pytest
-from convert_support import GOLDEN
+from convert_support import GOLDEN, traces_of
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -394,7 +394,7 @@ def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
     spawn is math's, whether the span names the target (OpenInference's ``handoff to math``) or not
     (OpenLLMetry's ``triage → unknown``); then ``orchestrator`` (30 + 10, 50 + 8) asks two agents as tools
     (10 + 2, 11 + 3), which are its spawns though OpenLLMetry records them beside it."""
-    runs = _by_trace(decode_file(GOLDEN / f"agents_{which}.jsonl"))
+    runs = traces_of(decode_file(GOLDEN / f"agents_{which}.jsonl"))
     traces = {min(t.turns, key=lambda u: u.t).agent: t for t in map(convert_episode, runs)}
     handoff, tools = traces["triage"], traces["orchestrator"]
     w = checked(handoff)
@@ -414,13 +414,6 @@ def test_agents_sdk_runs_recorded_by_other_instrumentors(which: str) -> None:
     assert sorted((t.agent, t.input_tokens, t.output_tokens) for t in tools.turns) == [
         ("orchestrator", 30, 10), ("orchestrator", 50, 8), ("researcher0", 10, 2), ("researcher1", 11, 3)]
     assert w["costs"]["tokens"] == 124
-
-
-def _by_trace(spans: Iterator[Any]) -> list[list[Any]]:
-    traces: dict[str, list[Any]] = {}
-    for span in spans:
-        traces.setdefault(span.trace_id, []).append(span)
-    return list(traces.values())
 
 
 def test_strands_swarm_handoff_and_content_blocks() -> None:

@@ -9,13 +9,12 @@ are added late by ``annotate`` to the trace converted without them."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from convert_support import GOLDEN
+from convert_support import GOLDEN, traces_of
 from orchestrace import semconv as sc
 from orchestrace_collector.annotations import make_annotation
 from orchestrace_collector.convert import Episode, convert_episode
@@ -33,13 +32,6 @@ OTHERS: list[dict[str, Any]] = [
     {sc.ORCH_REWARD_UNIT: "turn", sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.0625},
 ]
 DUMPS = sorted(GOLDEN.glob("*.jsonl"))
-
-
-def _traces(path: Any) -> list[list[Span]]:
-    by_trace: dict[str, list[Span]] = defaultdict(list)
-    for span in decode_file(path):
-        by_trace[span.trace_id].append(span)
-    return list(by_trace.values())
 
 
 def _rewarded(spans: Sequence[Span], outcome: bool) -> list[Span]:
@@ -69,7 +61,7 @@ def _recredited(episode: Episode, strategy: str) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("dump", DUMPS, ids=[p.stem for p in DUMPS])
 def test_every_golden_trace_credited_again_gives_its_written_credit(dump: Any) -> None:
-    for spans in _traces(dump):
+    for spans in traces_of(decode_file(dump)):
         rewarded = _rewarded(spans, outcome=True)
         written = {s: convert_episode(rewarded, credit=s) for s in STRATEGIES}
         for strategy, episode in written.items():
