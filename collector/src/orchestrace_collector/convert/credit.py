@@ -42,11 +42,12 @@ from typing import TypeVar
 from orchestrace_semconv import OUTCOME_FAMILIES, REWARD_FAMILY_ALIASES, REWARD_UNIT_FAMILY
 
 from ..model import Trace, Turn
+from .kinds import Decision, EdgeType, EventType, RewardUnit
 
 STRATEGIES = ("uniform", "causal")
 CREDIT_PREFIX = "credit:agent:"
 #: Units credited to the whole team's turns by the credit strategy (the others go to the turns of their unit).
-TEAM_UNITS = frozenset({"team", "orchestrator"})
+TEAM_UNITS: frozenset[RewardUnit] = frozenset({"team", "orchestrator"})
 K = TypeVar("K")
 
 
@@ -108,7 +109,7 @@ def agent_totals(credits: Sequence[float], owners: Sequence[str]) -> dict[str, f
     return totals
 
 
-def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int:
+def final_position(types: Sequence[EventType], decisions: Sequence[Decision | None]) -> int:
     """Position of the event that stands for the answer (see the module docstring)."""
     for i in range(len(types) - 1, -1, -1):
         if types[i] == "aggregate" or decisions[i] == "stop":
@@ -119,8 +120,8 @@ def final_position(types: Sequence[str], decisions: Sequence[str | None]) -> int
     return len(types) - 1
 
 
-def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
-                decisions: Sequence[str | None]) -> set[int]:
+def causal_path(edges: Iterable[tuple[int, int, EdgeType]], types: Sequence[EventType],
+                decisions: Sequence[Decision | None]) -> set[int]:
     """Positions of the answer and of the events it depends on (``edges``: ``(src, dst, type)`` by
     position)."""
     edges = list(edges)
@@ -145,7 +146,7 @@ def causal_path(edges: Iterable[tuple[int, int, str]], types: Sequence[str],
     return set(compress(range(len(on)), on))
 
 
-def _causal_path_any_order(edges: list[tuple[int, int, str]], final: int) -> set[int]:
+def _causal_path_any_order(edges: list[tuple[int, int, EdgeType]], final: int) -> set[int]:
     parents: dict[int, list[int]] = {}
     for src, dst, _ in edges:
         parents.setdefault(dst, []).append(src)
@@ -173,10 +174,10 @@ class Shape:
     (its ``agent`` field), the edges ``(src, dst, type)``, and the turns in start order (the positions of
     the events each links, its activation ``(agent, activation)``)."""
 
-    types: Sequence[str]
-    decisions: Sequence[str | None]
+    types: Sequence[EventType]
+    decisions: Sequence[Decision | None]
     agents: Sequence[str]
-    edges: Sequence[tuple[int, int, str]]
+    edges: Sequence[tuple[int, int, EdgeType]]
     turn_events: Sequence[Collection[int]]
     turn_owners: Sequence[tuple[str, int | None]]
 
@@ -207,7 +208,7 @@ class Part:
 @dataclass(slots=True)
 class Channel:
     key: str
-    unit: str
+    unit: RewardUnit
     parts: dict[str, Part] = field(default_factory=dict)  # unit instance -> its (last recorded) part
     #: Its turns' credit is given (``assign``'s ``kept``), not spread again; a team unit's value is still
     #: split over the events.

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from .actors import Actors, Instance
 from .batches import Batches
 from .events import Ev, EventSet
+from .kinds import EdgeType
 
-EdgeRec = tuple[int, int, str]  # (src index, dst index, type)
+EdgeRec = tuple[int, int, EdgeType]  # (src index, dst index, type)
 _Add = Callable[[EdgeRec], None]
 
 
@@ -106,7 +107,7 @@ def build_edges(
     return edges
 
 
-def _into(src: Ev, nxt: Ev, batches: Batches, kind: str, add: _Add) -> None:
+def _into(src: Ev, nxt: Ev, batches: Batches, kind: EdgeType, add: _Add) -> None:
     """``src`` -> ``nxt``, the next event of a timeline after it; when ``nxt`` opens a batch or a fan-out,
     -> each of its calls or starts after ``src`` (which of them came first was a race)."""
     calls = batches.calls.get(nxt.index)

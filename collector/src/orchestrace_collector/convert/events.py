@@ -37,8 +37,9 @@ from .classify import (
 )
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
+from .kinds import DECISIONS, Decision, EventType
 
-RANK = {
+RANK: dict[EventType, int] = {
     "orchestrator_decision": 0,
     "spawn": 1,
     "aggregate": 2,
@@ -50,7 +51,6 @@ RANK = {
     "return": 8,
     "despawn": 9,
 }
-_DECISIONS = frozenset(sc.DECISION_KINDS)
 _EVENT_CONTENT = (sc.ORCH_CONTENT,)
 #: What another library's handoff span says, as orchestrace's own handoff delegate would.
 _HANDOFF: Attributes = {sc.ORCH_HANDOFF: True, sc.ORCH_REASON: "handoff"}
@@ -60,7 +60,7 @@ _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at it
 @dataclass(slots=True, eq=False)
 class Ev:
     key: tuple[int, int, int, int, int, int]  # (t_ns, phase, a, b, rank, seq): see the module docstring
-    type: str
+    type: EventType
     agent: str  # the instance label of ``actor`` (internal: written as its name), else a tool, ``human``
     owner: Instance  # whose timeline the event is on
     node: Node | None
@@ -73,7 +73,7 @@ class Ev:
     tool: str | None = None
     content_ref: str | None = None
     trusted: bool | None = None
-    decision: str | None = None
+    decision: Decision | None = None
     options: list[str] | None = None
     label: str | None = None
     reason: str | None = None
@@ -115,7 +115,7 @@ class _Spawn:
     owner: Instance
     name: str
     attrs: Attributes
-    decision: str
+    decision: Decision
     matched: bool = False
     decision_ev: Ev | None = None  # the routing decision recorded just before it, which it carries out
 
@@ -152,7 +152,7 @@ class _Builder:
 
     def add(
         self,
-        type_: str,
+        type_: EventType,
         key: tuple[int, int, int, int],
         owner: Instance,
         node: Node | None,
@@ -168,16 +168,15 @@ class _Builder:
         self.events.append(ev)
         return ev
 
-    def at_start(self, type_: str, node: Node, owner: Instance, agent: str | None = None) -> Ev:
+    def at_start(self, type_: EventType, node: Node, owner: Instance, agent: str | None = None) -> Ev:
         return self.add(type_, start_key(node.start_ns, node), owner, node, agent)
 
-    def at_end(
-        self, type_: str, node: Node, end_ns: int, start_ns: int, owner: Instance, agent: str | None = None
-    ) -> Ev:
+    def at_end(self, type_: EventType, node: Node, end_ns: int, start_ns: int, owner: Instance,
+               agent: str | None = None) -> Ev:
         return self.add(type_, end_key(end_ns, start_ns, node), owner, node, agent)
 
     def point(
-        self, type_: str, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None
+        self, type_: EventType, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None
     ) -> Ev:
         return self.add(type_, start_key(event.time_ns, node), owner, node, agent)
 
@@ -319,7 +318,7 @@ def _span_event(
         target = attrs.get(sc.ORCH_TARGET_AGENT)
         if _inner_route(owner, node, attrs, (target,)) or _to_tool_node(b, (target,)):
             return
-        decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
+        decision: Decision = sc.DECISION_SPAWN if name == sc.EVENT_SPAWN else sc.DECISION_DELEGATE
         sp = _Spawn(event.time_ns, node, owner, str(target or ""), attrs, decision)
         routing = b.routing
         if routing is not None and routing[0] is node and sp.name in routing[1] and routing[2] == decision:
@@ -348,9 +347,8 @@ def _span_event(
             return
         ev = b.point("orchestrator_decision", event, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
-        if isinstance(kind, str) and kind in _DECISIONS:
-            ev.decision = str(kind)
-        elif kind:
+        ev.decision = DECISIONS.get(kind) if isinstance(kind, str) else None
+        if ev.decision is None and kind:
             ev.label = str(kind)
         if target:
             set_to(ev, b.actors.resolve(str(target), event.time_ns), str(target))

@@ -23,11 +23,12 @@ from operator import attrgetter
 from .edges import EdgeRec
 from .events import Ev
 from .forest import Forest
+from .kinds import EventType
 
-ORCHESTRATION_TYPES = frozenset(
+ORCHESTRATION_TYPES: frozenset[EventType] = frozenset(
     {"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"}
 )
-WORK_TYPES = frozenset({"tool_call", "tool_result"})
+WORK_TYPES: frozenset[EventType] = frozenset({"tool_call", "tool_result"})
 _START = attrgetter("start_ns")
 
 

@@ -38,6 +38,7 @@ from .classify import Kind, tool_name
 from .credit import TEAM_UNITS, Channel, Part
 from .events import Ev, EventSet
 from .forest import Node
+from .kinds import FAMILIES, FAMILY_UNIT, UNIT_FAMILY, UNITS, RewardUnit
 from .turns import TurnRec
 
 log = logging.getLogger(__name__)
@@ -86,21 +87,24 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
     for node, event in recorded:
         attrs = event.attributes
         family_raw, unit_raw = attrs.get(sc.ORCH_REWARD_FAMILY), attrs.get(sc.ORCH_REWARD_UNIT)
-        unit = str(unit_raw) if unit_raw else None
+        unit_named = str(unit_raw) if unit_raw else None
         given = str(family_raw) if family_raw else None
-        family = sc.REWARD_FAMILY_ALIASES.get(given, given) if given else None
+        family_named = sc.REWARD_FAMILY_ALIASES.get(given, given) if given else None
+        # Known (typed) or None; a name given that is no unit or family is refused below.
+        unit = UNITS.get(unit_named) if unit_named else None
+        family = FAMILIES.get(family_named) if family_named else None
         target_raw = attrs.get(sc.ORCH_REWARD_TARGET)
         target = str(target_raw) if target_raw else None
-        if unit is None and family is None and target is not None:
+        if unit_named is None and family_named is None and target is not None:
             unit = resolver.unit_of(target)  # None: the target matches nothing
             if unit is None:
                 _reject(rejected, "no_target", attrs)
                 continue
         if unit is None:
-            unit = (sc.REWARD_FAMILY_UNIT.get(family) if family else None) or (
-                "turn" if node.kind is Kind.MODEL and family is None else "team")
-        if family is None:
-            family = sc.REWARD_UNIT_FAMILY.get(unit, "team")
+            unit = (FAMILY_UNIT.get(family) if family else None) or (
+                "turn" if node.kind is Kind.MODEL and family_named is None else "team")
+        if family is None and family_named is None:
+            family = UNIT_FAMILY[unit] if unit_named is None or unit_named in UNITS else "team"
         value = reward_value(attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE))
         reason = attrs.get(sc.ORCH_REWARD_REJECTED)
         if reason:
@@ -108,24 +112,24 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) 
         elif value is None:
             raw = attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
             problem = "not_finite" if _is_number(raw) else "not_a_number"
-        elif family not in sc.REWARD_FAMILY_UNIT:
+        elif family is None:
             problem = "unknown_family"
-        elif unit not in sc.REWARD_UNIT_FAMILY:
+        elif unit_named is not None and unit_named not in UNITS:
             problem = "unknown_unit"
         else:
             problem = None
         resolved = resolver.resolve(unit, target, node, event.time_ns) if problem is None else None
         if problem is None and resolved is None:
             problem = "no_target"
-        if problem is not None or resolved is None or value is None:
+        if problem is not None or resolved is None or value is None or family is None:
             _reject(rejected, problem or "no_target", attrs)
             continue
         name = attrs.get(sc.GEN_AI_EVALUATION_NAME)
         named = str(name) if name and name not in ("reward", given) else None
-        if (unit == "team") != (sc.REWARD_FAMILY_UNIT[family] == "team"):
+        if (unit == "team") != (FAMILY_UNIT[family] == "team"):
             # The key's family tells every reader whether the channel is part of the outcome: a family given
             # with a unit of the other kind becomes the name, under the unit's family.
-            named, family = named or family, "team" if unit == "team" else sc.REWARD_UNIT_FAMILY[unit]
+            named, family = named or family, "team" if unit == "team" else UNIT_FAMILY[unit]
         key = channel_key(family, named)
         instance, part, ev = resolved
         part.value = value
@@ -179,7 +183,7 @@ class _Resolver:
                 self.turn_of_event.setdefault(id(ev), i)
         self.by_agent_id = {inst.agent_id: inst for inst in actors.instances if inst.agent_id}
 
-    def unit_of(self, target: str) -> str | None:
+    def unit_of(self, target: str) -> RewardUnit | None:
         """The unit of the first kind of instance ``target`` names: an agent (id, name or activation label),
         a role, a tool (call id or name), a model call (span id), an event (span id)."""
         if target in self.by_agent_id or target in self.actors.by_name or target in self.actors.by_label:
@@ -194,7 +198,7 @@ class _Resolver:
             return "tool"
         return "event" if target in self.events_set.closing else None
 
-    def resolve(self, unit: str, target: str | None, node: Node,
+    def resolve(self, unit: RewardUnit, target: str | None, node: Node,
                 t_ns: int) -> tuple[str, Part, Ev | None] | None:
         """The unit instance a reward is of, its part (value 0 until set) and the event standing for it."""
         if unit in TEAM_UNITS:

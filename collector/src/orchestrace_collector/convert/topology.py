@@ -21,13 +21,11 @@ another), gives ``centralized``; otherwise ``unknown``.
 
 from __future__ import annotations
 
-import orchestrace_semconv as sc
-
 from .actors import Actors, Instance
 from .classify import AGENT
 from .events import Ev
+from .kinds import TOPOLOGIES, Topology
 
-TOPOLOGIES = frozenset(sc.TOPOLOGIES)
 _PEC = (("plan",), ("exec",), ("critic", "review", "verif"))
 _MERGERS = ("judge", "aggregat", "moderat")
 
@@ -36,11 +34,12 @@ def _role(inst: Instance) -> str:
     return (inst.role or "").lower()
 
 
-def infer_topology(actors: Actors, events: list[Ev], declared: object) -> str:
-    if isinstance(declared, str) and declared in TOPOLOGIES:
-        return declared
+def infer_topology(actors: Actors, events: list[Ev], declared: object) -> Topology:
+    named = TOPOLOGIES.get(declared) if isinstance(declared, str) else None
+    if named is not None:
+        return named
     instances = [i for i in actors.instances if i.node is not None]
-    signals = []
+    signals: list[Topology] = []
     roles = [_role(i) for i in instances if i.role]
     if all(any(any(k in r for k in keys) for r in roles) for keys in _PEC):
         signals.append("planner_executor_critic")
