@@ -44,9 +44,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from orchestrace_collector.decode import spans_from_export
 from orchestrace_collector.ingest import resident_bytes
 from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
-from orchestrace_collector.wal import KIND_BATCH, MAGIC, frame
+from orchestrace_collector.wal import KIND_BATCH, MAGIC, frame, records_at
 
 from bench.spangen import requests, trace_spans
 
@@ -551,6 +552,49 @@ def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path:
     assert _written_lines(out) == dict.fromkeys(bodies, 1), "an episode written twice"
     record_fault("kill -9, 300 bytes cut off the WAL, then 30 identical re-sends", sent, written, peak)
 
+
+def test_a_wal_segment_cut_in_half_writes_no_episode_again(tmp_path: Path) -> None:
+    """Each run sent in two batches (its children, later its root): a crash that cut the log in half keeps
+    some runs' children but not their roots nor the WRITTEN markers. ``written.idx`` holds those runs
+    complete: replay must not write what is left of them as fragments."""
+    out = tmp_path / "out"
+    sent = Sent()
+    collector = start_collector(out, "--quiet-period", "0.1")
+    rss = PeakRss(collector.process.pid)
+    runs = {f"half-{index}": record_run(f"half-{index}") for index in range(12)}
+    with httpx.Client() as client:
+        for spans in runs.values():  # the children first (the root ends last)
+            body = encode_protobuf([s for s in spans if s.parent is not None])
+            assert sent.post_runs(client, collector.http_endpoint, body, {}) == 200
+        for task, spans in runs.items():
+            body = encode_protobuf([s for s in spans if s.parent is None])
+            assert sent.post(client, collector.http_endpoint, task, body, len(spans)) == 200
+    deadline = time.monotonic() + 30
+    while len(latest_traces([out])) < len(runs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the last WRITTEN markers follow the writes
+    collector.kill()
+    peak = rss.stop()
+    (segment,) = [p for p in (out / "wal").glob("*.wal") if p.stat().st_size]
+    data = segment.read_bytes()[: segment.stat().st_size // 2]
+    segment.write_bytes(data)
+    left: dict[str, int] = {}
+    for _, kind, payload in records_at(data):
+        if kind == KIND_BATCH:
+            for span in spans_from_export(payload):
+                left[span.trace_id] = left.get(span.trace_id, 0) + 1
+    assert any(0 < n < 4 for n in left.values()), "no run is cut short by the cut: the test proves nothing"
+    restarted = start_collector(out, "--quiet-period", "0.1")
+    rss = PeakRss(restarted.process.pid)
+    assert restarted.stop() == 0
+    peak = max(peak, rss.stop())
+    written = assert_acked_written(sent, out)
+    assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
+    assert _written_lines(out) == dict.fromkeys(runs, 1), "an episode written twice"
+    record_fault(
+        "kill -9, a WAL segment cut in half (runs in two batches: fewer spans replayed than written)",
+        sent, written, peak,
+    )
 
 def test_refusals_are_read_by_clients_that_write_first_and_small_senders_are_served(tmp_path: Path) -> None:
     """``requests`` (what the OTel HTTP exporter posts with) writes the whole body before it reads the answer:

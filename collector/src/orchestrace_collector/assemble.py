@@ -47,7 +47,10 @@ holds for open and retained episodes by their spans, for episodes let go by the 
 a digest of its span ids: an episode about to be written as a fragment whose first spans are exactly a
 recorded write's (a torn WAL tail lost its ``WRITTEN`` marker, or a sender re-sent a released episode) is that
 write. With no more spans it is not written again; with more it is that write's next revision rather than a
-fragment.
+fragment. Each recorded write also holds the WAL position of the last batch it took spans from (batches are
+assembled in the order the WAL holds them): after a replay, a fragment whose every span came from the log at
+or before that position is what a torn log (a segment cut short, ``WRITTEN`` markers and some of the
+episode's batches gone) left of that write, and is let go unwritten (:meth:`Assembler.replay_done`).
 
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
 bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
@@ -105,12 +108,14 @@ def ids_digest(spans: Iterable[Span]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class WriteRecord:
-    """What one write of an episode was: its revision and fragment number, how many spans, their digest."""
+    """What one write of an episode was: its revision and fragment number, how many spans, their digest,
+    and where in the WAL the last batch it took spans from is (``(segment, offset)``, None: not known)."""
 
     revision: int
     late: int
     spans: int
     digest: int
+    upto: tuple[int, int] | None = None
 
 
 class ConvertedEpisode(Protocol):
@@ -180,6 +185,7 @@ class _Episode:
     root_ended: bool = False
     last_arrival: float = 0.0
     first_segment: int | None = None
+    upto: tuple[int, int] | None = None  # WAL position of the last batch that added spans to it
     late: int = 0  # > 0: late spans of an episode no longer retained, written as fragment ``.late<late>``
     conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
     nbytes: int = 0  # what the spans cost in memory (the caller's estimate), what the memory limit counts
@@ -195,7 +201,9 @@ class _Episode:
         self.closed_at = len(self.spans)
         return False
 
-    def add(self, span: Span, now: float, segment: int | None, nbytes: int = 0) -> None:
+    def add(
+        self, span: Span, now: float, segment: int | None, nbytes: int = 0, at: tuple[int, int] | None = None
+    ) -> None:
         previous = self.spans.get(span.span_id)
         if previous is not None:
             if previous != span:
@@ -203,6 +211,8 @@ class _Episode:
             return
         self.spans[span.span_id] = span
         self.nbytes += nbytes
+        if at is not None and (self.upto is None or at > self.upto):
+            self.upto = at
         self.otel_traces.add(span.trace_id)
         self.last_arrival = now
         if (span.parent_span_id is None or span.parent_span_id == span.span_id) and span.end_ns > 0:
@@ -220,6 +230,8 @@ class _Episode:
         self.last_arrival = max(self.last_arrival, other.last_arrival)
         if other.first_segment is not None:
             self.first_segment = min(self.first_segment or other.first_segment, other.first_segment)
+        if other.upto is not None and (self.upto is None or other.upto > self.upto):
+            self.upto = other.upto
 
 
 class Assembler:
@@ -287,8 +299,12 @@ class Assembler:
 
     # --- input ----------------------------------------------------------------------------------------------
 
-    def add(self, spans: Iterable[Span], segment: int | None = None, nbytes: int = 0) -> None:
-        """Add spans; ``nbytes``: what they cost in memory (counted against the memory limit)."""
+    def add(
+        self, spans: Iterable[Span], segment: int | None = None, nbytes: int = 0, offset: int | None = None
+    ) -> None:
+        """Add spans; ``nbytes``: what they cost in memory (counted against the memory limit); ``segment`` and
+        ``offset``: where the WAL holds them (batches must be added in the order the WAL holds them)."""
+        at = (segment, offset) if segment is not None and offset is not None else None
         now = self.clock()
         spans = list(spans)
         each = nbytes // len(spans) if spans else 0
@@ -299,7 +315,7 @@ class Assembler:
                     continue
                 episode = self._episode_for(span)
                 before = episode.nbytes
-                episode.add(span, now, segment, each)
+                episode.add(span, now, segment, each, at)
                 self.open_bytes += episode.nbytes - before
 
     def _is_copy(self, span: Span) -> bool:
@@ -585,8 +601,9 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
+        spans = episode.spans.values()
         self._writes[key] = WriteRecord(
-            episode.revision, episode.late, len(episode.spans), ids_digest(episode.spans.values())
+            episode.revision, episode.late, len(spans), ids_digest(spans), episode.upto
         )
         while len(self._written) > self.max_known_episodes:
             self._writes.pop(self._written.popitem(last=False)[0], None)
@@ -610,6 +627,10 @@ class Assembler:
         old_key, old = self._retained.popitem(last=False)
         self._retained_spans -= len(old.spans)
         self.retained_bytes -= old.nbytes
+        self._let_go(old_key, old)
+
+    def _let_go(self, old_key: str, old: _Episode) -> None:
+        """Forget an episode no longer held, but the ids of its spans (their copies are absorbed)."""
         if self.remember_spans:
             self._released.update(dict.fromkeys(map(span_hash, old.spans.values())))
             for _ in range(len(self._released) - self.remember_spans):
@@ -650,6 +671,26 @@ class Assembler:
             episode.revision, episode.late = revision, late
             self._mark_written(episode)
 
+    def replay_done(self) -> int:
+        """After a WAL replay: let go of each fragment whose every span came from the log at or before its
+        key's last write (``written.idx``): what a torn log left of an episode written since, whose
+        ``WRITTEN`` marker it lost. Returns how many."""
+        with self._lock:
+            covered = [
+                e
+                for e in self._open.values()
+                if e.late
+                and e.upto is not None
+                and (write := self._writes.get(e.key)) is not None
+                and write.upto is not None
+                and e.upto <= write.upto
+            ]
+            for episode in covered:
+                del self._open[episode.key]
+                self.open_bytes -= episode.nbytes
+                self._let_go(episode.key, episode)
+            return len(covered)
+
     def replay_open(self, payload: bytes) -> None:
         """An ``OPEN`` marker met during WAL replay (see :meth:`_compact`): the spans logged after it are
         those of an episode that was open at this revision."""
@@ -669,7 +710,9 @@ def _load_written(index: KeyedIndex) -> tuple[OrderedDict[str, int], dict[str, W
         try:
             known[key] = int(entry["revision"])
             if "written" in entry:
-                writes[key] = WriteRecord(*map(int, entry["written"]))
+                revision, late, spans, digest, *upto = map(int, entry["written"])
+                at = (upto[0], upto[1]) if len(upto) == 2 else None
+                writes[key] = WriteRecord(revision, late, spans, digest, at)
         except (ValueError, KeyError, TypeError):
             continue  # a line from elsewhere
     return known, writes
@@ -678,5 +721,5 @@ def _load_written(index: KeyedIndex) -> tuple[OrderedDict[str, int], dict[str, W
 def _written_entry(key: str, revision: int, write: WriteRecord | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "revision": revision}
     if write is not None:
-        entry["written"] = [write.revision, write.late, write.spans, write.digest]
+        entry["written"] = [write.revision, write.late, write.spans, write.digest, *(write.upto or ())]
     return entry

@@ -101,9 +101,12 @@ class Ingest:
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
-        #: (logged bytes, WAL segment, estimated cost): the assembly thread decodes the bytes the WAL holds,
-        #: which the request's parse already checked, rather than the parsed request (no re-serializing).
-        self._queue: queue.SimpleQueue[tuple[bytes, int, int] | bool | None] = queue.SimpleQueue()
+        #: (logged bytes, WAL segment, estimated cost, offset in the segment): the assembly thread decodes the
+        #: bytes the WAL holds, which the request's parse already checked, rather than the parsed request (no
+        #: re-serializing). Queued in the order the WAL holds them (``_order``): a written episode records
+        #: the WAL position it took spans up to, which a replay trusts (``Assembler.replay_done``).
+        self._queue: queue.SimpleQueue[tuple[bytes, int, int, int] | bool | None] = queue.SimpleQueue()
+        self._order = threading.Lock()
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
         self._deadline: float | None = None  # set by :meth:`stop`: batches still queued then stay in the WAL
         self.batches_left = 0  # batches not assembled at shutdown (they stay in the WAL)
@@ -196,11 +199,12 @@ class Ingest:
             payload = (
                 raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
             )
-            segment, seq = self.wal.append(payload, KIND_BATCH)
             cost = resident_bytes(request, len(payload))
-            with self._bytes_lock:
-                self.queued_bytes += cost
-            self._queue.put((payload, segment, cost))
+            with self._order:
+                segment, seq, offset = self.wal.append_at(payload, KIND_BATCH)
+                with self._bytes_lock:
+                    self.queued_bytes += cost
+                self._queue.put((payload, segment, cost, offset))
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
@@ -210,16 +214,17 @@ class Ingest:
         batches = 0
         if self.spool_only:
             return batches
-        for segment, kind, payload in self.wal.replay():
+        for segment, offset, kind, payload in self.wal.replay_at():
             if kind == KIND_BATCH:
                 request = parse_logged(payload)
                 cost = resident_bytes(request, len(payload))
-                self.assembler.add(spans_from_request(request), segment, cost)
+                self.assembler.add(spans_from_request(request), segment, cost, offset)
                 batches += 1
             elif kind == KIND_WRITTEN:
                 self.assembler.replay_marker(payload)
             elif kind == KIND_OPEN:
                 self.assembler.replay_open(payload)
+        self.assembler.replay_done()
         return batches
 
     def _assembly_loop(self) -> None:
@@ -237,9 +242,9 @@ class Ingest:
                 return
             try:
                 if isinstance(item, tuple):
-                    payload, segment, nbytes = item
+                    payload, segment, nbytes, offset = item
                     if not self.spool_only:
-                        self.assembler.add(spans_from_export(payload), segment, nbytes)
+                        self.assembler.add(spans_from_export(payload), segment, nbytes, offset)
                     self.wal.done(segment)
                     with self._bytes_lock:
                         self.queued_bytes -= nbytes
