@@ -100,8 +100,10 @@ def build_graph() -> CompiledStateGraph:
 def run(question: str = QUESTION) -> str:
     """One episode: the team answers, and a deterministic check of the answer becomes the team reward."""
     with ot.task("moons", topology="centralized") as episode:
+        episode.set_input(question)  # what the episode was asked, and below what it answered
         result = build_graph().invoke({"messages": [{"role": "user", "content": question}]})
         answer = str(result["messages"][-1].content)
+        episode.set_result(answer)
         correct = str(MOONS["Mars"] + MOONS["Jupiter"]) in answer
         ot.reward(1.0 if correct else 0.0, family="team")
         episode.set_success(correct)

@@ -30,6 +30,7 @@ from collector_fixtures import free_port, validate_trace_dir
 from orchestrace import semconv as sc
 from orchestrace_collector.output import latest_traces, latest_turns
 
+from examples.agents_triage import app as agents_triage_app
 from examples.map_reduce import app as map_reduce_app
 from examples.supervisor import app as supervisor_app
 
@@ -265,39 +266,71 @@ def test_inputs_and_outputs(supervisor: list[Sent]) -> None:
                 assert span["attributes"]["llm.model_name"].endswith("-model")
 
 
+def pane_counts(run: Sent) -> tuple[int, int, int]:
+    """Of a run's agent and workflow spans (also a runner's ``handle_conversation_turn``): how many there
+    are, and how many fill Phoenix's Input and Output panes (``input.value`` / ``output.value``), each the
+    JSON of the GenAI messages the span carries."""
+    panes = [span for span in run.spans if span["span_kind"] == "AGENT"
+             or span["name"].startswith((f"{sc.OP_INVOKE_WORKFLOW} ", f"{sc.OP_HANDLE_CONVERSATION_TURN} "))]
+    shown: Counter[str] = Counter()
+    for span in panes:
+        attributes = span["attributes"]
+        for value, messages, mime in ((sc.INPUT_VALUE, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_MIME_TYPE),
+                                      (sc.OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_MIME_TYPE)):
+            assert (value in attributes) == (messages in attributes), (span["name"], value)
+            if value in attributes:
+                assert json.loads(attributes[value]) and attributes[mime] == sc.MIME_JSON
+                shown[value] += 1
+    print(f"agent and workflow spans: {len(panes)}, input pane filled {shown[sc.INPUT_VALUE]}, "
+          f"output pane filled {shown[sc.OUTPUT_VALUE]}")
+    return len(panes), shown[sc.INPUT_VALUE], shown[sc.OUTPUT_VALUE]
+
+
+def _pane_text(span: dict[str, Any], key: str) -> str:
+    """The texts a pane's messages hold, joined."""
+    return " ".join(str(part.get("content") or part.get("response") or part.get("name"))
+                    for message in json.loads(span["attributes"][key]) for part in message["parts"])
+
+
 def test_agents_and_workflows_fill_the_input_and_output_panes(supervisor: list[Sent]) -> None:
     """Phoenix's Input and Output panes show ``input.value`` / ``output.value``: every agent and workflow
-    span fills them with the messages it captured (JSON, as its GenAI messages), so only a span that captured
-    nothing in a direction stays blank there (the ``ot.task`` around the graph, which is given no input; a
-    supervisor activation that hands off, whose result is a ``Command``). A model call keeps its content in
-    its messages alone, which Phoenix shows as such."""
+    span of the supervisor example fills both with the messages it captured (JSON, as its GenAI messages):
+    a supervisor activation that hands off (a ``Command.PARENT``) and its graph run show what they hand over,
+    the ``ot.task`` what the example gives it (``set_input`` / ``set_result``). A model call keeps its
+    content in its messages alone, which Phoenix shows as such."""
     for run in supervisor:
-        panes = [span for span in run.spans
-                 if span["span_kind"] == "AGENT" or span["name"].startswith(f"{sc.OP_INVOKE_WORKFLOW} ")]
-        shown = Counter()
-        for span in panes:
-            attributes = span["attributes"]
-            for value, messages, mime in ((sc.INPUT_VALUE, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_MIME_TYPE),
-                                          (sc.OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_MIME_TYPE)):
-                assert (value in attributes) == (messages in attributes), (span["name"], value)
-                if value in attributes:
-                    assert json.loads(attributes[value]) and attributes[mime] == sc.MIME_JSON
-                    shown[value] += 1
-        print(f"agent and workflow spans: {len(panes)}, input pane filled {shown[sc.INPUT_VALUE]}, "
-              f"output pane filled {shown[sc.OUTPUT_VALUE]}")
-        assert len(panes) == 16  # 7 agent activations, each with its graph run, the team's graph, the task
-        assert shown[sc.INPUT_VALUE] == 15 and shown[sc.OUTPUT_VALUE] == 9
-        for worker in ("researcher", "mathematician", "writer"):
-            for name in (f"invoke_agent {worker}", f"invoke_workflow {worker}"):
-                (span,) = run.named(name)
-                assert {sc.INPUT_VALUE, sc.OUTPUT_VALUE} <= set(span["attributes"]), name
+        # 7 agent activations, each with its graph run; the team's graph run; the task
+        assert pane_counts(run) == (16, 16, 16)
+        (task,) = run.named("invoke_workflow moons")
+        assert _pane_text(task, sc.INPUT_VALUE) == supervisor_app.QUESTION
+        assert _pane_text(task, sc.OUTPUT_VALUE) == supervisor_app.ANSWER
         (graph_run,) = run.named("invoke_workflow moon_team")
-        question = json.loads(graph_run["attributes"][sc.INPUT_VALUE])[0]["parts"][0]["content"]
-        assert question == supervisor_app.QUESTION
-        assert supervisor_app.ANSWER in graph_run["attributes"][sc.OUTPUT_VALUE]
+        assert _pane_text(graph_run, sc.INPUT_VALUE) == supervisor_app.QUESTION
+        assert _pane_text(graph_run, sc.OUTPUT_VALUE) == supervisor_app.ANSWER
+        # the supervisor hands off three times (its handoff tool's answer), then answers
+        for name in ("invoke_agent supervisor", "invoke_workflow supervisor"):
+            shown = [_pane_text(span, sc.OUTPUT_VALUE) for span in run.named(name)]
+            handoffs = [f"Successfully transferred to {worker}"
+                        for worker in ("researcher", "mathematician", "writer")]
+            assert shown == [*handoffs, supervisor_app.ANSWER]
         for span in run.spans:
             if span["span_kind"] == "LLM":
                 assert _messages(span, "input") and _messages(span, "output"), span["name"]
+
+
+def test_an_agents_sdk_app_fills_the_input_and_output_panes(phoenix: Phoenix, tmp_path: Path) -> None:
+    """The OpenAI Agents SDK's spans hold no input or output: each agent shows its input items and its last
+    reply (the triage agent its handoff), each run the question and the final answer."""
+    run = send(phoenix, "agents_triage", "agents-triage", tmp_path)
+    assert pane_counts(run) == (6, 6, 6)  # two questions: a run, triage and a specialist each
+    runs = [span for span in run.spans if span["span_kind"] == "CHAIN" and span["parent_id"] is None]
+    assert [_pane_text(span, sc.INPUT_VALUE) for span in runs] == list(agents_triage_app.QUESTIONS)
+    assert [_pane_text(span, sc.OUTPUT_VALUE) for span in runs] == [
+        "You were charged twice; the duplicate 30 EUR is refunded.",
+        "The dashboard is degraded; a fix is in progress."]
+    assert [_pane_text(span, sc.OUTPUT_VALUE) for span in run.named("invoke_agent triage")] == [
+        "transfer_to_billing", "transfer_to_tech_support"]
+    assert {span["status_code"] for span in run.spans} == {"OK"}
 
 
 def test_full_prompt_shows_each_model_call_whole(supervisor: list[Sent]) -> None:

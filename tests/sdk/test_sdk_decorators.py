@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import json
 import traceback
 from collections.abc import AsyncIterator, Iterator
 
@@ -12,7 +13,8 @@ import orchestrace as ot
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 from orchestrace import semconv as sc
-from sdk_spans import Spans
+from orchestrace.config import set_config
+from sdk_spans import Spans, configure_memory
 
 
 def test_bare_and_called_forms_make_agent_spans(spans: Spans) -> None:
@@ -389,6 +391,31 @@ def test_task_decorator_and_context_manager(spans: Spans) -> None:
     # The conversation is the episode (one rollout), never the task that groups rollouts.
     assert {a.attributes[sc.GEN_AI_CONVERSATION_ID] for a in agents} == {
         decorated.attributes[sc.ORCH_EPISODE_ID], run.episode_id}
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_task_block_records_the_input_and_result_it_is_given(capture: bool) -> None:
+    """A ``with ot.task`` block has no arguments: ``set_input`` records its input as ``set_result`` its
+    output (refs always; with capture on the messages too, which Phoenix shows in its Input and Output
+    panes, by the same rules as a decorated task's arguments and result)."""
+    handle = configure_memory(capture_content=capture)
+    try:
+        with ot.task("task-8") as run:
+            run.set_input("which moon is largest?")
+            run.set_result("Ganymede")
+        attributes = dict(Spans(handle).one("invoke_workflow task-8").attributes or {})
+    finally:
+        handle.shutdown()
+        set_config(None)
+    assert attributes.pop(sc.ORCH_INPUT_REF) == ot.content_ref("which moon is largest?")
+    assert attributes.pop(sc.ORCH_OUTPUT_REF) == ot.content_ref("Ganymede")
+    question = json.dumps([{"role": "user",
+                            "parts": [{"type": "text", "content": "which moon is largest?"}]}])
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Ganymede"}],
+                          "finish_reason": "stop"}])
+    content = {sc.GEN_AI_INPUT_MESSAGES: question, sc.INPUT_VALUE: question, sc.INPUT_MIME_TYPE: sc.MIME_JSON,
+               sc.GEN_AI_OUTPUT_MESSAGES: answer, sc.OUTPUT_VALUE: answer, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON}
+    assert {key: attributes[key] for key in content if key in attributes} == (content if capture else {})
 
 
 async def test_async_task_block_and_bare_task(spans: Spans) -> None:

@@ -48,6 +48,13 @@ class TaskRun:
             self._invocation.span.set_attribute(sc.ORCH_TASK_SUCCESS, float(success))
 
     @failsafe(default=None)
+    def set_input(self, value: Any) -> None:
+        """Record the task's input, for a ``with`` block (a decorated task's is its arguments): its content
+        ref, and its content when capture is on."""
+        if self._invocation is not None:
+            self._invocation.set_input(value)
+
+    @failsafe(default=None)
     def set_result(self, result: Any) -> None:
         """Record the task's output (its content ref; content too when capture is on)."""
         if self._invocation is not None and self._invocation.span.is_recording():

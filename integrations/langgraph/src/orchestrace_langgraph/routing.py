@@ -42,6 +42,7 @@ from orchestrace_langgraph.actors import (
     current_actor,
     current_run,
 )
+from orchestrace_langgraph.values import handed_off
 
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
 REASON_CONDITIONAL_EDGE = "conditional_edge"
@@ -147,6 +148,8 @@ def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Act
     actor = namespaces.get(str(command.graph)) or fallback
     if actor is None:
         return
+    if actor.invocation is not None:  # the node of the parent graph: LangGraph ends its task without raising
+        handed_off(actor.invocation, command)
     targets = [g.node if isinstance(g, Send) else str(g) for g in _goto_list(command.goto) if g != ()]
     for target in targets or [""]:
         actor.events.delegate(target, reason=REASON_PARENT_COMMAND, handoff=True, sender=actor.name)

@@ -39,7 +39,7 @@ from wrapt import wrap_function_wrapper
 from orchestrace_openai_agents._telemetry import Recorder
 from orchestrace_openai_agents.model_calls import GET_MODEL, RUN_LOOP_MODULE, ModelCalls
 from orchestrace_openai_agents.package import _instruments
-from orchestrace_openai_agents.processor import OrchestraceProcessor
+from orchestrace_openai_agents.processor import OrchestraceProcessor, model_replied
 from orchestrace_openai_agents.version import __version__
 
 __all__ = ["OpenAIAgentsInstrumentor", "__version__"]
@@ -85,7 +85,8 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):
             logging.getLogger(_AGENTS_LOGGER).addFilter(_QUIET)
         run_loop = importlib.import_module(RUN_LOOP_MODULE)
         if callable(getattr(run_loop, GET_MODEL, None)):
-            wrap_function_wrapper(run_loop, GET_MODEL, ModelCalls(lambda: processor.telemetry).get_model)
+            calls = ModelCalls(lambda: processor.telemetry, model_replied)
+            wrap_function_wrapper(run_loop, GET_MODEL, calls.get_model)
             self._run_loop = run_loop
         else:
             warnings.warn(f"orchestrace_openai_agents: {RUN_LOOP_MODULE}.{GET_MODEL} is not in this Agents "

@@ -79,6 +79,16 @@ class Recorder:
             invocation.set_usage(usage)
 
     @staticmethod
+    def shown_input(invocation: Invocation, messages: Sequence[Any]) -> None:
+        """An agent's or a run's input (chat messages), as content only: the Agents SDK states none."""
+        invocation.set_input(list(messages), ref=False)
+
+    @staticmethod
+    def shown_output(invocation: Invocation, reply: Any) -> None:
+        """An agent's or a run's output (a model's reply), as content only."""
+        invocation.set_output(reply, ref=False)
+
+    @staticmethod
     def finish(invocation: Invocation, result: Any = None) -> None:
         invocation.stop(result)
 

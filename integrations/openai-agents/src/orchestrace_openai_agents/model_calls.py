@@ -61,11 +61,18 @@ def claim() -> telemetry.Invocation | None:
     return call.invocation
 
 
-class ModelCalls:
-    """The ``get_model`` wrapper; ``recorder()`` gives the current recorder (``None`` while off)."""
+#: Told of every traced call's input items (as chat messages) and its reply (``None`` for a failed call,
+#: or a run that hides its data): how the agents around it show their input and output.
+Replied = Callable[[list[dict[str, Any]], Any], None]
 
-    def __init__(self, recorder: Callable[[], telemetry.Recorder | None]) -> None:
+
+class ModelCalls:
+    """The ``get_model`` wrapper; ``recorder()`` gives the current recorder (``None`` while off), ``replied``
+    is told of each call that returned (see :data:`Replied`)."""
+
+    def __init__(self, recorder: Callable[[], telemetry.Recorder | None], replied: Replied) -> None:
         self.recorder = recorder
+        self.replied = replied
 
     def get_model(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         model = wrapped(*args, **kwargs)
@@ -113,7 +120,7 @@ class ModelCalls:
                 _failed(call, exc)
                 raise
             _reset(token)
-            _finished(call, model, bound, response, None)
+            _finished(call, model, bound, response, None, self.replied)
             return response
 
         return get_response
@@ -138,7 +145,7 @@ class ModelCalls:
                 _failed(call, exc)
                 raise
             _reset(token)
-            _finished(call, model, bound, None, completed)
+            _finished(call, model, bound, None, completed, self.replied)
 
         return stream_response
 
@@ -171,17 +178,24 @@ def _failed(call: _Call, exc: BaseException) -> None:
 
 @telemetry.failsafe(default=None)
 def _finished(call: _Call, model: Model, bound: dict[str, Any], response: ModelResponse | None,
-              completed: Any) -> None:
-    """Record a call no model span claimed, from its arguments and what it returned (a ``ModelResponse``,
-    or a stream's completed ``Response``)."""
+              completed: Any, replied: Replied) -> None:
+    """Tell ``replied`` of the call (claimed or not), and record a call no model span claimed, from its
+    arguments and what it returned (a ``ModelResponse``, or a stream's completed ``Response``)."""
+    tracing = bound["tracing"]
+    result: Any = completed
+    if response is not None:
+        result = {"object": "response", "id": response.response_id, "status": "completed",
+                  "output": list(response.output)}
+    items = chat_messages(bound.get("input")) if tracing.include_data() else None
+    if items is not None:
+        replied(items, result)
     if call.claimed:
         return
-    tracing = bound["tracing"]
     messages = None
-    if tracing.include_data():
+    if items is not None:
         instructions = bound.get("system_instructions")
         system = [{"role": "system", "content": instructions}] if isinstance(instructions, str) else []
-        messages = system + chat_messages(bound.get("input"))
+        messages = system + items
     settings = bound.get("model_settings")
     request: dict[str, Any] = dict(settings.to_traceable_dict()) if settings is not None else {}
     name = getattr(model, "model", None)
@@ -189,8 +203,4 @@ def _finished(call: _Call, model: Model, bound: dict[str, Any], response: ModelR
     telemetry.Recorder.model_request(
         call.invocation, name if isinstance(name, str) else None, messages, request,
         Usage(usage.input_tokens, usage.output_tokens) if usage is not None else None)
-    result: Any = completed
-    if response is not None:
-        result = {"object": "response", "id": response.response_id, "status": "completed",
-                  "output": list(response.output)}
     telemetry.Recorder.finish(call.invocation, result)

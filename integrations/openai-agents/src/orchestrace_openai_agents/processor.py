@@ -56,7 +56,7 @@ _ACTIVE: ContextVar[object] = ContextVar("orchestrace_openai_agents_active", def
 class _Node:
     """One span we started, for one Agents SDK trace or span."""
 
-    __slots__ = ("invocation", "key", "kind", "parent", "tokens", "trace_id")
+    __slots__ = ("invocation", "key", "kind", "parent", "reply", "shows_input", "tokens", "trace_id")
 
     def __init__(self, key: str, kind: str, invocation: telemetry.Invocation, parent: _Node | None,
                  trace_id: str) -> None:
@@ -66,6 +66,9 @@ class _Node:
         self.parent = parent
         self.trace_id = trace_id
         self.tokens: tuple[Token[object], object] | None = None
+        #: An actor's Input pane is filled (by its first model call); its latest model reply, its output.
+        self.shows_input = False
+        self.reply: Any = None
 
     def activate(self) -> None:
         """Make the span current where the Agents SDK made its own span current (user code runs there)."""
@@ -85,6 +88,13 @@ class _Node:
         """The agent (else the workflow) this node belongs to."""
         node = self
         while node.kind not in _ACTORS and node.parent is not None:
+            node = node.parent
+        return node
+
+    def root(self) -> _Node:
+        """The workflow (the Agents SDK trace) this node is part of."""
+        node = self
+        while node.parent is not None:
             node = node.parent
         return node
 
@@ -189,6 +199,22 @@ class OrchestraceProcessor(TracingProcessor):
         """Nothing is queued here (the OpenTelemetry provider's processors flush themselves)."""
 
 
+@telemetry.failsafe(default=None)
+def model_replied(items: list[dict[str, Any]], reply: Any) -> None:
+    """A model call of the agent running here was given ``items`` (its input items as chat messages) and
+    returned ``reply``: the agent and its run take the input of their first call as theirs (content only,
+    with capture on), and the reply of their latest call as their output (:func:`_end`). The Agents SDK's
+    own spans carry neither."""
+    node = _ACTIVE.get()
+    if not isinstance(node, _Node):
+        return
+    for actor in (node.actor(), node.root()):
+        if not actor.shows_input:
+            actor.shows_input = True
+            telemetry.Recorder.shown_input(actor.invocation, items)
+        actor.reply = reply
+
+
 def _end(node: _Node, result: Any) -> None:
     """End a span the Agents SDK ended without an error of its own. A run that raises (a guardrail's
     tripwire, a tool's error passed on, too many turns) ends its agent spans and trace as the exception leaves
@@ -198,6 +224,8 @@ def _end(node: _Node, result: Any) -> None:
     if node.kind in _ACTORS and isinstance(exc, AgentsException):
         telemetry.Recorder.fail(node.invocation, type(exc).__qualname__, None, exc)
     else:
+        if node.reply is not None:
+            telemetry.Recorder.shown_output(node.invocation, node.reply)
         telemetry.Recorder.finish(node.invocation, result)
 
 
