@@ -24,7 +24,8 @@ $(UV):
 # a source may have changed; the script rebuilds only when its manifest no longer matches them.
 MYPYC_STAMP := collector/build/mypyc/.stamp
 $(MYPYC_STAMP): .venv/.synced collector/build_mypyc.py $(wildcard collector/src/orchestrace_collector/*.py \
-		collector/src/orchestrace_collector/convert/*.py semconv/src/orchestrace_semconv/*.py)
+		collector/src/orchestrace_collector/convert/*.py collector/src/orchestrace_collector/convert/vocabularies/*.py \
+		semconv/src/orchestrace_semconv/*.py)
 	$(RUN) python collector/build_mypyc.py
 	@mkdir -p $(dir $@) && touch $@  # also after a failed compile (removed build): that one runs pure Python
 

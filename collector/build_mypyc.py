@@ -32,10 +32,11 @@ from orchestrace_collector._compiled import (
 LOCK = REPO / "uv.lock"
 SRC_ROOTS = (REPO / "collector" / "src", REPO / "semconv" / "src")
 CONVERT = REPO / "collector" / "src" / "orchestrace_collector" / "convert"
-#: The conversion package but its ``__init__``, ``construct`` (pydantic's internals: nothing to gain) and
-#: ``gcpause`` (runs once per conversion), and the output limit's scan of every written record.
+#: The conversion package and its vocabularies but the packages' ``__init__``, ``construct`` (pydantic's
+#: internals: nothing to gain) and ``gcpause`` (runs once per conversion), and the output limit's scan of
+#: every written record.
 COMPILED = sorted(
-    [p for p in CONVERT.glob("*.py") if p.stem not in ("__init__", "construct", "gcpause")]
+    [p for p in CONVERT.rglob("*.py") if p.stem not in ("__init__", "construct", "gcpause")]
     + [REPO / "collector" / "src" / "orchestrace_collector" / "output_limit.py"]
 )
 

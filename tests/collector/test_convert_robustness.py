@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import ModuleType
 
 import pytest
 from convert_support import Spans, event, ns
@@ -201,6 +202,9 @@ def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
     """Every attribute conversion reads, ours and other libraries' (``vocabularies``), set to values of any
     type, including ones that name kinds, operations and handoff tools or look like the JSON some carry."""
     from orchestrace_collector.convert import vocabularies
+    from orchestrace_collector.convert.vocabularies import genai
+
+    libraries = [m for m in vars(vocabularies).values() if isinstance(m, ModuleType)]
 
     odd_values: list[object] = [{"a": 1}, ("x", "y"), 7, 2.5, True, "", None, b"bytes"]
     odd_values += [float("nan"), float("inf"), -1, 2**63, ["a", 1], [{"x": 1}]]
@@ -211,14 +215,14 @@ def test_attribute_values_of_any_type_never_break_the_conversion() -> None:
                    '[{"role": "tool", "content": [{"type": "tool_result"}]}]', "pending_span"]
     keys = [
         value
-        for module in (sc, vocabularies)
+        for module in (sc, *libraries)
         for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str) and "." in value and not name.startswith("EVENT_")
     ]
     event_names = [sc.EVENT_SPAWN, sc.EVENT_MESSAGE, sc.EVENT_DECISION, sc.EVENT_EVALUATION_RESULT,
                    sc.EVENT_SAFETY, sc.EVENT_HUMAN_INTERVENTION, sc.EVENT_STOP, sc.EVENT_DELEGATE,
                    "gen_ai.choice", "gen_ai.tool.message", "gen_ai.user.message",
-                   vocabularies.GEN_AI_DETAILS_EVENT, vocabularies.GEN_AI_PROMPT_EVENT]
+                   genai.GEN_AI_DETAILS_EVENT, genai.GEN_AI_PROMPT_EVENT]
     keys += ["content", "message"]
     rng = random.Random(3)
     for round_ in range(300):

@@ -36,20 +36,8 @@ from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
 
-from .classify import (
-    AGENT,
-    K_ACTOR,
-    K_OTHER,
-    K_TOOL,
-    NODE,
-    TOOL_NODE,
-    WORKFLOW,
-    actor_name,
-    agent_id,
-    tool_name,
-)
+from .classify import AGENT, K_ACTOR, K_OTHER, K_TOOL, NODE, TOOL_NODE, WORKFLOW, graph_run
 from .forest import Forest, Node
-from .vocabularies import TL_SPAN_KIND
 
 if TYPE_CHECKING:
     from .events import Ev
@@ -143,7 +131,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                 if run is not None and run.sub_kind == WORKFLOW:
                     tools_in_run.setdefault(id(run), []).append(node)
             if node.sub_kind == TOOL_NODE and enclosing is not None:
-                name = actor_name(node.span, NODE)
+                name = node.name
                 tool_nodes.add(name)
                 if enclosing.sub_kind == AGENT:
                     enclosing.inner_nodes.add(name)
@@ -157,7 +145,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                 stand_in.end_ns = max(stand_in.end_ns, node.end_ns)
             node.instance = enclosing
             continue
-        name = actor_name(node.span, node.sub_kind)
+        name = node.name
         if node.sub_kind == AGENT and id(enclosing) in tools_in_run:
             assert enclosing is not None  # only instances are keys
             enclosing = _caller_by_tool(tools_in_run[id(enclosing)], node, name) or enclosing
@@ -172,10 +160,10 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             and sc.ORCH_AGENT_PARENT_ID not in node.span.attributes  # an agent calling itself (recursion)
         ):
             inst = enclosing  # a wrapper span around the same actor
-            if node.sub_kind == WORKFLOW and node.span.attributes.get(TL_SPAN_KIND) == "workflow":
-                # OpenLLMetry's graph run, which it wraps in an agent span of the same name (every graph
-                # run, agent or not): a graph run, whose nodes are actors as in any graph run. (An agent
-                # that runs its own graph, recorded by orchestrace, stays an agent.)
+            if node.sub_kind == WORKFLOW and graph_run(node.span.attributes):
+                # A library's graph run, which it wraps in an agent span of the same name (OpenLLMetry, for
+                # every graph run, agent or not): a graph run, whose nodes are actors as in any graph run. (An
+                # agent that runs its own graph, recorded by orchestrace, stays an agent.)
                 inst.sub_kind = WORKFLOW
         elif enclosing is None:
             inst = top_level.get(name)  # the same run continued in another OTel trace
@@ -201,7 +189,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         if role and inst.role is None:
             inst.role = str(role)
         if inst.agent_id is None:
-            inst.agent_id = agent_id(node.span)
+            inst.agent_id = node.agent_id
         inst.incomplete |= node.incomplete
         node.instance = inst
 
@@ -267,7 +255,7 @@ def _caller_by_tool(tools: list[Node], node: Node, name: str) -> Instance | None
     name = name.lower()
     for tool in reversed(tools):
         running = tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns
-        if running and name in tool_name(tool.span).lower():
+        if running and name in tool.name.lower():
             return tool.instance
     return None
 

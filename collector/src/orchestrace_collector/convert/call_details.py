@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import orchestrace_semconv as sc
 from orchestrace_semconv.tool_definitions import openai_tool
 
 from ..spans import Attributes
 from .chat import FINISH_REASON_KEYS, output_finish_reason
-from .vocabularies import CACHE_READ_INPUT_TOKENS, CACHE_WRITE_INPUT_TOKENS
+from .vocabularies import VOCABULARIES
+
+#: The parts of the input tokens read from the prompt cache and written to it, by vocabulary.
+CACHE_READ_INPUT_TOKENS: Final = tuple(key for v in VOCABULARIES for key in v.cache_read_tokens)
+CACHE_WRITE_INPUT_TOKENS: Final = tuple(key for v in VOCABULARIES for key in v.cache_write_tokens)
 
 #: Turn field -> attribute holding how many bytes were cut from it.
 _CUTS = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))

@@ -5,9 +5,8 @@
   ``gen_ai.system_instructions``.
 - Plain ``{"role", "content", "tool_calls", "tool_call_id", "name"}`` lists (content a string or a list of
   ``{"type": "text", "text"}`` parts; OpenAI or LangChain tool calls).
-- OpenInference flattened ``llm.input_messages.<i>.message.role`` / ``.content`` / ``.tool_calls.<j>...``.
-- OpenLLMetry (older) flattened ``gen_ai.prompt.<i>.role`` / ``.content`` / ``.tool_calls.<j>...`` and
-  ``gen_ai.completion.<i>.*``.
+- Messages flattened into attributes, as the vocabularies declare them (``flat_messages``: OpenInference's
+  ``llm.input_messages.<i>.message.role``, the older GenAI ``gen_ai.prompt.<i>.role``, ...).
 
 A message is ``{"role", "content"}`` (text parts joined; a tool result's output is its text; GenAI
 ``reasoning`` parts go to ``reasoning_content``), plus
@@ -19,60 +18,19 @@ message when recorded.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orchestrace_semconv as sc
 
 from ..spans import Attributes
-from .vocabularies import (
-    GEN_AI_COMPLETION_PREFIX,
-    GEN_AI_PROMPT_PREFIX,
-    GEN_AI_TOOL_CALL_ID_SUFFIX,
-    GEN_AI_TOOL_CALLS_SUFFIX,
-    OI_CALL_ARGS,
-    OI_CALL_ID,
-    OI_CALL_NAME,
-    OI_CONTENT,
-    OI_INPUT_MESSAGES,
-    OI_NAME,
-    OI_OUTPUT_MESSAGES,
-    OI_ROLE,
-    OI_TOOL_CALL_ID,
-    OI_TOOL_CALLS,
-)
+from .vocabularies import VOCABULARIES
+from .vocabularies.base import FlatMessages, ToolParts
 
 ChatMessage = dict[str, Any]
 
-
-@dataclass(frozen=True, slots=True)
-class _Flat:
-    """Attribute names of one flattened vocabulary: message ``i`` is ``<prefix><i><suffix>``."""
-
-    input_prefix: str
-    output_prefix: str
-    role: str
-    content: str
-    tool_call_id: str
-    name: str | None
-    tool_calls: str  # then ``<j>`` and one of the three below
-    call_id: str
-    call_name: str
-    call_args: str
-
-
-_FLAT_SHAPES = (
-    _Flat(
-        OI_INPUT_MESSAGES, OI_OUTPUT_MESSAGES, OI_ROLE, OI_CONTENT, OI_TOOL_CALL_ID, OI_NAME, OI_TOOL_CALLS,
-        OI_CALL_ID, OI_CALL_NAME, OI_CALL_ARGS,
-    ),
-    _Flat(
-        GEN_AI_PROMPT_PREFIX, GEN_AI_COMPLETION_PREFIX, ".role", ".content", GEN_AI_TOOL_CALL_ID_SUFFIX, None,
-        GEN_AI_TOOL_CALLS_SUFFIX, ".id", ".name", ".arguments",
-    ),
-)
+_FLAT_SHAPES: Final = tuple(v.flat_messages for v in VOCABULARIES if v.flat_messages is not None)
 #: Whether a span has any flattened message at all (checked first: most spans have none).
-_FLAT_FIRST_KEYS = frozenset(
+_FLAT_FIRST_KEYS: Final = frozenset(
     prefix + "0" + suffix
     for shape in _FLAT_SHAPES
     for prefix in (shape.input_prefix, shape.output_prefix)
@@ -170,13 +128,11 @@ def _answers_apart(item: dict[str, object], role: str,
     return {**item, "parts": rest} if rest else None
 
 
-#: Content parts of plain messages that call tools or answer them: the AI SDK's (``tool-call`` with
-#: ``toolCallId`` / ``toolName`` / ``input``, older ``args``; ``tool-result`` with ``output`` as
-#: ``{"type", "value"}``, older ``result``) and Anthropic's (``tool_use`` with ``id`` / ``name`` / ``input``;
-#: ``tool_result`` with ``tool_use_id`` / ``content``).
-_CALL_PARTS = frozenset({"tool-call", "tool_use"})
-_RESULT_PARTS = frozenset({"tool-result", "tool_result"})
-_CALL_OR_RESULT = _CALL_PARTS | _RESULT_PARTS
+#: Content parts of plain messages that call tools or answer them, by part type (each vocabulary's
+#: ``tool_parts``).
+_CALL_PARTS: Final = {p.call: p for p in (v.tool_parts for v in VOCABULARIES) if p is not None}
+_RESULT_PARTS: Final = {p.result: p for p in (v.tool_parts for v in VOCABULARIES) if p is not None}
+_CALL_OR_RESULT: Final = frozenset(_CALL_PARTS) | frozenset(_RESULT_PARTS)
 
 
 def _call_and_result_parts(content: list[Any], message: ChatMessage, calls: list[ChatMessage],
@@ -186,24 +142,25 @@ def _call_and_result_parts(content: list[Any], message: ChatMessage, calls: list
     messages of their own in ``messages``, as chat templates expect (Anthropic sends them in a ``user``
     message). Returns the parts left for the message's text, ``None`` when nothing is left of it."""
     rest: list[Any] = []
-    answers: list[dict[str, Any]] = []
+    answers: list[tuple[dict[str, Any], ToolParts]] = []
     for part in content:
         kind = _part_kind(part)
-        if kind in _CALL_PARTS:
-            name = part.get("toolName") or part.get("name")
+        shape = _CALL_PARTS.get(kind)
+        if shape is not None:
+            name = part.get(shape.call_name)
             if name:
-                calls.append(_tool_call(part.get("toolCallId") or part.get("id"), name,
-                                        part.get("input", part.get("args"))))
+                arguments = _first_present(part, shape.call_arguments)
+                calls.append(_tool_call(part.get(shape.call_id), name, arguments))
         elif kind in _RESULT_PARTS:
-            answers.append(part)
+            answers.append((part, _RESULT_PARTS[kind]))
         else:
             rest.append(part)
     if message["role"] == "tool" and len(answers) == 1 and not rest:
-        _answer(message, answers[0])
+        _answer(message, *answers[0])
         return rest
     for answer in answers:
         tool: ChatMessage = {"role": "tool"}
-        _answer(tool, answer)
+        _answer(tool, *answer)
         messages.append(tool)
     return rest if rest or calls or not answers else None
 
@@ -213,16 +170,23 @@ def _part_kind(part: object) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-def _answer(message: ChatMessage, part: dict[str, Any]) -> None:
-    output = part.get("output", part.get("result", part.get("content")))
-    if isinstance(output, dict) and "value" in output:  # the AI SDK's ``{"type": "text" | "json", "value"}``
-        output = output["value"]
+def _answer(message: ChatMessage, part: dict[str, Any], shape: ToolParts) -> None:
+    output = _first_present(part, shape.result_output)
+    if shape.output_value is not None and isinstance(output, dict) and shape.output_value in output:
+        output = output[shape.output_value]
     message["content"] = _text_of(output)
-    call_id = part.get("toolCallId") or part.get("tool_use_id")
+    call_id = part.get(shape.result_id)
     if call_id:
         message["tool_call_id"] = str(call_id)
-    if part.get("toolName"):
-        message["name"] = str(part["toolName"])
+    if shape.result_name is not None and part.get(shape.result_name):
+        message["name"] = str(part[shape.result_name])
+
+
+def _first_present(part: dict[str, Any], keys: tuple[str, ...]) -> object:
+    for key in keys:
+        if key in part:
+            return part[key]
+    return None
 
 
 def _structured_parts(raw: object) -> tuple[str, list[ChatMessage], object]:
@@ -258,18 +222,25 @@ def _reasoning_parts(raw: object) -> str:
                    if isinstance(part, dict) and part.get("type") == "reasoning")
 
 
-_COMPLETION_FINISH_REASON = GEN_AI_COMPLETION_PREFIX + "0.finish_reason"
+#: The first output message's finish reason in the flattened shapes that record one.
+_FLAT_FINISH_REASONS: Final = tuple(
+    shape.output_prefix + "0" + shape.finish_reason for shape in _FLAT_SHAPES if shape.finish_reason
+)
 #: What ``output_finish_reason`` reads.
-FINISH_REASON_KEYS = (sc.GEN_AI_OUTPUT_MESSAGES, _COMPLETION_FINISH_REASON)
+FINISH_REASON_KEYS: Final = (sc.GEN_AI_OUTPUT_MESSAGES, *_FLAT_FINISH_REASONS)
 
 
 def output_finish_reason(attrs: Attributes) -> str | None:
-    """The finish reason the first output message states (GenAI ``finish_reason``, OpenLLMetry's
-    ``gen_ai.completion.0.finish_reason``): for spans without ``gen_ai.response.finish_reasons``."""
+    """The finish reason the first output message states (GenAI ``finish_reason``, else a flattened shape's):
+    for spans without ``gen_ai.response.finish_reasons``."""
     data = _loads(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))
     first = data[0] if isinstance(data, list) and data else data
     reason = first.get("finish_reason") if isinstance(first, dict) else None
-    reason = reason or attrs.get(_COMPLETION_FINISH_REASON)
+    if not reason:
+        for key in _FLAT_FINISH_REASONS:
+            reason = attrs.get(key)
+            if reason:
+                break
     return str(reason) if reason else None
 
 
@@ -325,7 +296,7 @@ def _text_of(content: object) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _flattened(attrs: Attributes, shape: _Flat, prefix: str) -> list[ChatMessage] | None:
+def _flattened(attrs: Attributes, shape: FlatMessages, prefix: str) -> list[ChatMessage] | None:
     if prefix + "0" + shape.role not in attrs and prefix + "0" + shape.content not in attrs:
         return None
     messages = []
@@ -347,7 +318,7 @@ def _flattened(attrs: Attributes, shape: _Flat, prefix: str) -> list[ChatMessage
     return messages
 
 
-def _flat_calls(attrs: Attributes, shape: _Flat, message: str) -> list[ChatMessage]:
+def _flat_calls(attrs: Attributes, shape: FlatMessages, message: str) -> list[ChatMessage]:
     calls: list[ChatMessage] = []
     j = 0
     while True:

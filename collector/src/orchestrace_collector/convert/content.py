@@ -1,11 +1,9 @@
 """Content references and captured content.
 
 orchestrace's own spans carry ``orchestrace.content.*_ref`` (``sha256:<hex>`` of the full content). Spans of
-other instrumentations carry content only (GenAI ``gen_ai.*`` attributes, OpenInference ``input.value`` /
-``output.value``, OpenLLMetry ``traceloop.entity.input`` / ``output``, Langfuse
-``langfuse.observation.input`` / ``output``): their ref is computed here with the
-SDK's own ref function (``orchestrace_semconv.refs.content_ref``), so a value has one ref wherever it is
-hashed.
+other instrumentations carry content only (where, each vocabulary's ``input_content`` / ``output_content``
+say): their ref is computed here with the SDK's own ref function (``orchestrace_semconv.refs.content_ref``),
+so a value has one ref wherever it is hashed.
 In both cases the captured text is kept for the content store under the ref the span claims; the writer
 stores it under the sha256 of its own bytes and records the claimed ref when the two differ (content cut to
 the size limit, redacted, or captured in another form than the one hashed).
@@ -13,15 +11,16 @@ the size limit, redacted, or captured in another form than the one hashed).
 
 from __future__ import annotations
 
-import orchestrace_semconv as sc
+from typing import Final
+
 from orchestrace_semconv.refs import content_ref, to_text
 
 from ..spans import Attributes
-from .vocabularies import LF_INPUT, LF_OUTPUT, OI_INPUT, OI_OUTPUT, TL_INPUT, TL_OUTPUT
+from .vocabularies import VOCABULARIES
 
 #: Where captured content may be, by direction, first match wins.
-INPUT_CONTENT = (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_INPUT_MESSAGES, OI_INPUT, TL_INPUT, LF_INPUT)
-OUTPUT_CONTENT = (sc.GEN_AI_TOOL_CALL_RESULT, sc.GEN_AI_OUTPUT_MESSAGES, OI_OUTPUT, TL_OUTPUT, LF_OUTPUT)
+INPUT_CONTENT: Final = tuple(key for v in VOCABULARIES for key in v.input_content)
+OUTPUT_CONTENT: Final = tuple(key for v in VOCABULARIES for key in v.output_content)
 
 
 class ContentStore:

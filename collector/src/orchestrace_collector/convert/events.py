@@ -29,11 +29,8 @@ from .classify import (
     NODE,
     TOOL_NODE,
     WORKFLOW,
-    actor_name,
-    created_agent_name,
     foreign_send_task,
     foreign_step,
-    tool_name,
 )
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
@@ -220,7 +217,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
                 b.closing[node.span.span_id] = ev
             _error(ev, node)
         elif kind is K_CREATE_AGENT:
-            target = created_agent_name(node.span, node.sub_kind)
+            target = node.name
             if node.sub_kind == HANDOFF:
                 if not target:
                     starts = starts if starts is not None else [i.start_ns for i in actors.instances]
@@ -286,7 +283,7 @@ def _aggregate_links(node: Node) -> list[str]:
 
 def _tool(b: _Builder, node: Node, owner: Instance) -> None:
     attrs = as_genai.tool_call(node.span)
-    name = tool_name(node.span)
+    name = node.name
     call = b.at_start("tool_call", node, owner)
     call.tool = name
     call.trusted = True
@@ -440,7 +437,7 @@ def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
     """The agent's inner graph reaching its end, recorded by the graph's node or run that took the route
     (``orchestrace.from`` names it): the agent's ``return`` already says it finished. A stop from the user
     (no ``orchestrace.from``) is kept."""
-    return _inner(owner, node) and attrs.get(sc.ORCH_FROM) == actor_name(node.span, node.sub_kind)
+    return _inner(owner, node) and attrs.get(sc.ORCH_FROM) == node.name
 
 
 def _error(ev: Ev, node: Node) -> None:

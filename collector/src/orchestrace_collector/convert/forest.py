@@ -3,19 +3,20 @@ attached.
 
 Spans that tell again what another library's spans tell are set aside, their children attached to their
 parent: the spans of LangChain callback tracers (OpenInference, OpenLLMetry) in an episode that orchestrace's
-LangGraph integration recorded (``vocabularies.DESCRIBED_AGAIN``), and a model call inside a model call (an
+LangGraph integration recorded (each vocabulary's ``retold_under``), and a model call inside a model call (an
 SDK-level instrumentation's span under the framework's span of the same call, or a gateway's such as
 ``orchestrace proxy``: its token ids complete the outer turn), so that nothing counts twice.
 
-Every later stage walks these nodes instead of raw spans. Repairs never fail the conversion; they mark the
-affected nodes ``incomplete`` so the written trace says it is.
+Every span is classified and named here, once (``classify``): each node carries its kind and names, which
+later stages read. Every later stage walks these nodes instead of raw spans. Repairs never fail the
+conversion; they mark the affected nodes ``incomplete`` so the written trace says it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import orchestrace_semconv as sc
 
@@ -23,16 +24,32 @@ from ..spans import Span, continued_link
 from .classify import (
     EMBEDDING,
     K_ACTOR,
+    K_CREATE_AGENT,
     K_MODEL,
     K_OTHER,
     K_TOOL,
     MODEL_LIKE,
+    NODE,
+    TOOL_NODE,
     WORKFLOW,
     Kind,
+    actor_name,
+    agent_id,
     classify,
+    created_agent_name,
+    model_name,
+    provider_name,
     tool_name,
 )
-from .vocabularies import DESCRIBED_AGAIN, LOGFIRE_PENDING_SPAN, LOGFIRE_SPAN_TYPE, MESSAGING_KEYS
+from .vocabularies import VOCABULARIES
+
+_IN_PROGRESS_COPY: Final = tuple(v.in_progress_copy for v in VOCABULARIES if v.in_progress_copy is not None)
+_PLUMBING_KEYS: Final = tuple(key for v in VOCABULARIES for key in v.plumbing_keys)
+#: Scope -> the scopes whose spans tell its spans again (see ``Vocabulary.retold_under``).
+_RETOLD_UNDER: Final = {
+    scope: frozenset(s for v in VOCABULARIES for s in v.retold_under.get(scope, ()))
+    for scope in {scope for v in VOCABULARIES for scope in v.retold_under}
+}
 
 if TYPE_CHECKING:
     from .actors import Instance
@@ -57,6 +74,13 @@ class Node:
     #: For a model call, the first model call recorded inside it (the same call told again: a gateway's span,
     #: e.g. ``orchestrace proxy``, or an SDK-level instrumentation's): its token ids complete the turn.
     inner_model: Node | None = None
+    #: Its names, by its kind once the forest is built: an actor's agent name (a tool node's node name), a
+    #: tool's name, the agent a ``CREATE_AGENT`` span spawns or hands off to (``""``: not said); an actor's
+    #: raw id; a model call's model and provider.
+    name: str = ""
+    agent_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,9 +92,9 @@ class Forest:
     embeddings: list[Node] = field(default_factory=list)
 
 
-def _messaging(span: Span) -> bool:
+def _plumbing(span: Span) -> bool:
     attrs = span.attributes
-    return any(key in attrs for key in MESSAGING_KEYS)
+    return any(key in attrs for key in _PLUMBING_KEYS)
 
 
 def _under_continued(node: Node, by_id: dict[tuple[str, str], Node]) -> None:
@@ -88,8 +112,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     again = _described_again(spans)
     aside: dict[tuple[str, str], str | None] = {}  # spans set aside -> their parent span id
     for span in spans:
-        if span.end_ns == span.start_ns and span.attributes.get(LOGFIRE_SPAN_TYPE) == LOGFIRE_PENDING_SPAN:
-            continue  # Logfire's copy of a span in progress (a leaf): the span itself is there too
+        if span.end_ns == span.start_ns and any(copy(span.attributes) for copy in _IN_PROGRESS_COPY):
+            continue  # a copy of a span in progress (a leaf): the span itself is there too
         if again and span.scope in again:
             aside.setdefault((span.trace_id, span.span_id), span.parent_span_id)
             continue
@@ -162,13 +186,15 @@ def build_forest(spans: Sequence[Span]) -> Forest:
             kind = K_OTHER
             if outer.inner_model is None:
                 outer.inner_model = node
-        elif kind is K_TOOL and _same_tool_around(node, parent):
-            kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
+        elif kind is K_TOOL:
+            node.name = tool_name(node.span)
+            if _same_tool_around(node, parent):
+                kind = K_OTHER  # one call told twice (an MCP client's span inside the framework's)
         if node.sub_kind == MODEL_LIKE:
             model_like = True
         elif node.sub_kind == EMBEDDING:
             embeddings.append(node)
-        elif parent is None and kind is K_OTHER and not _messaging(node.span):
+        elif parent is None and kind is K_OTHER and not _plumbing(node.span):
             # A root span of no known kind (an HTTP request, a script's main span) is the run's orchestrator.
             # A messaging one is a runtime's plumbing, named after a queue or topic: the service's stand-in
             # owns it (see actors), as it owns a root tool span.
@@ -185,7 +211,24 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     for node in reversed(nodes):
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
+        _name(node)
     return Forest(nodes, roots, incomplete, embeddings)
+
+
+def _name(node: Node) -> None:
+    """Names ``node`` by its kind (its tool name is set when it is classified)."""
+    kind = node.kind
+    span = node.span
+    if kind is K_ACTOR:
+        node.name = actor_name(span, node.sub_kind)
+        node.agent_id = agent_id(span)
+    elif kind is K_MODEL:
+        node.model = model_name(span)
+        node.provider = provider_name(span)
+    elif kind is K_CREATE_AGENT:
+        node.name = created_agent_name(span, node.sub_kind)
+    elif node.sub_kind == TOOL_NODE:
+        node.name = actor_name(span, NODE)
 
 
 def _decide_model_like(nodes: list[Node]) -> None:
@@ -228,14 +271,14 @@ def _join_app_record(gateway: Node) -> None:
 def _same_tool_around(node: Node, parent: Node | None) -> bool:
     """Whether the nearest tool span around ``node`` (up to its actor) runs the same tool."""
     outer = enclosing(parent, K_TOOL)
-    return outer is not None and tool_name(outer.span) == tool_name(node.span)
+    return outer is not None and outer.name == node.name
 
 
 def _described_again(spans: Sequence[Span]) -> frozenset[str]:
-    """Scopes whose spans this episode holds a second description of (see ``DESCRIBED_AGAIN``)."""
+    """Scopes whose spans this episode holds a second description of (see ``Vocabulary.retold_under``)."""
     scopes = {span.scope for span in spans}
     found: set[str] = set()
-    for scope, others in DESCRIBED_AGAIN.items():
+    for scope, others in _RETOLD_UNDER.items():
         if scope in scopes:
             found |= others
     return frozenset(found)

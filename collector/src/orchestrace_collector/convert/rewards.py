@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
-from .classify import Kind, tool_name
+from .classify import Kind
 from .credit import TEAM_UNITS, Channel, Part
 from .events import Ev, EventSet
 from .forest import Node
@@ -193,7 +193,7 @@ class _Resolver:
         if target in self.turn_by_span:
             return "turn"
         if target in self.events_set.tool_calls or any(
-                ev.type == "tool_result" and ev.node is not None and tool_name(ev.node.span) == target
+                ev.type == "tool_result" and ev.node is not None and ev.node.name == target
                 for ev in self.events_set.events):
             return "tool"
         return "event" if target in self.events_set.closing else None
@@ -286,7 +286,7 @@ class _Resolver:
         if by_id is not None:
             return by_id
         named = [ev for ev in self.events_set.events
-                 if ev.type == "tool_result" and ev.node is not None and tool_name(ev.node.span) == target]
+                 if ev.type == "tool_result" and ev.node is not None and ev.node.name == target]
         finished = [ev for ev in named if ev.t_ns <= t_ns] or named
         return finished[-1] if finished else None
 

@@ -24,7 +24,7 @@ from . import as_genai, call_details
 from .actors import Instance
 from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
-from .classify import EMBEDDING, model_name, provider_name
+from .classify import EMBEDDING
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .events import Ev, span_error
 from .forest import Node
@@ -80,8 +80,8 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
         turn = TurnRec(
             node,
             owner,
-            model_name(node.span),
-            provider_name(node.span),
+            node.model,
+            node.provider,
             _count(attrs, INPUT_TOKENS),
             _count(attrs, OUTPUT_TOKENS),
             store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT),
