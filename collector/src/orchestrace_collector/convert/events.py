@@ -374,7 +374,7 @@ def _span_event(
         if (
             actor is not None
             and (node.kind is K_ACTOR or _inner(owner, node))
-            and str(actor) == actor_name(node.span, node.sub_kind)
+            and str(actor) == node.name
         ):
             # The node that asked (LangGraph's interrupt()): the agent it is, or whose inner working it is.
             ev = b.point("human_intervention", event, node, owner)
