@@ -62,12 +62,13 @@ def module_file(name: str) -> Path | None:
 
 
 def imported(path: Path, everywhere: bool) -> list[str]:
-    """The modules ``path`` imports (and its parent packages): ``everywhere``, or only at module level."""
+    """The modules ``path`` imports (and its parent packages): ``everywhere``, or only those importing it
+    runs."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
     tree = ast.parse(path.read_bytes())
-    nodes = ast.walk(tree) if everywhere else (n for s in tree.body for n in ast.walk(s) if not _def(s))
+    nodes = ast.walk(tree) if everywhere else (n for s in tree.body for n in ast.walk(s) if not _deferred(s))
     for node in nodes:
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
@@ -79,7 +80,13 @@ def imported(path: Path, everywhere: bool) -> list[str]:
     return names
 
 
-def _def(node: ast.stmt) -> bool:
+def _deferred(node: ast.stmt) -> bool:
+    """A definition, or an ``if TYPE_CHECKING:`` block: nothing in it is imported when the module is."""
+    if isinstance(node, ast.If):
+        test = node.test
+        return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        )
     return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
 
 
