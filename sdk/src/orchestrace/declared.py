@@ -30,7 +30,7 @@ def declare(func: Any, key: str, spec: object) -> None:
         setattr(func, key, spec)
 
 
-def declared(candidates: Iterable[Any], key: str) -> Any:
+def declared_spec(candidates: Iterable[Any], key: str) -> Any:
     """The spec the first of ``candidates`` declared under ``key``, or ``None``: lets ``ot.spawn(fn)`` name
     the agent it will start, and an integration that traces a decorated function's calls itself keep each
     call to one span (``context.traced_by_caller``)."""
@@ -43,5 +43,5 @@ def declared(candidates: Iterable[Any], key: str) -> Any:
 
 def declared_agent_of(agent: Any) -> DeclaredAgent | None:
     """The spec of ``agent`` when it is an ``@ot.agent`` function."""
-    spec: DeclaredAgent | None = declared((agent,), AGENT)
+    spec: DeclaredAgent | None = declared_spec((agent,), AGENT)
     return spec

@@ -82,7 +82,7 @@ from orchestrace.context import (
     current_task,
     traced_by_caller,
 )
-from orchestrace.declared import AGENT, TOOL, declared
+from orchestrace.declared import AGENT, TOOL, declared_spec
 from orchestrace.errors import record_error
 from orchestrace.events import Events
 from orchestrace.failsafe import failsafe, log_once
@@ -280,14 +280,14 @@ def as_agent(name: str, agent_id: str, role: str | None = None) -> dict[str, obj
 
 def declared_agent(functions: Iterable[Any]) -> AgentSpec | None:
     """What the first ``@ot.agent`` function among ``functions`` declared (``.name``, ``.role``)."""
-    spec = declared(functions, AGENT)
+    spec = declared_spec(functions, AGENT)
     return spec if isinstance(spec, AgentSpec) else None
 
 
 def declared_tool(functions: Iterable[Any]) -> ToolSpec | None:
     """What the first ``@ot.tool`` function among ``functions`` declared (``.name``, ``.trusted``,
     ``.description``)."""
-    spec = declared(functions, TOOL)
+    spec = declared_spec(functions, TOOL)
     return spec if isinstance(spec, ToolSpec) else None
 
 
