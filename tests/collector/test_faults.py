@@ -243,7 +243,7 @@ def test_flood_of_never_ending_episodes_stays_under_the_memory_limit(tmp_path: P
     stop = time.monotonic() + 6.0
     make = _large_never_ending if shape == "large" else _small_never_ending
     sample, sample_runs = make(0)  # recorded once before the clock matters
-    per_run = resident_bytes(ExportTraceServiceRequest.FromString(sample), len(sample)) / len(sample_runs)
+    per_run = resident_bytes(spans_from_export(sample), len(sample)) / len(sample_runs)
 
     def never_ending(worker: int) -> None:
         with httpx.Client() as client:

@@ -101,11 +101,6 @@ def span_hash(span: Span) -> int:
     return (int(span.trace_id, 16) * 0x9E3779B97F4A7C15 ^ int(span.span_id, 16)) & _MASK64
 
 
-def ids_digest(spans: Iterable[Span]) -> int:
-    """An order-free digest of a set of spans' ids (the sum of their :func:`span_hash`)."""
-    return sum(map(span_hash, spans)) & _MASK64
-
-
 @dataclass(frozen=True, slots=True)
 class WriteRecord:
     """What one write of an episode was: its revision and fragment number, how many spans, their digest,
@@ -181,6 +176,8 @@ class _Episode:
     key: str
     revision: int = 0
     spans: dict[str, Span] = field(default_factory=dict)
+    #: :func:`span_hash` of each of ``spans``, in its order: computed once per span, as it arrives.
+    hashes: list[int] = field(default_factory=list)
     otel_traces: set[str] = field(default_factory=set)
     root_ended: bool = False
     last_arrival: float = 0.0
@@ -202,7 +199,13 @@ class _Episode:
         return False
 
     def add(
-        self, span: Span, now: float, segment: int | None, nbytes: int = 0, at: tuple[int, int] | None = None
+        self,
+        span: Span,
+        hashed: int,
+        now: float,
+        segment: int | None,
+        nbytes: int = 0,
+        at: tuple[int, int] | None = None,
     ) -> None:
         previous = self.spans.get(span.span_id)
         if previous is not None:
@@ -210,6 +213,7 @@ class _Episode:
                 self.conflicts += 1
             return
         self.spans[span.span_id] = span
+        self.hashes.append(hashed)
         self.nbytes += nbytes
         if at is not None and (self.upto is None or at > self.upto):
             self.upto = at
@@ -221,8 +225,10 @@ class _Episode:
             self.first_segment = segment
 
     def absorb(self, other: _Episode) -> None:
-        for span_id, span in other.spans.items():
-            self.spans.setdefault(span_id, span)
+        for (span_id, span), hashed in zip(other.spans.items(), other.hashes, strict=True):
+            if span_id not in self.spans:
+                self.spans[span_id] = span
+                self.hashes.append(hashed)
         self.conflicts += other.conflicts
         self.nbytes += other.nbytes
         self.otel_traces |= other.otel_traces
@@ -232,6 +238,11 @@ class _Episode:
             self.first_segment = min(self.first_segment or other.first_segment, other.first_segment)
         if other.upto is not None and (self.upto is None or other.upto > self.upto):
             self.upto = other.upto
+
+    def digest(self, spans: int | None = None) -> int:
+        """An order-free digest of the ids of the first ``spans`` spans (all by default): the sum of their
+        :func:`span_hash`."""
+        return sum(self.hashes[:spans]) & _MASK64
 
 
 class Assembler:
@@ -310,21 +321,23 @@ class Assembler:
         each = nbytes // len(spans) if spans else 0
         with self._lock:
             for span in spans:
-                if self._is_copy(span):
+                hashed = span_hash(span)
+                if self._is_copy(span, hashed):
                     self.duplicates += 1
                     continue
                 episode = self._episode_for(span)
                 before = episode.nbytes
-                episode.add(span, now, segment, each, at)
+                episode.add(span, hashed, now, segment, each, at)
                 self.open_bytes += episode.nbytes - before
 
-    def _is_copy(self, span: Span) -> bool:
-        """Whether ``span`` is one already held with the same content, or one of an episode let go."""
+    def _is_copy(self, span: Span, hashed: int) -> bool:
+        """Whether ``span`` (whose :func:`span_hash` is ``hashed``) is one already held with the same content,
+        or one of an episode let go."""
         key = self._trace_keys.get(span.trace_id)
         held = (self._open.get(key) or self._retained.get(key)) if key is not None else None
         if held is not None and span.span_id in held.spans:
             return held.spans[span.span_id] == span
-        return bool(self._released) and span_hash(span) in self._released
+        return hashed in self._released
 
     def _episode_for(self, span: Span) -> _Episode:
         named = episode_key_of(span)
@@ -563,8 +576,7 @@ class Assembler:
         write = self._writes.get(episode.key)
         if not episode.late or write is None or len(episode.spans) < write.spans:
             return False
-        first = list(episode.spans.values())[: write.spans]
-        if ids_digest(first) != write.digest:
+        if episode.digest(write.spans) != write.digest:
             return False
         episode.revision, episode.late = write.revision, write.late
         if len(episode.spans) == write.spans:
@@ -601,9 +613,8 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
-        spans = episode.spans.values()
         self._writes[key] = WriteRecord(
-            episode.revision, episode.late, len(spans), ids_digest(spans), episode.upto
+            episode.revision, episode.late, len(episode.spans), episode.digest(), episode.upto
         )
         while len(self._written) > self.max_known_episodes:
             self._writes.pop(self._written.popitem(last=False)[0], None)
@@ -632,7 +643,7 @@ class Assembler:
     def _let_go(self, old_key: str, old: _Episode) -> None:
         """Forget an episode no longer held, but the ids of its spans (their copies are absorbed)."""
         if self.remember_spans:
-            self._released.update(dict.fromkeys(map(span_hash, old.spans.values())))
+            self._released.update(dict.fromkeys(old.hashes))
             for _ in range(len(self._released) - self.remember_spans):
                 del self._released[next(iter(self._released))]
         for trace_id in old.otel_traces:

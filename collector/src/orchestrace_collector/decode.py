@@ -229,30 +229,32 @@ def _immutable(value: Any) -> bool:
     return not isinstance(value, dict) and (not isinstance(value, tuple) or all(map(_immutable, value)))
 
 
-def parse_logged(data: bytes) -> Message:
-    """A batch the collector logged (the valid spans of a request whose parse checked them), parsed once
-    for both ``ingest.resident_bytes`` and :func:`spans_from_request` (a replay needs both), attributes as
-    bytes."""
-    return _parse_raw(data)
-
-
 def spans_from_export(data: bytes) -> list[Span]:
     """The spans of a serialized export already checked: a part of one :func:`read_export` read
     (re-serialized), or a batch the collector logged."""
-    return _spans(_parse_raw(data), check_ids=False)
+    return _spans(_parse_raw(data))
+
+
+def received_spans(data: bytes) -> tuple[list[Span], int, str]:
+    """The spans with valid OTLP ids of a serialized export that parsed whole (what a receiver got), how
+    many were left out for their ids, and why the first one was (:func:`drop_invalid_spans`' count and
+    reason): the ids are checked in the pass that decodes."""
+    invalid: list[Message] = []
+    spans = _spans(_parse_raw(data), invalid)
+    return spans, len(invalid), _invalid_reason(invalid[0]) if invalid else ""
 
 
 def spans_from_request(request: Message) -> list[Span]:
     """The spans of a parsed export (``ExportTraceServiceRequest``, as the receivers parse it), decoded."""
     if not isinstance(request, _RawTracesData):
         request = _parse_raw(request.SerializeToString())  # C both ways; see the module docstring
-    return _spans(request, check_ids=False)
+    return _spans(request)
 
 
-def _spans(request: Message, *, check_ids: bool) -> list[Span]:
+def _spans(request: Message, invalid: list[Message] | None = None) -> list[Span]:
     """The hot loop of decoding: each protobuf field is read once, fields are passed by position, the hex of
-    a trace id (shared by the spans of a trace) is computed once per request. ``check_ids``: a span with an
-    invalid id fails the whole request (``PayloadError``), as ``_valid_spans`` says."""
+    a trace id (shared by the spans of a trace) is computed once per request. ``invalid``: None trusts the
+    ids; else a span with an invalid id is left out and added to it."""
     out: list[Span] = []
     append = out.append
     trace_hex: dict[bytes, str] = {}
@@ -265,13 +267,17 @@ def _spans(request: Message, *, check_ids: bool) -> list[Span]:
                 tid = pb.trace_id
                 trace_id = trace_hex.get(tid)
                 if trace_id is None:
-                    if check_ids and (len(tid) != 16 or tid == _ZERO_TRACE_ID):
-                        _reject_ids(request)
+                    if invalid is not None and (len(tid) != 16 or tid == _ZERO_TRACE_ID):
+                        invalid.append(pb)
+                        continue
                     trace_id = trace_hex[tid] = tid.hex()
                 span_id = pb.span_id
                 parent = pb.parent_span_id
-                if check_ids and (len(span_id) != 8 or span_id == _ZERO_SPAN_ID or len(parent) not in (0, 8)):
-                    _reject_ids(request)
+                if invalid is not None and (
+                    len(span_id) != 8 or span_id == _ZERO_SPAN_ID or len(parent) not in (0, 8)
+                ):
+                    invalid.append(pb)
+                    continue
                 events = pb.events
                 links = pb.links
                 status = pb.status
@@ -506,7 +512,7 @@ def _export_spans(data: bytes, *, whole: bool = False) -> list[Span]:
         request = _parse_raw(data)
         if whole and not request.resource_spans:
             raise PayloadError("not an OTLP trace export (no resource_spans; neither JSON nor OTLP protobuf)")
-        return _spans(request, check_ids=True)
+        return _checked(request)
     except _Malformed as malformed:
         raise _refusal(data) or malformed from None
 
@@ -543,7 +549,16 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
 
 def _valid_spans(request: ExportTraceServiceRequest) -> list[Span]:
     """A dump is read whole or not at all: a span with a bad id is an error, not a silent drop."""
-    return _spans(_parse_raw(request.SerializeToString()), check_ids=True)
+    return _checked(_parse_raw(request.SerializeToString()))
+
+
+def _checked(request: Message) -> list[Span]:
+    """The spans of an export that must be read whole: a span with an invalid id fails it."""
+    invalid: list[Message] = []
+    spans = _spans(request, invalid)
+    if invalid:
+        _reject_ids(request)
+    return spans
 
 
 def decode_file(path: Path) -> list[Span]:

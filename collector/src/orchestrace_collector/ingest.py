@@ -1,9 +1,10 @@
 """The receivers' common hot path: validate a decoded batch, log it, queue it for assembly.
 
 Both receivers (HTTP and gRPC) call :meth:`Ingest.submit` and acknowledge once :meth:`Ingest.wait_durable`
-returned. Converting protobuf spans to :class:`Span` and assembling them happens on one assembly thread, off
-the request path, so a request costs one protobuf parse, one id check and one ``write(2)`` (plus the fsync
-policy).
+returned. A request's spans are decoded to :class:`Span` once, on the request's thread, in the pass that
+checks their ids; the assembly thread gets them decoded (decoding the logged bytes there again cost a second
+parse and a second pass over every span). Assembling, converting and writing run on that one thread, off the
+request path.
 """
 
 from __future__ import annotations
@@ -12,32 +13,30 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.decode import (
     count_spans,
     drop_invalid_spans,
-    parse_logged,
+    received_spans,
     spans_from_export,
-    spans_from_request,
 )
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.senders import Owners
+from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
-#: The memory limit's estimate of what a batch costs once parsed (queued as protobuf) or decoded (held as
-#: ``Span`` objects): its wire bytes, plus these per span and per attribute (span, event and link attributes,
-#: each event and link counting as one). Fitted to resident-set growth of held SDK-shaped spans with 4 to 64
-#: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones),
-#: and an upper bound for the same batches held as parsed protobuf (0.8 x to 1.1 x of the estimate; they are
-#: queued for assembly as their logged bytes, which take less).
+#: The memory limit's estimate of what a batch costs once decoded (queued for assembly and held as ``Span``
+#: objects): its wire bytes, plus these per span and per attribute (span, event and link attributes, each
+#: event and link counting as one). Fitted to resident-set growth of held SDK-shaped spans with 4 to 64
+#: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones).
 SPAN_BYTES = 1200
 ATTRIBUTE_BYTES = 128
 #: A request body being read or parsed, per byte: the body, plus its parse (measured 0.8 x for large
@@ -45,18 +44,15 @@ ATTRIBUTE_BYTES = 128
 REQUEST_FACTOR = 8
 
 
-def resident_bytes(request: Message, wire_bytes: int) -> int:
-    """The memory limit's estimate for one batch of ``wire_bytes`` (see :data:`SPAN_BYTES`): ``request`` as
-    the receivers parse it or as :func:`parse_logged` does."""
-    spans = attributes = 0
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                spans += 1
-                attributes += len(span.attributes) + len(span.events) + len(span.links)
-                for event in span.events:
-                    attributes += len(event.attributes)
-    return wire_bytes + SPAN_BYTES * spans + ATTRIBUTE_BYTES * attributes
+def resident_bytes(spans: Sequence[Span], wire_bytes: int) -> int:
+    """The memory limit's estimate for the decoded ``spans`` of one batch of ``wire_bytes`` (see
+    :data:`SPAN_BYTES`)."""
+    attributes = 0
+    for span in spans:
+        attributes += len(span.attributes) + len(span.events) + len(span.links)
+        for event in span.events:
+            attributes += len(event.attributes)
+    return wire_bytes + SPAN_BYTES * len(spans) + ATTRIBUTE_BYTES * attributes
 
 
 class Overloaded(Exception):
@@ -101,11 +97,10 @@ class Ingest:
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
-        #: (logged bytes, WAL segment, estimated cost, offset in the segment): the assembly thread decodes the
-        #: bytes the WAL holds, which the request's parse already checked, rather than the parsed request (no
-        #: re-serializing). Queued in the order the WAL holds them (``_order``): a written episode records
-        #: the WAL position it took spans up to, which a replay trusts (``Assembler.replay_done``).
-        self._queue: queue.SimpleQueue[tuple[bytes, int, int, int] | bool | None] = queue.SimpleQueue()
+        #: (decoded spans, WAL segment, estimated cost, offset in the segment); no spans with ``spool_only``.
+        #: Queued in the order the WAL holds them (``_order``): a written episode records the WAL position it
+        #: took spans up to, which a replay trusts (``Assembler.replay_done``).
+        self._queue: queue.SimpleQueue[tuple[list[Span], int, int, int] | bool | None] = queue.SimpleQueue()
         self._order = threading.Lock()
         self._thread = threading.Thread(target=self._assembly_loop, name="orchestrace-assembly", daemon=True)
         self._deadline: float | None = None  # set by :meth:`stop`: batches still queued then stay in the WAL
@@ -190,21 +185,27 @@ class Ingest:
         # the other pressures refuse before any work.
         if pressure is not None and not (self.wal.error and pressure == self.wal.error):
             raise Overloaded(pressure)
-        rejected, reason = drop_invalid_spans(request)
+        received = raw_protobuf if raw_protobuf is not None else request.SerializeToString()
+        decoded: list[Span] = []
+        if self.spool_only:  # logged as received, never assembled here: nothing to decode
+            rejected, reason = drop_invalid_spans(request)
+            spans = count_spans(request)
+        else:
+            decoded, rejected, reason = received_spans(received)
+            spans = len(decoded)
+            if rejected:
+                drop_invalid_spans(request)  # for the log and the owners, as ``decoded`` left them out
         if self.owners is not None and sender is not None:
             self.owners.claim(sender, request)
-        spans = count_spans(request)
         seq = 0
         if spans:
-            payload = (
-                raw_protobuf if raw_protobuf is not None and not rejected else request.SerializeToString()
-            )
-            cost = resident_bytes(request, len(payload))
+            payload = received if not rejected else request.SerializeToString()
+            cost = resident_bytes(decoded, len(payload))
             with self._order:
                 segment, seq, offset = self.wal.append_at(payload, KIND_BATCH)
                 with self._bytes_lock:
                     self.queued_bytes += cost
-                self._queue.put((payload, segment, cost, offset))
+                self._queue.put((decoded, segment, cost, offset))
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
@@ -216,9 +217,8 @@ class Ingest:
             return batches
         for segment, offset, kind, payload in self.wal.replay_at():
             if kind == KIND_BATCH:
-                request = parse_logged(payload)
-                cost = resident_bytes(request, len(payload))
-                self.assembler.add(spans_from_request(request), segment, cost, offset)
+                spans = spans_from_export(payload)
+                self.assembler.add(spans, segment, resident_bytes(spans, len(payload)), offset)
                 batches += 1
             elif kind == KIND_WRITTEN:
                 self.assembler.replay_marker(payload)
@@ -242,9 +242,9 @@ class Ingest:
                 return
             try:
                 if isinstance(item, tuple):
-                    payload, segment, nbytes, offset = item
+                    spans, segment, nbytes, offset = item
                     if not self.spool_only:
-                        self.assembler.add(spans_from_export(payload), segment, nbytes, offset)
+                        self.assembler.add(spans, segment, nbytes, offset)
                     self.wal.done(segment)
                     with self._bytes_lock:
                         self.queued_bytes -= nbytes
