@@ -32,15 +32,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING
 
 import orchestrace_semconv as sc
 
 from .classify import AGENT, K_ACTOR, K_OTHER, K_TOOL, NODE, TOOL_NODE, WORKFLOW, graph_run
 from .forest import Forest, Node
-
-if TYPE_CHECKING:
-    from .events import Ev
 
 
 @dataclass(slots=True, eq=False)
@@ -56,12 +52,7 @@ class Instance:
     role: str | None = None
     agent_id: str | None = None
     children: list[Instance] = field(default_factory=list)
-    timeline: list[Ev] = field(default_factory=list)  # its own events, in trace order once sorted
-    explicit_spawn: bool = False  # started by an explicit ``orchestrace.spawn`` (gets a despawn)
-    ret: Ev | None = None
     last: Node | None = None  # the span that ended last (its output is the instance's result)
-    turn_starts: list[int] = field(default_factory=list)  # its model calls' start times, in order
-    turn_events: list[list[Ev]] = field(default_factory=list)  # the events each of those model calls links
     incomplete: bool = False
     #: Names of the graph nodes that ran inside this agent as its inner working (routing between them is
     #: the agent's own control flow, not orchestration).

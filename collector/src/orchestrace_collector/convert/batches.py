@@ -17,19 +17,18 @@ start of it, a child started in a fan-out returns into what follows the whole fa
 (``Batches.returns_after``), and a model call's tokens count on the first of its calls or starts by tool
 or target and input (``turns.py``). Two runs of one program then give the same trace however the race went.
 
-Needs the instances' timelines and their model calls' start times (``Instance.turn_starts``).
+Reads the instances' timelines (``EventSet``) and their model calls' start times (``turns.turn_starts``).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping
 
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
 from .classify import Kind
-from .events import Ev
+from .events import Ev, EventSet
 from .forest import enclosing
 
 
@@ -38,8 +37,8 @@ class Batches:
 
     __slots__ = ("after", "before", "calls", "closing", "fanned", "forks", "joins", "made_by", "members")
 
-    def __init__(self, actors: Actors, closing: Mapping[str, Ev]) -> None:
-        self.closing = closing  # span id -> the event that closes it (a tool span's: its tool_result)
+    def __init__(self, actors: Actors, events: EventSet, turn_starts: dict[int, list[int]]) -> None:
+        self.closing = events.closing  # span id -> the event that closes it (a tool span's: its tool_result)
         #: index of the first event of a batch or fan-out -> its calls (or the first event of each start),
         #: in trace order
         self.calls: dict[int, list[Ev]] = {}
@@ -59,7 +58,7 @@ class Batches:
         #: that tool_call: the start follows it, not the other calls of its batch
         self.made_by: dict[int, Ev] = {}
         for inst in actors.instances:
-            self._split(inst)
+            self._split(inst, events.timeline(inst), turn_starts.get(id(inst), _NO_TURNS))
 
     def returns_after(self, ret: Ev) -> Ev:
         """Where the parent's next event after a child's return ``ret`` is looked for: after the return, but
@@ -67,23 +66,21 @@ class Batches:
         last = self.fanned.get(id(ret.owner))
         return ret if last is None or last.index < ret.index else last
 
-    def _split(self, inst: Instance) -> None:
-        timeline = inst.timeline
+    def _split(self, inst: Instance, timeline: list[Ev], turns: list[int]) -> None:
+        """``timeline``: ``inst``'s events; ``turns``: its model calls' start times."""
         ends_at: dict[int, list[Ev]] = {}  # last member's index -> the ends of a batch or fan-out
         i = 0
         while i < len(timeline):
             kind = timeline[i].type
             if kind == "tool_call":
-                i = self._batch(inst, i, ends_at)
+                i = self._batch(timeline, turns, i, ends_at)
             elif kind == "spawn" or kind == "orchestrator_decision":
-                i = self._fan_out(inst, i, ends_at)
+                i = self._fan_out(inst, timeline, turns, i, ends_at)
             else:
                 i += 1
 
-    def _batch(self, inst: Instance, i: int, ends_at: dict[int, list[Ev]]) -> int:
+    def _batch(self, timeline: list[Ev], turns: list[int], i: int, ends_at: dict[int, list[Ev]]) -> int:
         """The batch of tool calls that starts at ``timeline[i]``; returns the position after it."""
-        timeline = inst.timeline
-        turns = inst.turn_starts
         first = timeline[i]
         turn = bisect_right(turns, first.t_ns)
         calls = [first]
@@ -120,17 +117,16 @@ class Batches:
             self._ends(timeline, j, ends, ends_at)
         return j
 
-    def _fan_out(self, inst: Instance, i: int, ends_at: dict[int, list[Ev]]) -> int:
+    def _fan_out(self, inst: Instance, timeline: list[Ev], turns: list[int], i: int,
+                 ends_at: dict[int, list[Ev]]) -> int:
         """The starts at ``timeline[i]`` and after it that form a fan-out (if any); returns the position after
         them."""
-        timeline = inst.timeline
         found = _start(timeline, i)
         if found is None:
             return i + 1
         units, first = [found[0]], found[1]
         self._made_by(inst, found[0][0], first)
         j = i + len(found[0])
-        turns = inst.turn_starts
         turn = bisect_right(turns, timeline[i].t_ns) if turns else 0
         running_until = first.end_ns  # the latest end of the children started so far
         while j < len(timeline) and (not turns or bisect_right(turns, timeline[j].t_ns) == turn):
@@ -173,6 +169,9 @@ class Batches:
         ends_at[timeline[j - 1].index] = ends
         if j < len(timeline):
             self.joins.append((ends, timeline[j]))
+
+
+_NO_TURNS: list[int] = []  # read only
 
 
 def _same_step(a: Instance, b: Instance) -> bool:

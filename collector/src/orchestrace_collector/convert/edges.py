@@ -20,14 +20,15 @@ _Add = Callable[[EdgeRec], None]
 
 
 class _Timelines:
-    __slots__ = ("positions",)
+    __slots__ = ("events", "positions")
 
-    def __init__(self) -> None:
+    def __init__(self, events: EventSet) -> None:
+        self.events = events
         self.positions: dict[int, list[int]] = {}
 
     def next_after(self, inst: Instance, ev: Ev) -> Ev | None:
         """The first event of ``inst``'s timeline that comes after ``ev`` in trace order."""
-        timeline = inst.timeline
+        timeline = self.events.timeline(inst)
         if not timeline:
             return None
         pos = self.positions.get(id(inst))
@@ -49,7 +50,8 @@ def build_edges(
     and a return or a message into it leads to each of its calls or starts."""
     edges: list[EdgeRec] = list(flows)
     add = edges.append
-    timelines = _Timelines()
+    timelines = _Timelines(events_set)
+    timeline_of = events_set.timeline
 
     for ev in events_set.events:
         kind = ev.type
@@ -58,8 +60,9 @@ def build_edges(
                 add((ev.decision_ev.index, ev.index, "spawn"))
             for decision in ev.also_decided or ():
                 add((decision.index, ev.index, "spawn"))
-            if ev.child is not None and ev.child.timeline:  # every call of the batch it opens with
-                for first in batches.calls.get(ev.child.timeline[0].index, ev.child.timeline[:1]):
+            child = timeline_of(ev.child) if ev.child is not None else None
+            if child:  # every call of the batch it opens with
+                for first in batches.calls.get(child[0].index, child[:1]):
                     add((ev.index, first.index, "causal"))
         elif kind == "tool_call":
             for dep in batches.before.get(ev.index, ()):
@@ -92,7 +95,7 @@ def build_edges(
             add((src.index, dst.index, "temporal"))
 
     for inst in actors.instances:  # consecutive events, but none that follows a race inside a batch
-        timeline = inst.timeline
+        timeline = timeline_of(inst)
         for k in range(1, len(timeline)):
             if timeline[k - 1].index not in batches.members:
                 temporal(timeline[k - 1], timeline[k])
@@ -132,7 +135,8 @@ def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
         owner = agg.owner
         state = pending_returns.get(id(owner))
         if state is None:
-            rets = sorted((c.ret for c in owner.children if c.ret is not None), key=lambda e: e.index)
+            returns = (events_set.ret(c) for c in owner.children)
+            rets = sorted((ret for ret in returns if ret is not None), key=lambda e: e.index)
             state = pending_returns[id(owner)] = (rets, [0])
         rets, cursor = state
         while cursor[0] < len(rets) and rets[cursor[0]].index < agg.index:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import Any
 
 import orchestrace_semconv as sc
@@ -13,20 +13,19 @@ from .actors import Actors, assign_instances
 from .batches import Batches
 from .classify import Kind
 from .content import ContentStore
-from .credit import Shape, assign, check_strategy
-from .edges import build_edges
-from .events import Ev, build_events
+from .credit import Credit, Shape, assign, check_strategy
+from .edges import EdgeRec, build_edges
+from .events import Ev, EventSet, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
 from .metrics import active_wall_clock_ns, structural_metrics
-from .provenance import trace_provenance
-from .rewards import collect_rewards, rejected_metrics, reward_value
+from .provenance import Provenance, trace_provenance
+from .rewards import RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
-from .turns import TurnRec, build_turns, embedding_tokens, link_turns
+from .turns import TurnIndex, TurnRec, build_turns, embedding_tokens, link_turns, turn_starts
 from .written import Episode, MessageRecord, TraceRecord, TurnRecord, message_record
 
 _NS = 1e9
-_KEY = attrgetter("key")  # an event's sort key
 
 
 def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit: str = "causal") -> Episode:
@@ -45,63 +44,79 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
     forest = build_forest(spans)
     actors = assign_instances(forest, _service_name(forest))
     try:
-        return _convert_tree(forest, actors, task_id, credit)
+        return _stages(forest, actors, task_id, credit)
     finally:
         _release(forest, actors)
 
 
 def _release(forest: Forest, actors: Actors) -> None:
-    """Break the working records' reference cycles (parent <-> children, instance <-> its events), so that
-    reference counting frees them when the conversion returns instead of a pass of the cyclic collector
-    over all of them."""
+    """Break the span tree's and the actor tree's reference cycles (parent <-> children, node <-> its
+    instance), so that reference counting frees them when the conversion returns instead of a pass of the
+    cyclic collector over all of them (the later stages' values hold no cycle)."""
     for node in forest.nodes:
         node.parent = node.instance = None
         node.children.clear()
     for inst in actors.instances:
-        inst.parent = inst.ret = None
+        inst.parent = None
         inst.children.clear()
-        inst.timeline.clear()
-        inst.turn_events.clear()
 
 
-def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: str) -> Episode:
+def _stages(forest: Forest, actors: Actors, task_id: str | None, credit: str) -> Episode:
+    """The stages after the forest of classified spans and its actor assignment, in order: each takes values
+    earlier ones returned and returns a new one; none writes into another's records. (``store`` collects
+    the captured contents the events and the turns refer to.)"""
     store = ContentStore()
-    events_set = build_events(forest, actors, store)
-    events = events_set.events
-    if not events:
+    events = build_events(forest, actors, store)  # sorted and numbered, with each instance's timeline
+    if not events.events:
         raise ValueError(
             f"{len(forest.nodes)} span(s) yielded no orchestration event (no actor, tool or orchestration "
             "span): a trace needs at least one event"
         )
-    events.sort(key=_KEY)
-    for i, ev in enumerate(events):
-        ev.index = i
-        ev.id = f"e{i + 1}"
-        timeline = ev.owner.timeline
-        ev.pos = len(timeline)
-        timeline.append(ev)
-    turn_recs = build_turns(events_set.model_nodes, store)
-    batches = Batches(actors, events_set.closing)
-    link_turns(turn_recs, batches)
-    flows = trace_provenance(events, turn_recs, store.contents)
-    edges = build_edges(events_set, actors, batches, flows)
-    reward_set = collect_rewards(events_set, actors, turn_recs)
-    shape = Shape(
+    turns = build_turns(events.model_nodes, store)  # the model calls, in start order
+    batches = Batches(actors, events, turn_starts(turns))
+    linked = link_turns(turns, events, batches)  # each turn's events, each event's tokens
+    provenance = trace_provenance(events.events, turns, linked, store.contents)
+    edges = build_edges(events, actors, batches, provenance.flows)
+    rewards = collect_rewards(events, actors, turns, linked)
+    shape = _credit_shape(events.events, edges, turns, linked)
+    on_path = shape.on_path()
+    credited = assign(shape, on_path, rewards.channels.values(), credit)
+    return _written(_Stages(forest, actors, events, turns, linked, provenance, edges, rewards, on_path,
+                            credited, store.contents), task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stages:
+    """What the stages returned, which the written trace and turns are made of."""
+
+    forest: Forest
+    actors: Actors
+    events: EventSet
+    turns: list[TurnRec]
+    linked: TurnIndex
+    provenance: Provenance
+    edges: list[EdgeRec]
+    rewards: RewardSet
+    on_path: set[int]  # positions of the events the answer depends on
+    credited: Credit
+    contents: dict[str, str]
+
+
+def _credit_shape(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], linked: TurnIndex) -> Shape:
+    """What the credit engine reads of the episode, as it is written."""
+    return Shape(
         [ev.type for ev in events],
         [ev.decision for ev in events],
         [ev.actor.name if ev.actor is not None else ev.agent for ev in events],
         edges,
-        [{ev.index for ev in t.events} for t in turn_recs],
-        [(t.owner.name, t.owner.activation or None) for t in turn_recs],
+        [{ev.index for ev in linked_events} for linked_events in linked.events],
+        [(t.owner.name, t.owner.activation or None) for t in turns],
     )
-    on_path = shape.on_path()
-    credited = assign(shape, on_path, reward_set.channels.values(), credit)
-    if credited.events is not None:
-        for ev, value in zip(events, credited.events, strict=True):
-            ev.credit = value
-    for index, value in reward_set.event_rewards.items():
-        events[index].reward = value
 
+
+def _written(st: _Stages, task_id: str | None) -> Episode:
+    """The trace's and the turns' records (the fields of ``model.Trace`` and ``model.Turn``)."""
+    forest, events, turn_recs, edges, credited = st.forest, st.events.events, st.turns, st.edges, st.credited
     t0 = min(n.start_ns for n in forest.nodes)
     root_attrs = _episode_attributes(forest)
     trace_id = str(root_attrs.get(sc.ORCH_EPISODE_ID) or forest.roots[0].span.trace_id)
@@ -109,20 +124,26 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
     system = root_attrs.get(sc.ORCH_SYSTEM) or _service_name(forest)
     active = active_wall_clock_ns(forest)
     metrics = structural_metrics(forest, events, edges, len(turn_recs), active)
-    metrics.update(rejected_metrics(reward_set.rejected))
+    metrics.update(rejected_metrics(st.rewards.rejected))
     success = reward_value(root_attrs.get(sc.ORCH_TASK_SUCCESS))
     if success is not None:
         metrics["task_success"] = success
     agents = {ev.agent for ev in events if ev.type == "return"}
     if agents:
-        metrics["agent_utilization"] = len({_owner(events[i]) for i in on_path} & agents) / len(agents)
+        metrics["agent_utilization"] = len({_owner(events[i]) for i in st.on_path} & agents) / len(agents)
 
     ids = [ev.id for ev in events]
     trace: TraceRecord = {"trace_id": trace_id, "task_id": str(task)}
     if system:
         trace["system"] = str(system)
-    trace["topology"] = infer_topology(actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
-    trace["events"] = [_event(ev, t0) for ev in events]
+    trace["topology"] = infer_topology(st.actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
+    tokens, event_rewards, untrusted = st.linked.tokens, st.rewards.event_rewards, st.provenance.untrusted
+    shares = credited.events
+    trace["events"] = [
+        _event(ev, t0, tokens.get(i), event_rewards.get(i) if event_rewards else None,
+               shares[i] if shares is not None else None, False if i in untrusted else ev.trusted)
+        for i, ev in enumerate(events)
+    ]
     trace["edges"] = [{"src": ids[s], "dst": ids[d], "type": kind} for s, d, kind in edges]
     trace["rewards"] = {**credited.channels, **credited.agents}
     trace["costs"] = {
@@ -136,10 +157,12 @@ def _convert_tree(forest: Forest, actors: Actors, task_id: str | None, credit: s
         trace["costs"]["embedding_tokens"] = float(embedded)
     trace["metrics"] = metrics
     shared: dict[int, MessageRecord] = {}
+    tainted, linked = st.provenance.tainted, st.linked.events
     turns = [
-        _turn(t, trace_id, str(task), t0, c, shared) for t, c in zip(turn_recs, credited.turns, strict=True)
+        _turn(t, trace_id, str(task), t0, linked[k], credited.turns[k], k in tainted, shared)
+        for k, t in enumerate(turn_recs)
     ]
-    return Episode(trace, turns, store.contents)
+    return Episode(trace, turns, st.contents)
 
 
 def _owner(ev: Ev) -> str:
@@ -174,8 +197,10 @@ def _seconds(t_ns: int, t0: int) -> float:
     return t if t > 0.0 else 0.0  # clock skew between processes never makes t negative
 
 
-def _event(ev: Ev, t0: int) -> dict[str, Any]:
-    """The event's record: ``model.Event``'s fields in declaration order, those with a value."""
+def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: float | None,
+           trusted: bool | None) -> dict[str, Any]:
+    """The event's record: ``model.Event``'s fields in declaration order, those with a value (``tokens`` of
+    the turns, ``reward`` and ``credit``, ``trusted`` after provenance: the later stages')."""
     actor = ev.actor
     out: dict[str, Any] = {
         "id": ev.id,
@@ -193,8 +218,8 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
         out["tool"] = ev.tool
     if ev.content_ref is not None:
         out["content_ref"] = ev.content_ref
-    if ev.trusted is not None:
-        out["trusted"] = ev.trusted
+    if trusted is not None:
+        out["trusted"] = trusted
     if actor is not None:
         out["activation"] = actor.activation
     if ev.frm_act is not None:
@@ -225,12 +250,12 @@ def _event(ev: Ev, t0: int) -> dict[str, Any]:
     if node is not None:
         out["span_id"] = node.span.span_id
         out["otel_trace_id"] = node.span.trace_id
-    if ev.tokens is not None:
-        out["tokens"] = ev.tokens
-    if ev.reward is not None:
-        out["reward"] = ev.reward
-    if ev.credit is not None:
-        out["credit"] = ev.credit
+    if tokens is not None:
+        out["tokens"] = tokens
+    if reward is not None:
+        out["reward"] = reward
+    if credit is not None:
+        out["credit"] = credit
     if node is not None and node.incomplete:
         out["incomplete"] = True
     if ev.error is not None:
@@ -247,7 +272,8 @@ def _record(message: dict[str, Any], shared: dict[int, MessageRecord]) -> Messag
     return found
 
 
-def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, float],
+def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, events: list[Ev], credit: dict[str, float],
+          tainted: bool,
           shared: dict[int, MessageRecord]) -> TurnRecord:
     """The turn's record: ``model.Turn``'s fields in declaration order, those with a value. ``shared``: the
     records of the messages seen so far, by identity: a message of a history stored once is in the prompt of
@@ -277,7 +303,7 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, 
         out["input_ref"] = rec.input_ref
     if rec.output_ref is not None:
         out["output_ref"] = rec.output_ref
-    out["event_ids"] = [ev.id for ev in rec.events]
+    out["event_ids"] = [ev.id for ev in events]
     if credit:
         out["reward"] = sum(credit.values())
         out["credit"] = credit
@@ -287,7 +313,7 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, credit: dict[str, 
         out["completion"] = [_record(m, shared) for m in rec.completion]
     if rec.prompt_incomplete:
         out["prompt_incomplete"] = True
-    if rec.tainted:
+    if tainted:
         out["tainted"] = True
     if rec.error is not None:
         out["error"] = rec.error

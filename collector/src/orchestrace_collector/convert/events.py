@@ -10,7 +10,7 @@ order break the remaining ties.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 
 import orchestrace_semconv as sc
@@ -78,14 +78,10 @@ class Ev:
     severity: str | None = None  # safety_event
     agent_id: str | None = None
     t_end_ns: int | None = None
-    tokens: int | None = None
-    reward: float | None = None
-    credit: float | None = None
     error: bool | None = None
     error_type: str | None = None
     id: str = ""
     index: int = -1  # position in the sorted trace
-    pos: int = -1  # position in the owner's timeline
     # --- structure used to build edges
     decision_ev: Ev | None = None  # spawn: its decision; tool_result: its tool_call
     also_decided: list[Ev] | None = None  # spawn: further decisions that chose the same activation
@@ -117,14 +113,28 @@ class _Spawn:
     decision_ev: Ev | None = None  # the routing decision recorded just before it, which it carries out
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EventSet:
-    events: list[Ev]
+    """The events stage's value: the events sorted and numbered, and what later stages look up in them."""
+
+    events: list[Ev]  # sorted by ``key``, ``index`` their position, ``id`` ``e<index + 1>``
     model_nodes: list[Node]
     evaluations: list[tuple[Node, SpanEvent]]
     closing: dict[str, Ev]  # span id -> the event that closes it (return, tool_result, aggregate)
     tool_calls: dict[str, Ev]  # gen_ai.tool.call.id -> tool_result
-    aggregates: list[Ev] = field(default_factory=list)
+    aggregates: list[Ev]
+    timelines: dict[int, list[Ev]]  # id(instance) -> its own events (``owner``), in trace order
+    returns: dict[int, Ev]  # id(instance) -> the ``return`` that closes it
+
+    def timeline(self, inst: Instance) -> list[Ev]:
+        return self.timelines.get(id(inst), _NO_EVENTS)
+
+    def ret(self, inst: Instance) -> Ev | None:
+        return self.returns.get(id(inst))
+
+
+_NO_EVENTS: list[Ev] = []  # read only
+_KEY = attrgetter("key")
 
 
 class _Builder:
@@ -136,6 +146,7 @@ class _Builder:
         self.closing: dict[str, Ev] = {}
         self.tool_calls: dict[str, Ev] = {}
         self.aggregates: list[Ev] = []
+        self.returns: dict[int, Ev] = {}  # id(instance) -> its return
         # The last orchestrace.decision of kind spawn/delegate on the span being read, with its targets:
         # explicit spawns of those targets that follow it carry it out (one decision, several spawns for a
         # fan-out).
@@ -231,7 +242,18 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     _spawns_and_returns(b, actors, spawns)
     if not b.events and forest.nodes:
         _stand_in_return(b, model_nodes or forest.nodes)
-    return EventSet(b.events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates)
+    events = b.events
+    events.sort(key=_KEY)
+    timelines: dict[int, list[Ev]] = {}
+    for i, ev in enumerate(events):
+        ev.index = i
+        ev.id = f"e{i + 1}"
+        timeline = timelines.get(id(ev.owner))
+        if timeline is None:
+            timeline = timelines[id(ev.owner)] = []
+        timeline.append(ev)
+    return EventSet(events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates, timelines,
+                    b.returns)
 
 
 def _next_beside(instances: list[Instance], starts: list[int], owner: Instance, t_ns: int) -> str:
@@ -466,7 +488,7 @@ def _reason(ev: Ev, attrs: Attributes) -> None:
 
 def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> None:
     for routes in b.routes.values():
-        routes.sort(key=_key)
+        routes.sort(key=_KEY)
     pending: dict[tuple[str, str], list[_Spawn]] = {}
     for sp in sorted(spawns, key=lambda s: (s.t_ns, s.node.depth)):
         pending.setdefault((sp.node.span.trace_id, sp.name), []).append(sp)
@@ -476,11 +498,12 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
         if node is None:
             continue
         parent = inst.parent
+        explicit_spawn = False  # started by an explicit ``orchestrace.spawn``: it gets a despawn
         if parent is not None:
             match = _match(pending, first_open, (node.span.trace_id, inst.name), inst)
             if match is not None:
                 spawn = _explicit(b, match, inst)
-                inst.explicit_spawn = match.decision == sc.DECISION_SPAWN
+                explicit_spawn = match.decision == sc.DECISION_SPAWN
             else:
                 chosen = _chosen(b, inst, parent)
                 if chosen:
@@ -507,7 +530,7 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
         _error(ret, node)
         if last is not node:
             _error(ret, last)
-        if inst.explicit_spawn and parent is not None:
+        if explicit_spawn and parent is not None:
             despawn = b.at_end("despawn", last, inst.end_ns, inst.start_ns, parent)
             set_to(despawn, inst, inst.name)
     for group in pending.values():
@@ -548,12 +571,8 @@ def _return(b: _Builder, inst: Instance, last: Node) -> Ev:
     ret = b.at_end("return", last, inst.end_ns, inst.start_ns, inst)
     set_from(ret, inst, inst.name)
     ret.trusted = True
-    inst.ret = ret
+    b.returns[id(inst)] = ret
     return ret
-
-
-def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
-    return ev.key
 
 
 def _chosen(b: _Builder, inst: Instance, parent: Instance) -> list[Ev]:

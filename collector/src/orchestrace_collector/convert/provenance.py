@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .events import Ev
 from .kinds import EdgeType, EventType
-from .turns import TurnRec
+from .turns import TurnIndex, TurnRec
 
 #: At most this many carriers link into one event, and this many events of one tainted model call.
 SAFETY_FLOW_FANOUT = 32
@@ -40,6 +41,16 @@ _NOT_CONSUMERS: frozenset[EventType] = frozenset(
     {"tool_result", "despawn", "human_intervention", "safety_event"})
 
 FlowRec = tuple[int, int, EdgeType]
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    flows: list[FlowRec]  # the ``safety_flow`` edges, sorted
+    untrusted: frozenset[int]  # positions of the events found untrusted (beside the untrusted tool results)
+    tainted: frozenset[int]  # positions of the tainted turns
+
+
+_NONE = Provenance([], frozenset(), frozenset())
 
 
 class _Taint:
@@ -111,11 +122,14 @@ def _arguments(text: str) -> list[str]:
     return [v for v in values if isinstance(v, str) and v]
 
 
-def trace_provenance(events: list[Ev], turns: list[TurnRec], contents: dict[str, str]) -> list[FlowRec]:
-    """Mark untrusted events and tainted turns; return the ``safety_flow`` edges (``(src, dst, type)`` by
-    position). ``events`` sorted and numbered, ``turns`` in start order with their events linked."""
+def trace_provenance(events: list[Ev], turns: list[TurnRec], linked: TurnIndex,
+                     contents: dict[str, str]) -> Provenance:
+    """The untrusted events, the tainted turns and the ``safety_flow`` edges (``(src, dst, type)`` by
+    position). ``events`` sorted and numbered, ``turns`` in start order, ``linked`` their events."""
     if not any(ev.trusted is False for ev in events):
-        return []
+        return _NONE
+    untrusted: set[int] = set()
+    tainted: set[int] = set()
     taint = _Taint(contents)
     flows: set[tuple[int, int]] = set()
     influenced: dict[int, list[Ev]] = {}  # event index -> carriers of the tainted call that led to it
@@ -125,7 +139,8 @@ def trace_provenance(events: list[Ev], turns: list[TurnRec], contents: dict[str,
     k = 0
     for ev in events:
         while k < len(turns) and turns[k].node.start_ns <= ev.t_ns:
-            _turn(turns[k], taint, pending, seen, last, influenced)
+            if _turn(turns[k], linked.events[k], taint, pending, seen, last, influenced):
+                tainted.add(k)
             k += 1
         if ev.type == "tool_result":
             if ev.trusted is False:
@@ -138,7 +153,7 @@ def trace_provenance(events: list[Ev], turns: list[TurnRec], contents: dict[str,
         carriers = _first([held, influenced.pop(ev.index, [])])
         if not carriers:
             continue
-        ev.trusted = False
+        untrusted.add(ev.index)
         for src in carriers:
             if src.index < ev.index:
                 flows.add((src.index, ev.index))
@@ -147,25 +162,28 @@ def trace_provenance(events: list[Ev], turns: list[TurnRec], contents: dict[str,
         last[id(ev.owner)] = ev
         if ev.type == "message" and ev.recipient is not None:
             pending.setdefault(id(ev.recipient), []).append(ev)
-    for turn in turns[k:]:  # calls after the last event: tainted or not, they lead to nothing
-        _turn(turn, taint, pending, seen, last, influenced)
-    return [(src, dst, "safety_flow") for src, dst in sorted(flows)]
+    for after in range(k, len(turns)):  # calls after the last event: tainted or not, they lead to nothing
+        if _turn(turns[after], linked.events[after], taint, pending, seen, last, influenced):
+            tainted.add(after)
+    return Provenance([(src, dst, "safety_flow") for src, dst in sorted(flows)], frozenset(untrusted),
+                      frozenset(tainted))
 
 
-def _turn(turn: TurnRec, taint: _Taint, pending: dict[int, list[Ev]], seen: dict[int, set[int]],
-          last: dict[int, Ev], influenced: dict[int, list[Ev]]) -> None:
+def _turn(turn: TurnRec, events: list[Ev], taint: _Taint, pending: dict[int, list[Ev]],
+          seen: dict[int, set[int]], last: dict[int, Ev], influenced: dict[int, list[Ev]]) -> bool:
+    """Follows a model call (``events``: those it links); whether it is tainted."""
     owner = id(turn.owner)
     received = pending.pop(owner, [])
     carriers = taint.of_turn(turn) if turn.prompt is not None else _first([received])
     if not carriers:
-        return
-    turn.tainted = True
+        return False
     read = seen.setdefault(owner, set())
     new = [c for c in carriers if c.index not in read]
     read.update(c.index for c in new)
     sources = new or ([last[owner]] if owner in last else carriers)
     texts = [m["content"] for m in turn.completion or () if isinstance(m.get("content"), str)]
     taint.carry(turn.output_ref, texts, carriers)
-    consumers = [ev for ev in turn.events if ev.type not in _NOT_CONSUMERS][:SAFETY_FLOW_FANOUT]
+    consumers = [ev for ev in events if ev.type not in _NOT_CONSUMERS][:SAFETY_FLOW_FANOUT]
     for ev in consumers:
         influenced.setdefault(ev.index, []).extend(sources)
+    return True

@@ -39,7 +39,7 @@ from .credit import TEAM_UNITS, Channel, Part
 from .events import Ev, EventSet
 from .forest import Node
 from .kinds import FAMILIES, FAMILY_UNIT, UNIT_FAMILY, UNITS, RewardUnit
-from .turns import TurnRec
+from .turns import TurnIndex, TurnRec
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,13 @@ class RewardSet:
     event_rewards: dict[int, float]
 
 
-def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> RewardSet:
+def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec],
+                    linked: TurnIndex) -> RewardSet:
     channels: dict[str, Channel] = {}
     rejected: dict[str, int] = {}
     if not events_set.evaluations:
         return RewardSet(channels, rejected, {})  # most episodes: no index of turns and agents to build
-    resolver = _Resolver(events_set, actors, turns)
+    resolver = _Resolver(events_set, actors, turns, linked)
     standing: dict[tuple[str, str], Ev | None] = {}  # (channel, unit instance) -> the event standing for it
     recorded = sorted(events_set.evaluations, key=lambda item: item[1].time_ns)  # stable: ties keep order
     for node, event in recorded:
@@ -170,7 +171,8 @@ def rejected_metrics(rejected: dict[str, int]) -> dict[str, float]:
 class _Resolver:
     """A reward's unit instance and the turns it is credited to."""
 
-    def __init__(self, events_set: EventSet, actors: Actors, turns: list[TurnRec]) -> None:
+    def __init__(self, events_set: EventSet, actors: Actors, turns: list[TurnRec],
+                 linked: TurnIndex) -> None:
         self.events_set = events_set
         self.actors = actors
         self.turns = turns
@@ -179,7 +181,7 @@ class _Resolver:
         self.turns_of: dict[int, list[int]] = {}  # id(instance) -> its turns
         for i, turn in enumerate(turns):
             self.turns_of.setdefault(id(turn.owner), []).append(i)
-            for ev in turn.events:
+            for ev in linked.events[i]:
                 self.turn_of_event.setdefault(id(ev), i)
         self.by_agent_id = {inst.agent_id: inst for inst in actors.instances if inst.agent_id}
 
@@ -209,7 +211,8 @@ class _Resolver:
             if inst is None:
                 return None
             # One value per activation (the last recorded wins), summed per agent in the key.
-            return inst.label, Part(0.0, f"agent:{inst.name}", self._instance_turns([inst])), inst.ret
+            part = Part(0.0, f"agent:{inst.name}", self._instance_turns([inst]))
+            return inst.label, part, self.events_set.ret(inst)
         if unit == "role":
             role = target or (node.instance.role if node.instance is not None else None)
             members = [inst for inst in self.actors.instances if role and inst.role == role]
@@ -328,4 +331,4 @@ def _span_event(events_set: EventSet, node: Node) -> Ev | None:
         return ev
     if node.kind is Kind.MODEL:
         return None
-    return node.instance.ret if node.instance is not None else None
+    return events_set.ret(node.instance) if node.instance is not None else None

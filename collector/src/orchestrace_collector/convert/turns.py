@@ -26,7 +26,7 @@ from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
 from .classify import EMBEDDING
 from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
-from .events import Ev, span_error
+from .events import Ev, EventSet, span_error
 from .forest import Node
 from .vocabularies import INPUT_TOKENS, OUTPUT_TOKENS
 
@@ -43,9 +43,7 @@ class TurnRec:
     output_ref: str | None
     prompt: list[ChatMessage] | None
     completion: list[ChatMessage] | None
-    events: list[Ev]
     prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
-    tainted: bool = False  # its prompt held untrusted content (``provenance.py``)
     error: bool | None = None  # the model call ended with status ERROR
     error_type: str | None = None
     #: The turn's other fields read from the span (``call_details``), only those it has.
@@ -69,8 +67,17 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class TurnIndex:
+    """The turns' links to the events (``link_turns``): by turn position, the events each links; by event
+    position, the tokens counted on it."""
+
+    events: list[list[Ev]]
+    tokens: dict[int, int]
+
+
 def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
-    """The turns in start order; sets their instances' ``turn_starts`` (``link_turns`` links the events)."""
+    """The turns in start order (``link_turns`` links them to the events)."""
     turns: list[TurnRec] = []
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
         owner = node.instance
@@ -88,7 +95,6 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
             store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT),
             prompt,
             completion,
-            [],
         )
         if node.span.status_code:
             turn.error, turn.error_type = span_error(node.span)
@@ -97,7 +103,6 @@ def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
             inner = call_details.details(as_genai.model_call(node.inner_model.span))
             turn.details = call_details.with_token_ids(turn.details, inner)
         turns.append(turn)
-        owner.turn_starts.append(node.start_ns)
     if any(sc.ORCH_PREFIX_SPAN_ID in t.node.span.attributes for t in turns):
         _rebuild_prompts(turns)
     return turns
@@ -125,13 +130,23 @@ def _inside_embedding(node: Node) -> bool:
     return False
 
 
-def link_turns(turns: list[TurnRec], batches: Batches) -> None:
-    """Each turn's events, and its tokens added to the first of them (see the module docstring)."""
-    by_owner: dict[int, list[TurnRec]] = {}
+def turn_starts(turns: list[TurnRec]) -> dict[int, list[int]]:
+    """id(instance) -> the start times of its model calls, in order (``Batches``)."""
+    starts: dict[int, list[int]] = {}
     for turn in turns:
-        by_owner.setdefault(id(turn.owner), []).append(turn)
+        starts.setdefault(id(turn.owner), []).append(turn.node.start_ns)
+    return starts
+
+
+def link_turns(turns: list[TurnRec], events: EventSet, batches: Batches) -> TurnIndex:
+    """Each turn's events, and its tokens added to the first of them (see the module docstring)."""
+    by_owner: dict[int, list[int]] = {}
+    for k, turn in enumerate(turns):
+        by_owner.setdefault(id(turn.owner), []).append(k)
+    index = TurnIndex([[] for _ in turns], {})
     for group in by_owner.values():
-        _link(group, batches)
+        _link(turns, group, events, batches, index)
+    return index
 
 
 def _prefix(turn: TurnRec) -> tuple[str, int] | None:
@@ -189,22 +204,25 @@ def _first_event(events: list[Ev], batches: Batches) -> Ev:
     return min(calls, key=lambda ev: (ev.tool or ev.to or "", ev.content_ref or ""))
 
 
-def _link(turns: list[TurnRec], batches: Batches) -> None:
-    timeline = turns[0].owner.timeline
+def _link(turns: list[TurnRec], group: list[int], events: EventSet, batches: Batches,
+          index: TurnIndex) -> None:
+    """Links the turns ``group`` (positions in ``turns``) of one instance."""
+    owner = turns[group[0]].owner
+    timeline = events.timeline(owner)
     times = [ev.key[0] for ev in timeline]  # in order: the timeline is sorted
+    tokens = index.tokens
     i = 0
-    for k, turn in enumerate(turns):
-        start = turn.node.start_ns
-        first = bisect_left(times, start, i)
-        i = bisect_left(times, turns[k + 1].node.start_ns, first) if k + 1 < len(turns) else len(times)
-        turn.events = timeline[first:i]
+    for n, k in enumerate(group):
+        turn = turns[k]
+        first = bisect_left(times, turn.node.start_ns, i)
+        i = bisect_left(times, turns[group[n + 1]].node.start_ns, first) if n + 1 < len(group) else len(times)
+        linked = index.events[k] = timeline[first:i]
         if turn.tokens:
             # A call that led to no event of its own (its agent's last one, say) counts on the agent's event
             # just before it, else its return: the events' tokens add up to the trace's.
-            if turn.events:
-                holder: Ev | None = _first_event(turn.events, batches)
+            if linked:
+                holder: Ev | None = _first_event(linked, batches)
             else:
-                holder = timeline[i - 1] if i else turn.owner.ret
+                holder = timeline[i - 1] if i else events.ret(owner)
             if holder is not None:
-                holder.tokens = (holder.tokens or 0) + turn.tokens
-        turn.owner.turn_events.append(turn.events)
+                tokens[holder.index] = tokens.get(holder.index, 0) + turn.tokens
