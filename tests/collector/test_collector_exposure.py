@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -26,9 +27,14 @@ from collector_fixtures import (
 from fault_support import PeakRss, Sent, record_fault
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from orchestrace import semconv as sc
 from orchestrace.exporters import create_exporter
 from orchestrace_collector.forward import Forwarder
+from orchestrace_collector.output import latest_traces
 
 TOKEN = "s3cret-token-for-tests"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -291,6 +297,103 @@ def test_named_senders_cannot_write_into_each_others_episodes(tmp_path: Path) ->
     written = next(t for t in traces.values() if t["task_id"] == "victim")
     assert written["metrics"]["spans"] == len(victim) + 1, "alice's spans and the grader's, no one else's"
 
+
+def _rewarded_run(task: str, team: float, episode_id: str | None = None) -> list[Any]:
+    """A run whose workflow records a team reward (the SDK's ``gen_ai.evaluation.result`` event)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("rewarded")
+    root: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.ORCH_TASK_ID: task}
+    if episode_id is not None:
+        root[sc.ORCH_EPISODE_ID] = episode_id
+    agent = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "worker"}
+    with tracer.start_as_current_span("workflow", attributes=root) as span:
+        with tracer.start_as_current_span("agent", attributes=agent):
+            pass
+        reward = {sc.GEN_AI_EVALUATION_NAME: "team", sc.GEN_AI_EVALUATION_SCORE_VALUE: team}
+        span.add_event(sc.EVENT_EVALUATION_RESULT, reward)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _with_reward(body: bytes, team: float) -> bytes:
+    """``body`` with every recorded reward changed to ``team``: the same span ids, other content."""
+    request = ExportTraceServiceRequest.FromString(body)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                for event in span.events:
+                    for attribute in event.attributes:
+                        if attribute.key == sc.GEN_AI_EVALUATION_SCORE_VALUE:
+                            attribute.value.double_value = team
+    return request.SerializeToString()
+
+
+def test_a_second_named_sender_cannot_poison_a_written_episodes_reward(tmp_path: Path) -> None:
+    """The victim's episode is written with its reward; another named sender then forges late spans for it
+    carrying another reward: in its trace, naming its episode id, and as its own span ids with other
+    content, over HTTP and gRPC. All refused and counted; the victim's trace keeps its reward and revision."""
+    token_file = tmp_path / "tokens"
+    token_file.write_text("alice:alice-token-1\nmallory:mallory-token-2\n")
+    collector = start_collector(tmp_path / "out", "--quiet-period", "0.2", "--token-file", str(token_file))
+    rss = PeakRss(collector.process.pid)
+    alice = {**PROTOBUF, "Authorization": "Bearer alice-token-1"}
+    mallory = {**PROTOBUF, "Authorization": "Bearer mallory-token-2"}
+    victim = _rewarded_run("victim", 1.0, episode_id="victim-episode")
+    victim_body = encode_protobuf(victim)
+    trace_id = bytes.fromhex(format(victim[0].context.trace_id, "032x"))
+    forgeries = [
+        _same_trace(encode_protobuf(_rewarded_run("forged-late", -5.0)), trace_id),
+        encode_protobuf(_rewarded_run("forged-episode", -5.0, episode_id="victim-episode")),
+        _with_reward(victim_body, -5.0),
+    ]
+    sent = Sent()
+    forbidden = 0
+    try:
+        with httpx.Client() as client:
+            sent.sent += 1
+            assert client.post(collector.http_endpoint, content=victim_body, headers=alice).status_code == 200
+            sent.acked["victim"] = len(victim)
+            deadline = time.monotonic() + 20
+            while not latest_traces([collector.out]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert latest_traces([collector.out]), "the victim's episode was not written"
+            for body in forgeries:
+                refused = client.post(collector.http_endpoint, content=body, headers=mallory)
+                sent.sent += 1
+                assert refused.status_code == 403 and b"another sender" in refused.content
+                forbidden += 1
+        channel = grpc.insecure_channel(collector.grpc_endpoint)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        for body in forgeries:
+            sent.sent += 1
+            with pytest.raises(grpc.RpcError) as denied:
+                export(body, metadata=(("authorization", "Bearer mallory-token-2"),), timeout=10)
+            assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            forbidden += 1
+        channel.close()
+        time.sleep(0.5)  # a quiet period: anything accepted would be written now
+    finally:
+        assert collector.stop() == 0
+    peak = rss.stop()
+    forged_spans = 2 * sum(len(ExportTraceServiceRequest.FromString(b).resource_spans[0].scope_spans[0].spans)
+                           for b in forgeries)
+    assert f"{forged_spans} spans refused as another sender's episode" in collector.log_text()
+    traces = validate_trace_dir(collector.out)
+    (written,) = traces.values()
+    assert written["task_id"] == "victim" and written["rewards"]["team"] == 1.0
+    assert written["metrics"]["revision"] == 0 and written["metrics"]["spans"] == len(victim)
+    record_fault(
+        f"named-sender poisoning: a second sender forges late spans with reward -5 for a written episode "
+        f"(its trace id, its episode id, its span ids; HTTP and gRPC): {forbidden} requests refused "
+        f"(403 / PERMISSION_DENIED, {forged_spans} spans counted), the victim's team reward still 1.0",
+        sent, written["metrics"]["spans"], peak,
+    )
 
 def test_token_file_forms_and_their_errors(tmp_path: Path) -> None:
     from orchestrace_collector.senders import ANY_SENDER, TokenFileError, parse_tokens
