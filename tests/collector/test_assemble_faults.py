@@ -309,6 +309,25 @@ def test_the_written_index_stays_bounded_while_running(tmp_path: Path) -> None:
     assert set(restarted._written) == set(newest)
 
 
+
+def test_the_written_index_keeps_where_each_write_ends_in_the_log(tmp_path: Path) -> None:
+    """A write's entry holds the WAL position of its last batch (what a replay trusts to let a torn log's
+    remains of it go); an entry written before positions were kept still loads, without one."""
+    wal, assembler, ingest = _collector_parts(tmp_path)
+    ingest.submit(encode_spans(record_run("positioned")))
+    ingest.start()
+    ingest.stop()
+    wal.close()
+    index = tmp_path / "wal" / "written.idx"
+    (entry,) = [json.loads(line) for line in index.read_text().splitlines()]
+    revision, late, spans, _digest, segment, offset = entry["written"]
+    assert (revision, late, spans) == (0, 0, 4) and segment >= 1 and offset > 0
+    index.write_text(json.dumps({**entry, "written": entry["written"][:4]}) + "\n")
+    wal, assembler, _ = _collector_parts(tmp_path)
+    (write,) = assembler._writes.values()
+    assert write.spans == 4 and write.upto is None
+    wal.close()
+
 def test_spans_sent_again_are_absorbed_held_let_go_or_after_a_restart(tmp_path: Path) -> None:
     spans = spans_of("sent-again", tools=3)
     root = next(s for s in spans if s.parent_span_id is None)
