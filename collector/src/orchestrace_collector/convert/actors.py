@@ -68,9 +68,16 @@ class Actors:
     instances: list[Instance]  # in start order
     by_name: dict[str, list[Instance]]
     by_label: dict[str, Instance]
+    #: By span (``Node.pre``): for an actor span, the instance it belongs to; for any other span, the nearest
+    #: enclosing actor's instance (``of``).
+    owners: list[Instance]
     tool_nodes: frozenset[str] = frozenset()  # names of tool nodes (not actors: nobody delegates to them)
 
     starts: dict[str, list[int]] = field(default_factory=dict)  # by name, filled on first use
+
+    def of(self, node: Node) -> Instance:
+        """The instance a span belongs to (see ``owners``)."""
+        return self.owners[node.pre]
 
     def resolve(self, name: str, t_ns: int, *, started: bool = False) -> Instance | None:
         """The instance a name (or label) refers to at time ``t_ns``: one running then (among the last
@@ -113,9 +120,10 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     stand_in: Instance | None = None
     tool_nodes: set[str] = set()
     tools_in_run: dict[int, list[Node]] = {}  # id(run instance) -> tool calls of the agents directly in it
+    owners: list[Instance] = []  # by node.pre: the nodes' position in forest.nodes
     for node in forest.nodes:  # parents before children
         parent = node.parent
-        enclosing = parent.instance if parent is not None else None
+        enclosing = owners[parent.pre] if parent is not None else None
         if node.kind is not K_ACTOR:
             if node.kind is K_TOOL and enclosing is not None:
                 run = enclosing.parent
@@ -134,12 +142,12 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                     instances.append(stand_in)
                 enclosing = stand_in
                 stand_in.end_ns = max(stand_in.end_ns, node.end_ns)
-            node.instance = enclosing
+            owners.append(enclosing)
             continue
         name = node.name
         if node.sub_kind == AGENT and id(enclosing) in tools_in_run:
             assert enclosing is not None  # only instances are keys
-            enclosing = _caller_by_tool(tools_in_run[id(enclosing)], node, name) or enclosing
+            enclosing = _caller_by_tool(tools_in_run[id(enclosing)], owners, node, name) or enclosing
         inst = None
         if (
             enclosing is not None
@@ -161,7 +169,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         elif enclosing.sub_kind == AGENT and node.sub_kind != AGENT:
             # Inner working of that agent: from here on it is an ordinary span of the agent's.
             node.kind = K_OTHER
-            node.instance = enclosing
+            owners.append(enclosing)
             if node.sub_kind == NODE:
                 enclosing.inner_nodes.add(name)
             continue
@@ -182,7 +190,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         if inst.agent_id is None:
             inst.agent_id = node.agent_id
         inst.incomplete |= node.incomplete
-        node.instance = inst
+        owners.append(inst)
 
     instances.sort(key=lambda i: i.start_ns)
     by_name: dict[str, list[Instance]] = {}
@@ -199,7 +207,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             inst.activation = k
             inst.label = instance_label(name, k, len(group))
             by_label[inst.label] = inst
-    return Actors(instances, by_name, by_label, frozenset(tool_nodes))
+    return Actors(instances, by_name, by_label, owners, frozenset(tool_nodes))
 
 
 #: (OTel trace, target agent, content ref) -> (time, position among its span's events) of the payload's send.
@@ -238,7 +246,7 @@ def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
     return inst.start_ns, 0, inst.start_ns
 
 
-def _caller_by_tool(tools: list[Node], node: Node, name: str) -> Instance | None:
+def _caller_by_tool(tools: list[Node], owners: list[Instance], node: Node, name: str) -> Instance | None:
     """The agent that called ``node`` (an agent named ``name`` the run holds directly) as a tool: one whose
     tool call, named after it, was running the whole time it ran. OpenLLMetry's OpenAI Agents instrumentation
     puts an agent called as a tool (``as_tool``) beside its caller in the run instead of under the tool's
@@ -247,7 +255,7 @@ def _caller_by_tool(tools: list[Node], node: Node, name: str) -> Instance | None
     for tool in reversed(tools):
         running = tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns
         if running and name in tool.name.lower():
-            return tool.instance
+            return owners[tool.pre]
     return None
 
 

@@ -50,11 +50,11 @@ def _convert(spans: Sequence[Span], task_id: str | None, credit: str) -> Episode
 
 
 def _release(forest: Forest, actors: Actors) -> None:
-    """Break the span tree's and the actor tree's reference cycles (parent <-> children, node <-> its
-    instance), so that reference counting frees them when the conversion returns instead of a pass of the
-    cyclic collector over all of them (the later stages' values hold no cycle)."""
+    """Break the span tree's and the actor tree's reference cycles (parent <-> children), so that reference
+    counting frees them when the conversion returns instead of a pass of the cyclic collector over all of
+    them (the other stages' values hold no cycle)."""
     for node in forest.nodes:
-        node.parent = node.instance = None
+        node.parent = None
         node.children.clear()
     for inst in actors.instances:
         inst.parent = None
@@ -72,7 +72,7 @@ def _stages(forest: Forest, actors: Actors, task_id: str | None, credit: str) ->
             f"{len(forest.nodes)} span(s) yielded no orchestration event (no actor, tool or orchestration "
             "span): a trace needs at least one event"
         )
-    turns = build_turns(events.model_nodes, store)  # the model calls, in start order
+    turns = build_turns(events.model_nodes, actors, store)  # the model calls, in start order
     batches = Batches(actors, events, turn_starts(turns))
     linked = link_turns(turns, events, batches)  # each turn's events, each event's tokens
     provenance = trace_provenance(events.events, turns, linked, store.contents)

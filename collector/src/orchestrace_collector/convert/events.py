@@ -250,8 +250,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     starts: list[int] | None = None  # the instances' start times, when a handoff needs them
     fan_ins = _fan_ins(actors)
     for node in forest.nodes:
-        owner = node.instance
-        assert owner is not None  # assign_instances gives every node one
+        owner = actors.of(node)
         kind = node.kind
         attrs = node.span.attributes
         if kind is K_TOOL:
@@ -478,8 +477,9 @@ def _addressee(b: _Builder, name: str, attrs: Attributes, t_ns: int) -> Instance
 
 def _inner(owner: Instance, node: Node) -> bool:
     """Whether ``node`` is part of an agent's inner working (its graph run or one of its graph's nodes, its
-    tool node too), as opposed to the agent's own span, whose events are those of the graph around it."""
-    return owner.sub_kind == AGENT and node.sub_kind in (NODE, WORKFLOW, TOOL_NODE) and node.instance is owner
+    tool node too), as opposed to the agent's own span, whose events are those of the graph around it.
+    ``owner``: the instance ``node`` belongs to."""
+    return owner.sub_kind == AGENT and node.sub_kind in (NODE, WORKFLOW, TOOL_NODE)
 
 
 def _inner_route(owner: Instance, node: Node, attrs: Attributes, targets: object) -> bool:
@@ -588,8 +588,7 @@ def _stand_in_return(b: _Builder, nodes: list[Node]) -> None:
     of ``nodes`` closes the episode, so that it is written (the calls as the single-turn samples they are)
     instead of yielding nothing."""
     last = max(nodes, key=attrgetter("end_ns"))
-    assert last.instance is not None  # assign_instances gives every node one (here the stand-in)
-    _return(b, last.instance, last)
+    _return(b, b.actors.of(last), last)
 
 
 def set_to(ev: Ev, inst: Instance | None, name: str) -> None:

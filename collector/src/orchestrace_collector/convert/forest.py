@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import orchestrace_semconv as sc
 
@@ -51,8 +51,6 @@ _RETOLD_UNDER: Final = {
     for scope in {scope for v in VOCABULARIES for scope in v.retold_under}
 }
 
-if TYPE_CHECKING:
-    from .actors import Instance
 
 
 @dataclass(slots=True, eq=False)
@@ -68,9 +66,6 @@ class Node:
     kind: Kind = Kind.OTHER
     sub_kind: str = ""
     incomplete: bool = False
-    #: For an actor span, the instance it belongs to; for any other span, the nearest enclosing actor's
-    #: instance.
-    instance: Instance | None = None
     #: For a model call, the first model call recorded inside it (the same call told again: a gateway's span,
     #: e.g. ``orchestrace proxy``, or an SDK-level instrumentation's): its token ids complete the turn.
     inner_model: Node | None = None

@@ -207,14 +207,14 @@ class _Resolver:
             turns = self._orchestrator_turns() if unit == "orchestrator" else []
             return unit, Part(0.0, None, turns), None
         if unit == "agent":
-            inst = self._agent(target, t_ns) if target else node.instance
+            inst = self._agent(target, t_ns) if target else self.actors.of(node)
             if inst is None:
                 return None
             # One value per activation (the last recorded wins), summed per agent in the key.
             part = Part(0.0, f"agent:{inst.name}", self._instance_turns([inst]))
             return inst.label, part, self.events_set.ret(inst)
         if unit == "role":
-            role = target or (node.instance.role if node.instance is not None else None)
+            role = target or self.actors.of(node).role
             members = [inst for inst in self.actors.instances if role and inst.role == role]
             if not members:
                 return None
@@ -232,7 +232,8 @@ class _Resolver:
             call = result.decision_ev or result
             turns = self._event_turns(call)
             return call.id or str(id(call)), Part(0.0, f"tool:{result.agent}", turns), result
-        ev = self.events_set.closing.get(target) if target else _span_event(self.events_set, node)
+        events_set = self.events_set
+        ev = events_set.closing.get(target) if target else _span_event(events_set, self.actors, node)
         if ev is None:
             return None
         return str(id(ev)), Part(0.0, f"event:{ev.id}", self._event_turns(ev)), ev
@@ -278,7 +279,7 @@ class _Resolver:
         if node.kind is Kind.MODEL:
             return self.turn_by_span.get(node.span.span_id)
         # The recording agent's latest model call so far.
-        owned = self.turns_of.get(id(node.instance), []) if node.instance is not None else []
+        owned = self.turns_of.get(id(self.actors.of(node)), [])
         started = [i for i in owned if self.turns[i].node.start_ns <= t_ns]
         return started[-1] if started else None
 
@@ -324,11 +325,11 @@ def _ancestors(insts: Iterable[Instance]) -> list[Instance]:
     return found
 
 
-def _span_event(events_set: EventSet, node: Node) -> Ev | None:
+def _span_event(events_set: EventSet, actors: Actors, node: Node) -> Ev | None:
     """The event that stands for a span: its closing event, else its enclosing actor's return."""
     ev = events_set.closing.get(node.span.span_id)
     if ev is not None:
         return ev
     if node.kind is Kind.MODEL:
         return None
-    return events_set.ret(node.instance) if node.instance is not None else None
+    return events_set.ret(actors.of(node))

@@ -21,7 +21,7 @@ import orchestrace_semconv as sc
 
 from ..spans import Attributes
 from . import as_genai, call_details
-from .actors import Instance
+from .actors import Actors, Instance
 from .batches import Batches
 from .chat import ChatMessage, prompt_and_completion
 from .classify import EMBEDDING
@@ -76,12 +76,11 @@ class TurnIndex:
     tokens: dict[int, int]
 
 
-def build_turns(model_nodes: list[Node], store: ContentStore) -> list[TurnRec]:
+def build_turns(model_nodes: list[Node], actors: Actors, store: ContentStore) -> list[TurnRec]:
     """The turns in start order (``link_turns`` links them to the events)."""
     turns: list[TurnRec] = []
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
-        owner = node.instance
-        assert owner is not None
+        owner = actors.of(node)
         attrs = as_genai.model_call(node.span)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
