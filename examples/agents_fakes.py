@@ -22,6 +22,7 @@ from agents import Model, ModelResponse, ModelSettings, ModelTracing, Usage
 from agents.models.chatcmpl_converter import Converter as ChatConverter
 from agents.models.openai_responses import Converter as ResponsesConverter
 from agents.tracing import generation_span, response_span
+from agents.usage import model_usage_to_span_usage
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -45,6 +46,8 @@ class Step:
     calls: Sequence[tuple[str, dict[str, Any]]] = ()
     input_tokens: int = 10
     output_tokens: int = 5
+    #: The part of ``input_tokens`` read from the provider's prompt cache (OpenAI counts it in the input).
+    cached_tokens: int = 0
     #: Seconds to wait before answering (parallel calls then overlap).
     delay: float = 0.0
     #: Raised instead of answering.
@@ -114,7 +117,9 @@ class _ScriptedModel(Model):
 
 def _usage(step: Step) -> Usage:
     return Usage(requests=1, input_tokens=step.input_tokens, output_tokens=step.output_tokens,
-                 total_tokens=step.input_tokens + step.output_tokens)
+                 total_tokens=step.input_tokens + step.output_tokens,
+                 input_tokens_details=InputTokensDetails(cached_tokens=step.cached_tokens,
+                                                         cache_write_tokens=0))
 
 
 class ScriptedResponsesModel(_ScriptedModel):
@@ -130,7 +135,7 @@ class ScriptedResponsesModel(_ScriptedModel):
             temperature=model_settings.temperature, top_p=model_settings.top_p, status="completed",
             usage=ResponseUsage(input_tokens=step.input_tokens, output_tokens=step.output_tokens,
                                 total_tokens=step.input_tokens + step.output_tokens,
-                                input_tokens_details=InputTokensDetails(cached_tokens=0,
+                                input_tokens_details=InputTokensDetails(cached_tokens=step.cached_tokens,
                                                                         cache_write_tokens=0),
                                 output_tokens_details=OutputTokensDetails(reasoning_tokens=0)),
         )
@@ -141,7 +146,7 @@ class ScriptedResponsesModel(_ScriptedModel):
         with response_span(disabled=tracing.is_disabled()) as span:
             step = await self._step(system_instructions, input, tools, handoffs)
             response = self._response(step, system_instructions, model_settings, tools, handoffs)
-            span.span_data.usage = {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}
+            span.span_data.usage = model_usage_to_span_usage(_usage(step))  # as OpenAI's models do
             if tracing.include_data():
                 span.span_data.response = response
                 span.span_data.input = input
@@ -168,7 +173,7 @@ class ScriptedResponsesModel(_ScriptedModel):
                                                      sequence_number=next(number), logprobs=[])
                 yield ResponseOutputItemDoneEvent(type="response.output_item.done", item=item,
                                                   output_index=index, sequence_number=next(number))
-            span.span_data.usage = {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}
+            span.span_data.usage = model_usage_to_span_usage(_usage(step))  # as OpenAI's models do
             if tracing.include_data():
                 span.span_data.response = response
                 span.span_data.input = input
@@ -196,7 +201,7 @@ class ScriptedChatModel(_ScriptedModel):
                 reply["tool_calls"] = [{"id": c.call_id, "type": "function",
                                         "function": {"name": c.name, "arguments": c.arguments}}
                                        for c in calls]
-            span.span_data.usage = {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}
+            span.span_data.usage = model_usage_to_span_usage(_usage(step))  # as OpenAI's models do
             if tracing.include_data():
                 span.span_data.input = messages
                 span.span_data.output = [reply]

@@ -18,7 +18,7 @@ from opentelemetry.trace import StatusCode
 from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, set_config
 
-from examples.agents_fakes import ScriptedChatModel, Step, UntracedModel, call, say
+from examples.agents_fakes import ScriptedChatModel, ScriptedResponsesModel, Step, UntracedModel, call, say
 
 
 @pytest.fixture
@@ -241,3 +241,22 @@ async def test_openai_chat_completions_model_against_a_local_server(spans: Spans
     check_math_turns(episode.turns)
     assert [t["function"]["name"] for t in tools(episode.turns[0])] == ["add"]
     assert written["costs"]["tokens"] == 42
+
+
+@pytest.mark.parametrize("model", [ScriptedResponsesModel, ScriptedChatModel, UntracedModel],
+                         ids=["responses", "chat_completions", "untraced"])
+async def test_cached_input_tokens_are_the_cache_read_count(spans: Spans, model: Any) -> None:
+    """OpenAI counts the cached part of a prompt in its input tokens and states it apart
+    (``input_tokens_details.cached_tokens``): a turn keeps the whole prompt as its input and the cached part
+    as its cache-read count, whatever the model's span (a response span, a generation span, none)."""
+    steps = [Step(calls=(("add", {"a": 2, "b": 3}),), input_tokens=12, output_tokens=6, cached_tokens=0),
+             Step(text="2 + 3 = 5", input_tokens=20, output_tokens=4, cached_tokens=16)]
+    agent = Agent(name="math", instructions="Compute with the add tool.", model=model(steps), tools=[add])
+    await Runner.run(agent, "What is 2 + 3?")
+    chats = sorted((s for s in spans.all if s.name.startswith("chat")), key=lambda s: s.start_time or 0)
+    counts = (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+    assert [tuple(c.attributes[key] for key in counts) for c in chats] == [(12, 0), (20, 16)]
+    written, episode = spans.convert()
+    assert [(t.input_tokens, t.cache_read_input_tokens, t.output_tokens) for t in episode.turns] == [
+        (12, 0, 6), (20, 16, 4)]
+    assert written["costs"]["tokens"] == 42  # cached tokens are part of the input, not counted again

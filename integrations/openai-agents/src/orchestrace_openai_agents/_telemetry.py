@@ -17,6 +17,7 @@ from orchestrace.instrumentation import (
     Invocation,
     Telemetry,
     Usage,
+    extract_usage,
     failsafe,
     log_once,
     start_agent,
@@ -123,10 +124,7 @@ class Recorder:
 
 
 def usage_of(value: Any) -> Usage | None:
-    """The Agents SDK's span usage (``{"input_tokens", "output_tokens", ...}``) as the SDK's ``Usage``."""
-    if not isinstance(value, Mapping):
-        return None
-    tokens = [value.get(key) for key in ("input_tokens", "output_tokens")]
-    if not any(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        return None
-    return Usage(*(t if isinstance(t, int) and not isinstance(t, bool) else None for t in tokens))
+    """The Agents SDK's usage (a span's ``{"input_tokens", "output_tokens", "input_tokens_details":
+    {"cached_tokens"}, ...}``, a ``ModelResponse``'s ``Usage``) as the SDK's ``Usage``, read by the SDK's one
+    usage reader: the cached part of the input is the cache-read count, as for every provider."""
+    return extract_usage({"usage": value}) if value is not None else None

@@ -27,7 +27,7 @@ from typing import Any
 from agents import Model, ModelResponse
 from agents.models.openai_responses import Converter
 from opentelemetry import context as otel_context
-from orchestrace.instrumentation import Usage, log_once
+from orchestrace.instrumentation import log_once
 
 from orchestrace_openai_agents import _telemetry as telemetry
 from orchestrace_openai_agents.items import chat_messages
@@ -199,8 +199,7 @@ def _finished(call: _Call, model: Model, bound: dict[str, Any], response: ModelR
     settings = bound.get("model_settings")
     request: dict[str, Any] = dict(settings.to_traceable_dict()) if settings is not None else {}
     name = getattr(model, "model", None)
-    usage = response.usage if response is not None else None
-    telemetry.Recorder.model_request(
-        call.invocation, name if isinstance(name, str) else None, messages, request,
-        Usage(usage.input_tokens, usage.output_tokens) if usage is not None else None)
+    usage = telemetry.usage_of(response.usage) if response is not None else None
+    telemetry.Recorder.model_request(call.invocation, name if isinstance(name, str) else None, messages,
+                                      request, usage)
     telemetry.Recorder.finish(call.invocation, result)
