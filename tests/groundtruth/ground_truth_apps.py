@@ -4,6 +4,7 @@ and over OTLP/HTTP into a real ``orchestrace collect``."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,5 +178,36 @@ def parallel_app(mode: str, parallel: bool, branches: int = 4, seconds: float = 
     def app() -> None:
         with ot.task(f"parallel-{mode}"):
             fan_out()
+
+    return app
+
+
+def handing_out_app(how: str, works: bool, children: int = 3, seconds: float = 0.3) -> Callable[[], None]:
+    """A lead hands ``children`` branches of ``seconds`` to workers (``threads``: ``ot.ThreadPoolExecutor``,
+    ``gather``: ``ot.gather``) and collects their results. When ``works`` (threads only), it works
+    ``seconds`` itself meanwhile, half in its own code and half in a model call: ``children + 1`` things
+    busy at once. Either way the summed busy time is ``seconds`` for each thing that works."""
+
+    @ot.agent
+    async def awaited_branch() -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    @ot.agent
+    def lead() -> list[str]:
+        if how == "gather":
+            async def gathered() -> list[str]:
+                return await ot.gather(*(awaited_branch() for _ in range(children)))
+            return asyncio.run(gathered())
+        with ot.ThreadPoolExecutor(children) as pool:
+            futures = [pool.submit(branch, "none", seconds) for _ in range(children)]
+            if works:
+                time.sleep(seconds / 2)
+                slow_chat(seconds / 2)
+            return [future.result() for future in futures]
+
+    def app() -> None:
+        with ot.task(f"handing-out-{how}"):
+            lead()
 
     return app

@@ -1,13 +1,13 @@
 """Random multi-agent apps on the SDK alone, whose true answer is known by construction.
 
 A seed draws a tree of agent calls: any names (a pool with spaces, ``#``, non-ASCII, 80 characters, names
-other integrations give their actors), run one after another, under ``asyncio.gather`` or on threads
-(``ot.ThreadPoolExecutor``), some announced with ``ot.spawn`` / ``ot.delegate`` before the call, some
-raising; each agent makes model calls (plain, as OpenAI or as Anthropic says them with part of the prompt
-read from the cache; or streamed, yielded by the model call or returned for the caller to read, and
-sometimes abandoned after the first chunk),
-tool calls and messages (some to the instance that called it, by its handle), may record a safety event or a
-human intervention, reward itself and aggregate its children's results. :func:`truth` is what
+other integrations give their actors), run one after another, under ``asyncio.gather`` or ``ot.gather`` or
+on threads (``ot.ThreadPoolExecutor``; these two record the caller's waits), some announced with
+``ot.spawn`` / ``ot.delegate`` before the call, some raising; each agent makes model calls (plain, as
+OpenAI or as Anthropic says them with part of the prompt read from the cache; or streamed, yielded by the
+model call or returned for the caller to read, and sometimes abandoned after the first chunk), tool calls
+and messages (some to the instance that called it, by its handle), may record a safety event or a human
+intervention, reward itself and aggregate its children's results. :func:`truth` is what
 the written trace must say.
 """
 
@@ -53,7 +53,7 @@ class Call:
     streams: list[tuple[int, int, bool, bool]]
     tools: int
     messages: int
-    mode: str  # how the children run: "seq", "gather" or "threads"
+    mode: str  # how the children run: "seq", "gather" (asyncio's), "ot.gather" or "threads"
     announce: str | None  # "spawn" / "delegate": the parent announces this call first
     fails: bool
     reward: float | None
@@ -76,7 +76,7 @@ def draw(seed: int) -> Call:
                      for _ in range(rng.choice((0, 0, 1, 2)))],
             tools=rng.randint(0, 2),
             messages=rng.randint(0, 2),
-            mode=rng.choice(("seq", "gather", "threads")),
+            mode=rng.choice(("seq", "gather", "ot.gather", "threads")),
             announce=rng.choice((None, "spawn", "delegate")),
             fails=depth > 0 and rng.random() < 0.1,
             reward=round(rng.uniform(-1, 1), 2) if rng.random() < 0.5 else None,
@@ -245,6 +245,8 @@ def build(call: Call) -> Callable[[Any], Any]:
         me = ot.current_agent()
         if call.mode == "gather":
             results = list(await asyncio.gather(*(one(child, me) for child in children)))
+        elif call.mode == "ot.gather":  # which records the wait for them
+            results = await ot.gather(*(one(child, me) for child in children))
         else:
             results = [await one(child, me) for child in children]
         return _finish(call, results)

@@ -21,6 +21,7 @@ from ground_truth_apps import (
     UNITS_TURNS,
     WAYS,
     ask,
+    handing_out_app,
     parallel_app,
     run_three_ways,
     search,
@@ -198,6 +199,23 @@ def test_parallelism_counts_all_busy_time(tmp_path: Path, collector: RunningColl
         trace, _ = outputs[way].only()
         # 4 by construction; scheduler delays on a loaded machine shorten the overlap, never lengthen it
         assert 3.0 <= trace["metrics"]["parallelism_efficiency"] <= 4.2, (mode, way, trace["metrics"])
+
+
+@pytest.mark.parametrize(("how", "works"), [("threads", True), ("threads", False), ("gather", False)])
+def test_a_parents_own_work_while_its_children_run_is_busy_time(
+        tmp_path: Path, collector: RunningCollector, how: str, works: bool) -> None:
+    """A lead hands three 0.3 s branches to workers and waits for them, or works 0.3 s itself meanwhile (half
+    of it in a model call): the summed busy time is 0.3 s per thing that works, 1.2 s or 0.9 s, and the
+    parallelism 4 or 3. Its waits are recorded (the SDK's pool and gather), so its own work is told apart
+    from its waiting; its model call is counted once."""
+    busy = 0.3 * (3 + works)
+    outputs = run_three_ways(tmp_path, collector, handing_out_app(how, works))
+    for way in WAYS:
+        trace, _ = outputs[way].only()
+        metrics, wall = trace["metrics"], trace["costs"]["wall_clock_s"]
+        # The sleeps give each thing at least its time; the bookkeeping around them adds a little.
+        assert busy <= metrics["parallelism_efficiency"] * wall <= busy + 0.1, (way, metrics, wall)
+        assert metrics["parallelism_efficiency"] >= 3 + works - 0.5, (way, metrics, wall)
 
 
 def test_sequential_work_reads_about_one(tmp_path: Path, collector: RunningCollector) -> None:

@@ -9,9 +9,11 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orchestrace as ot
+from opentelemetry import trace
 from orchestrace import semconv as sc
 from sdk_spans import Spans
 
@@ -151,3 +153,118 @@ def test_extract_of_an_empty_carrier_is_harmless(spans: Spans) -> None:
         lonely()
     assert [s.parent for s in spans.named("invoke_agent lonely")] == [None, None]
     assert ot.inject() == {}
+
+
+def _waits(span: object) -> list[tuple[int, int]]:
+    flat = list(span.attributes.get(sc.ORCH_WAITS, ()))  # type: ignore[attr-defined]
+    return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def test_work_handed_to_the_pool_runs_beside_its_parent_which_records_its_waits(spans: Spans) -> None:
+    """A sub-agent submitted to ``ot.ThreadPoolExecutor`` runs beside the lead (``orchestrace.concurrent``),
+    what the sub-agent and the lead call themselves does not; the lead's blocking ``result()`` is a wait, a
+    ``result()`` of a done future is none, and the sub-agent's exception reaches the lead unchanged."""
+    release = threading.Event()
+    raised = ValueError("the user's own")
+
+    @ot.agent
+    def sub(i: int) -> int:
+        release.wait(timeout=10)
+        if i < 0:
+            raise raised
+        return probe(i)
+
+    @ot.agent
+    def lead() -> int:
+        with ot.ThreadPoolExecutor(max_workers=2) as pool:
+            slow, failing = pool.submit(sub, 1), pool.submit(sub, -1)
+            probe(0)  # the lead's own call while they wait
+            threading.Timer(0.1, release.set).start()
+            total = slow.result()
+            try:
+                failing.result()
+            except ValueError as exc:
+                assert exc is raised
+            return total
+
+    assert lead() == 1
+    boss = spans.one("invoke_agent lead")
+    assert all(s.attributes[sc.ORCH_CONCURRENT] is True for s in spans.named("invoke_agent sub"))
+    assert not [s for s in spans.named("execute_tool probe") if sc.ORCH_CONCURRENT in s.attributes]
+    assert sc.ORCH_CONCURRENT not in boss.attributes
+    waits = _waits(boss)
+    assert boss.start_time <= waits[0][0] and waits[-1][1] <= boss.end_time  # type: ignore[operator]
+    # One blocked stretch (the second result() and leaving the pool follow it within a millisecond).
+    assert len(waits) == 1 and 0.08e9 <= waits[0][1] - waits[0][0] < 1e9, waits
+
+
+def test_a_future_already_done_is_no_wait_and_a_long_map_a_short_list(spans: Spans) -> None:
+    @ot.agent
+    def sub(i: int) -> int:
+        return probe(i)
+
+    @ot.agent
+    def lead() -> tuple[bool, int]:
+        with ot.ThreadPoolExecutor(max_workers=1) as pool:
+            done = pool.submit(sub, 0)
+            concurrent.futures.wait([done])
+            done.result()  # nothing left to wait for
+            waits = _waits(trace.get_current_span())
+            return waits, sum(pool.map(sub, range(N)))
+
+    assert lead() == ([], sum(range(N)))  # it hands work out, and has not waited for it
+    # N results waited for one after another, a few microseconds apart: one wait, or a few.
+    assert 1 <= len(_waits(spans.one("invoke_agent lead"))) < 10
+
+
+async def test_gather_runs_its_awaitables_beside_the_caller_and_records_the_wait(spans: Spans) -> None:
+    @ot.agent
+    async def sub(i: int) -> int:
+        await asyncio.sleep(0.05)
+        if i < 0:
+            raise ValueError(i)
+        return probe(i)
+
+    @ot.agent
+    async def lead() -> list[object]:
+        got: list[object] = await ot.gather(sub(1), sub(2))
+        await asyncio.sleep(0.01)  # the lead's own work between the two
+        got += await ot.gather(sub(-1), return_exceptions=True)
+        probe(3)  # after the gather: the lead's own call again
+        return got
+
+    got = await lead()
+    assert got[:2] == [1, 2] and isinstance(got[2], ValueError)
+    assert all(s.attributes[sc.ORCH_CONCURRENT] is True for s in spans.named("invoke_agent sub"))
+    assert not [s for s in spans.named("execute_tool probe") if sc.ORCH_CONCURRENT in s.attributes]
+    waits = _waits(spans.one("invoke_agent lead"))
+    assert len(waits) == 2 and all(end - start >= 0.04e9 for start, end in waits), waits
+
+
+def test_wrap_context_runs_beside_and_nothing_is_recorded_outside_a_span(spans: Spans) -> None:
+    @ot.agent
+    def sub() -> None:
+        return None
+
+    @ot.agent
+    def lead() -> None:
+        thread = threading.Thread(target=ot.wrap_context(sub))
+        thread.start()
+        thread.join()
+
+    lead()
+    assert spans.one("invoke_agent sub").attributes[sc.ORCH_CONCURRENT] is True
+    with ot.ThreadPoolExecutor(max_workers=1) as pool:  # no span: nothing to record on, nothing raised
+        assert pool.submit(sub).result() is None
+    assert sc.ORCH_CONCURRENT not in spans.named("invoke_agent sub")[-1].attributes
+
+
+def test_leaving_the_pool_while_its_work_runs_is_a_wait(spans: Spans) -> None:
+    @ot.agent
+    def lead() -> None:
+        with ot.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(time.sleep, 0.05)
+
+    lead()
+    ((start, end),) = _waits(spans.one("invoke_agent lead"))
+    assert end - start >= 0.04e9

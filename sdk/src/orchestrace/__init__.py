@@ -22,6 +22,7 @@ from orchestrace.context import (
     attach,
     current_agent,
     extract,
+    gather,
     inject,
     wrap_context,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "decide",
     "delegate",
     "extract",
+    "gather",
     "human_intervention",
     "inject",
     "llm",

@@ -7,11 +7,15 @@ Across processes the span travels as W3C ``traceparent`` and the agent as W3C ``
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
 import functools
-from collections.abc import Callable, Iterator, Mapping
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from opentelemetry import baggage, propagate, trace
@@ -143,25 +147,129 @@ def attach(carrier: Mapping[str, str] | Context) -> Iterator[Context]:
         otel_context.detach(token)
 
 
-# --- threads ------------------------------------------------------------------------------------------------
+# --- threads and tasks: work handed to others, and waiting for it -------------------------------------------
+#: Context key: the span whose code handed the work running here to a worker (a thread or an asyncio task):
+#: a span started directly under it runs beside it (``orchestrace.concurrent``, see ``Telemetry.start_span``).
+BESIDE_KEY = otel_context.create_key("orchestrace.beside")
+#: A wait starting this soon after the previous one ended continues it: the bookkeeping between two
+#: ``result()`` calls is no work worth an interval (and the list stays short for a long ``map``).
+_WAIT_GAP_NS = 1_000_000
+_waits_lock = threading.Lock()
+
+
+def _beside(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``func``, run in a context saying that it runs beside the caller's current span."""
+    span = trace.get_current_span()
+    if not span.get_span_context().is_valid:
+        return func
+
+    @functools.wraps(func)
+    def run_beside(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        token = otel_context.attach(otel_context.set_value(BESIDE_KEY, span))
+        try:
+            return func(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return run_beside
+
+
+@contextlib.contextmanager
+def _waiting() -> Iterator[None]:
+    """The block is the current span waiting for work it handed to others: recorded in its
+    ``orchestrace.waits``."""
+    span = trace.get_current_span()
+    start = time.time_ns()
+    try:
+        yield
+    finally:
+        _record_wait(span, start, time.time_ns())
+
+
+@failsafe(default=None)
+def _record_wait(span: Span, start: int | None = None, end: int = 0) -> None:
+    """Adds the wait from ``start`` to ``end`` to the span's; ``start=None``: none yet, but the span hands
+    out work whose waits are recorded (an empty list: never blocked, its time beside that work its own)."""
+    recorded = getattr(span, "attributes", None)  # the SDK's spans read back what they hold
+    if not span.is_recording() or not isinstance(recorded, Mapping):
+        return
+    with _waits_lock:
+        waits = list(recorded.get(sc.ORCH_WAITS) or ())
+        if start is None:
+            if sc.ORCH_WAITS in recorded:
+                return
+        elif waits and start - waits[-1] <= _WAIT_GAP_NS:
+            waits[-1] = max(waits[-1], end)
+        else:
+            waits += [start, end]
+        span.set_attribute(sc.ORCH_WAITS, waits)
+
+
 def wrap_context(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """``func`` bound to the caller's current context: pass it to any executor or ``threading.Thread``.
 
     Plain ``ThreadPoolExecutor`` workers do not inherit context variables, so without this their spans
-    would start new traces.
+    would start new traces. Its spans run beside the caller's (``orchestrace.concurrent``).
     """
     ctx = contextvars.copy_context()
+    beside = _beside(func)
 
     @functools.wraps(func)
     def run_in_context(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         # A copy per call: one Context cannot be entered by two threads at once.
-        return ctx.copy().run(func, *args, **kwargs)
+        return ctx.copy().run(beside, *args, **kwargs)
 
     return run_in_context
 
 
+class _Future(concurrent.futures.Future[_R]):
+    """A future whose waits are recorded on the span that waits (none when it is already done)."""
+
+    def result(self, timeout: float | None = None) -> _R:
+        if self.done():
+            return super().result(timeout)
+        with _waiting():
+            return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self.done():
+            return super().exception(timeout)
+        with _waiting():
+            return super().exception(timeout)
+
+
 class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
-    """A ``concurrent.futures.ThreadPoolExecutor`` whose tasks run in the submitter's context."""
+    """A ``concurrent.futures.ThreadPoolExecutor`` whose tasks run in the submitter's context, beside its
+    span; the time the submitter spends blocked on their results (``result()``, ``exception()``, ``map``,
+    leaving the ``with`` block) is recorded as its waits, so that its own work meanwhile counts as busy."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._submitted: weakref.WeakSet[concurrent.futures.Future[Any]] = weakref.WeakSet()
 
     def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[_R]:
-        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+        _record_wait(trace.get_current_span())
+        future = super().submit(contextvars.copy_context().run, _beside(fn), *args, **kwargs)
+        future.__class__ = _Future  # the same object (the pool holds it), its waits recorded
+        self._submitted.add(future)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if not wait or all(future.done() for future in list(self._submitted)):
+            return super().shutdown(wait, cancel_futures=cancel_futures)
+        with _waiting():  # work still running: leaving the pool waits for it
+            return super().shutdown(wait, cancel_futures=cancel_futures)
+
+
+async def gather(*aws: Awaitable[Any], return_exceptions: bool = False) -> list[Any]:
+    """``asyncio.gather``: the awaitables run as tasks beside the caller's span, and the caller's wait for
+    them is recorded (coroutines not yet started; a task created before runs as it was created)."""
+    span = trace.get_current_span()
+    _record_wait(span)
+    token = otel_context.attach(otel_context.set_value(BESIDE_KEY, span))
+    try:
+        joined = asyncio.gather(*aws, return_exceptions=return_exceptions)
+    finally:
+        otel_context.detach(token)
+    with _waiting():
+        return list(await joined)

@@ -27,7 +27,9 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, Tracer, TracerProvider
 from opentelemetry.util.types import Attributes
 
+from orchestrace import semconv as sc
 from orchestrace.config import CaptureConfig, get_config
+from orchestrace.context import BESIDE_KEY, SPAN_KEY
 from orchestrace.version import __version__
 
 #: The instrumentation scope of the SDK's own spans (decorators, ``ot.task``, ``ot.aggregate``).
@@ -101,6 +103,9 @@ class Telemetry:
         (``suppressed``: whether it is on, when the caller read it already; else read here)."""
         if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) if suppressed is None else suppressed:
             return INVALID_SPAN
+        beside = context.get(BESIDE_KEY) if context else None
+        if beside is not None and beside is context.get(SPAN_KEY):  # its parent handed it to a worker
+            attributes = {**(attributes or {}), sc.ORCH_CONCURRENT: True}
         return self.tracer.start_span(name, context, kind, attributes, links, start_time)  # the API's order
 
 

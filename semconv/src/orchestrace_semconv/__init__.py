@@ -264,6 +264,17 @@ ORCH_PREFIX_LENGTH: Final = "orchestrace.content.prefix_length"
 #: content, to check the rebuilt prompt.
 ORCH_INPUT_MESSAGE_COUNT: Final = "orchestrace.content.input_message_count"
 
+#: On a span that ran beside its parent span, in a worker (thread or asyncio task) the parent's code handed
+#: it to (``ot.ThreadPoolExecutor``, ``ot.wrap_context``, ``ot.gather``), not in the parent's stead: the
+#: parent may have kept working meanwhile.
+ORCH_CONCURRENT: Final = "orchestrace.concurrent"
+#: On a span: when it was blocked waiting for the work it handed to others (an ``ot.ThreadPoolExecutor``
+#: future's result, the pool's shutdown, ``ot.gather``), as ``[start, end, start, end, ...]`` in ns since the
+#: epoch; empty when it handed work out and never blocked on it. Where recorded, the span's own busy time
+#: is its duration less these waits and less its children that did not run beside it
+#: (``orchestrace.concurrent``); elsewhere, less all of its children.
+ORCH_WAITS: Final = "orchestrace.waits"
+
 #: Span-link attribute naming why a link exists.
 ORCH_LINK_TYPE: Final = "orchestrace.link.type"
 LINK_AGGREGATE_INPUT: Final = "aggregate_input"

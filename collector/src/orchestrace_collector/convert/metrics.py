@@ -2,9 +2,11 @@
 
 - ``parallelism_efficiency`` = T_serial / T_parallel: T_serial is the summed busy time of all work, each
   span's own time (its duration less the union of its children's intervals, so an agent's work between its
-  tool and model calls counts); T_parallel is the active wall clock, the union of all spans' intervals (a
-  long pause between an interrupt and its resume, or before a late span, is not counted; it is also
-  ``costs.wall_clock_s``). About 1 = sequential, N = N branches busy at once.
+  tool and model calls counts; where the span recorded its waits for work it handed out, less those and its
+  children that did not run beside it, so its own work while they ran counts too); T_parallel is the active
+  wall clock, the union of all spans' intervals (a long pause between an interrupt and its resume, or before
+  a late span, is not counted; it is also ``costs.wall_clock_s``). About 1 = sequential, N = N branches busy
+  at once.
 - ``critical_steps``: the number of events on the longest edge path (forward edges only).
 - ``protocol_overhead``: orchestration events (decisions, spawns, despawns, messages, returns, aggregates)
   over orchestration events plus work units (tool calls, tool results, model calls).
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+import orchestrace_semconv as sc
+
 from .edges import EdgeRec
 from .events import Ev
-from .forest import Forest
+from .forest import Forest, Node
 from .kinds import EventType
 
 ORCHESTRATION_TYPES: frozenset[EventType] = frozenset(
@@ -51,16 +55,27 @@ def active_wall_clock_ns(forest: Forest) -> int:
 
 
 def serial_work_ns(forest: Forest) -> int:
-    """The summed own time of every span: its duration less the union of its children's intervals."""
+    """The summed own time of every span: its duration less the union of its children's intervals; for a
+    span that recorded when it waited for work it handed out (``orchestrace.waits``), less those waits and
+    its children that did not run beside it (``orchestrace.concurrent``): it worked while they ran."""
     total = 0
     for node in forest.nodes:
-        if not node.children:
+        waits = _waits(node)
+        if not node.children and not waits:
             total += node.end_ns - node.start_ns
             continue
+        if waits is None:
+            elsewhere = [(child.start_ns, child.end_ns) for child in node.children]
+        else:
+            elsewhere = waits + [
+                (child.start_ns, child.end_ns)
+                for child in node.children
+                if child.span.attributes.get(sc.ORCH_CONCURRENT) is not True
+            ]
         covered = 0
         cur_start = cur_end = node.start_ns
-        for child in sorted(node.children, key=_START):
-            start, end = max(child.start_ns, node.start_ns), min(child.end_ns, node.end_ns)
+        for child_start, child_end in sorted(elsewhere):
+            start, end = max(child_start, node.start_ns), min(child_end, node.end_ns)
             if end <= start:
                 continue
             if start > cur_end:
@@ -71,6 +86,19 @@ def serial_work_ns(forest: Forest) -> int:
         covered += cur_end - cur_start
         total += node.end_ns - node.start_ns - covered
     return total
+
+
+def _waits(node: Node) -> list[tuple[int, int]] | None:
+    """The span's recorded waits as (start, end) pairs (none: it handed work out and never blocked on it);
+    ``None`` when it records no waits (or not as pairs)."""
+    value = node.span.attributes.get(sc.ORCH_WAITS)
+    if not isinstance(value, list | tuple) or len(value) % 2:
+        return None
+    try:
+        bounds = [int(v) for v in value]
+    except (TypeError, ValueError):
+        return None
+    return list(zip(bounds[::2], bounds[1::2], strict=True))
 
 
 def critical_steps(n_events: int, edges: list[EdgeRec]) -> int:
