@@ -1034,3 +1034,24 @@ def test_messages_on_one_event_each_give_the_turns_content(tmp_path: Path,
         assert turn["prompt"] == sent, way
         assert turn["completion"] == [{"role": "assistant", "content": "yo"}], way
         assert turn["input_ref"] == ot.content_ref(json.dumps(sent)), way
+
+
+def test_a_stop_carries_the_options_it_was_decided_among(tmp_path: Path, collector: RunningCollector) -> None:
+    """``ot.stop(..., options=...)``: the stop's row in the decisions dataset has those options, every way."""
+    from orchestrace_collector.export import export
+
+    @ot.agent
+    def judge() -> None:
+        ot.stop("good enough", options=["stop", "retry", "critic"])
+
+    def app() -> None:
+        with ot.task("stopping"):
+            judge()
+
+    outputs = run_three_ways(tmp_path, collector, app)
+    for way in WAYS:
+        to = tmp_path / f"{way}-decisions.jsonl"
+        export([outputs[way].out], "decisions", to)
+        rows = [json.loads(line) for line in to.read_text().splitlines()]
+        stops = [(r["agent"], r["options"]) for r in rows if r["decision"] == "stop"]
+        assert stops == [("judge", ["stop", "retry", "critic"])], (way, rows)

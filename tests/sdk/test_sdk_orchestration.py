@@ -36,6 +36,7 @@ def test_every_orchestration_event(spans: Spans) -> None:
         ot.reward(0.75, family="team", unit="agent", target="worker-1", label="good", explanation="fast")
         ot.reward(1)
         ot.stop("goal reached")
+        ot.stop(options=["answer", "worker"])
 
     boss()
     span = spans.one("invoke_agent boss")
@@ -66,7 +67,8 @@ def test_every_orchestration_event(spans: Spans) -> None:
                         sc.ORCH_REWARD_FAMILY: "team", sc.ORCH_REWARD_UNIT: "agent",
                         sc.ORCH_REWARD_TARGET: "worker-1"}
     assert plain == {sc.GEN_AI_EVALUATION_NAME: "reward", sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0}
-    assert _events(span, sc.EVENT_STOP) == [{sc.ORCH_REASON: "goal reached"}]
+    assert _events(span, sc.EVENT_STOP) == [{sc.ORCH_REASON: "goal reached"},
+                                            {sc.ORCH_DECISION_OPTIONS: ("answer", "worker")}]
 
 
 def test_message_content_captured_when_on(captured: Spans) -> None:

@@ -130,11 +130,15 @@ class Events:
             self._emit(sc.EVENT_DECISION, attributes)
 
     @failsafe(default=None)
-    def stop(self, reason: str | None = None, *, sender: AgentRef | None = None) -> None:
-        """The decision to stop the run; ``sender``: who decided, when not the span's own agent."""
+    def stop(self, reason: str | None = None, *, sender: AgentRef | None = None,
+             options: Sequence[str] | None = None) -> None:
+        """The decision to stop the run; ``sender``: who decided, when not the span's own agent;
+        ``options``: the alternatives it had."""
         if self.span.is_recording():
             attributes: Attributes = {}
             _put(attributes, sc.ORCH_REASON, reason)
+            if options is not None:
+                attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
             if sender is not None:
                 attributes[sc.ORCH_FROM] = agent_name_role(sender)[0]
             self._emit(sc.EVENT_STOP, attributes)

@@ -99,11 +99,12 @@ def decide(kind: str, *, target: AgentRef | None = None, reason: str | None = No
 
 
 @failsafe(default=None)
-def stop(reason: str | None = None) -> None:
-    """The decision to stop the run."""
+def stop(reason: str | None = None, *, options: Sequence[str] | None = None) -> None:
+    """The decision to stop the run; ``options``: what else it could have done (for example the agents it
+    could have delegated to), as ``ot.decide`` records them."""
     events = _events()
     if events is not None:
-        events.stop(reason)
+        events.stop(reason, options=options)
 
 
 @failsafe(default=None)

@@ -429,6 +429,9 @@ def _span_event(
             return
         ev = b.point("orchestrator_decision", event, node, owner)
         ev.decision = sc.DECISION_STOP
+        recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
+        if isinstance(recorded, tuple | list) and recorded:
+            ev.options = [str(o) for o in recorded]
         decider = attrs.get(sc.ORCH_FROM)
         if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
             set_from(ev, b.actors.decider(owner, str(decider), event.time_ns), str(decider))
