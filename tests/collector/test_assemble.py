@@ -94,6 +94,7 @@ def test_late_span_after_retention_is_a_separate_fragment() -> None:
     first, fragment = sink.written[0][0], sink.written[1][0]
     assert fragment.trace_id == f"{first.trace_id}.late1"
     assert fragment.metrics["spans"] == 1
+    assert fragment.task_id == first.task_id == "t3"  # the episode's task, not the OTel trace id
 
 
 def test_episode_id_stitches_otel_traces_even_when_it_arrives_last() -> None:

@@ -117,6 +117,7 @@ def test_a_late_span_for_a_forgotten_episode_never_supersedes_it(tmp_path: Path)
     assert full["metrics"]["revision"] == 0 and full["metrics"]["spans"] == len(spans), "not superseded"
     fragment = latest[f"{spans[0].trace_id}.late1"]
     assert fragment["metrics"]["spans"] == 1
+    assert fragment["task_id"] == full["task_id"] == "forgotten"  # from written.idx, after the restart
     lines = [json.loads(line) for line in (tmp_path / "traces-00000.jsonl").read_text().splitlines()]
     assert all(isinstance(t["metrics"]["revision"], int) for t in lines)
 

@@ -111,6 +111,7 @@ class WriteRecord:
     spans: int
     digest: int
     upto: tuple[int, int] | None = None
+    task_id: str | None = None  # the written trace's: a late fragment of the episode is of that task too
 
 
 class ConvertedEpisode(Protocol):
@@ -120,6 +121,7 @@ class ConvertedEpisode(Protocol):
     turns: list[Turn]
     contents: dict[str, str]
     trace_id: str  # the trace's, without making its model
+    task_id: str  # the trace's and its turns' (set: both)
 
     @property
     def metrics(self) -> dict[str, float]: ...  # the trace's, without making its model
@@ -187,6 +189,7 @@ class _Episode:
     conflicts: int = 0  # span ids seen again with different content (the first copy is kept)
     nbytes: int = 0  # what the spans cost in memory (the caller's estimate), what the memory limit counts
     closed_at: int = -1  # span count when :meth:`rootless_but_closed` last found a parent missing
+    task_id: str | None = None  # of its written trace
 
     def rootless_but_closed(self) -> bool:
         """No root, yet every span's parent is here: the parents form a cycle, so no root will ever come and
@@ -596,6 +599,13 @@ class Assembler:
                 self.hook(converted)
             if episode.late:
                 converted.trace_id = f"{converted.trace_id}.late{episode.late}"
+                write = self._writes.get(episode.key)
+                if write is not None and write.task_id is not None:
+                    # Its spans alone may not say the task (a straggler's span under the task's): the
+                    # episode's as written, never the OTel trace id standing in for it.
+                    converted.task_id = write.task_id
+            else:
+                episode.task_id = converted.task_id
             converted.metrics[SPAN_COUNT] = float(len(spans))
             if episode.conflicts:
                 converted.metrics[SPAN_CONFLICTS] = float(episode.conflicts)
@@ -613,8 +623,10 @@ class Assembler:
         # The highest number used for this key, revision or fragment: the next fragment gets the one after.
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
+        known = self._writes.get(key)
         self._writes[key] = WriteRecord(
-            episode.revision, episode.late, len(episode.spans), episode.digest(), episode.upto
+            episode.revision, episode.late, len(episode.spans), episode.digest(), episode.upto,
+            episode.task_id if episode.task_id is not None else known.task_id if known else None,
         )
         while len(self._written) > self.max_known_episodes:
             self._writes.pop(self._written.popitem(last=False)[0], None)
@@ -723,7 +735,9 @@ def _load_written(index: KeyedIndex) -> tuple[OrderedDict[str, int], dict[str, W
             if "written" in entry:
                 revision, late, spans, digest, *upto = map(int, entry["written"])
                 at = (upto[0], upto[1]) if len(upto) == 2 else None
-                writes[key] = WriteRecord(revision, late, spans, digest, at)
+                task = entry.get("task")
+                writes[key] = WriteRecord(revision, late, spans, digest, at,
+                                          task if isinstance(task, str) else None)
         except (ValueError, KeyError, TypeError):
             continue  # a line from elsewhere
     return known, writes
@@ -733,4 +747,6 @@ def _written_entry(key: str, revision: int, write: WriteRecord | None) -> dict[s
     entry: dict[str, Any] = {"key": key, "revision": revision}
     if write is not None:
         entry["written"] = [write.revision, write.late, write.spans, write.digest, *(write.upto or ())]
+        if write.task_id is not None:
+            entry["task"] = write.task_id
     return entry

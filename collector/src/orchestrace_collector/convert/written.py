@@ -86,6 +86,22 @@ class Episode:
             self._trace_record["trace_id"] = trace_id
 
     @property
+    def task_id(self) -> str:
+        return self.trace.task_id if self._trace_record is None else str(self._trace_record["task_id"])
+
+    @task_id.setter
+    def task_id(self, task_id: str) -> None:
+        """The task of the trace and of its turns."""
+        records = (self._trace_record, *(self._turn_records or ()))
+        models = (self._trace, *(self._turns or ()))
+        for record in records:
+            if record is not None:
+                record["task_id"] = task_id
+        for model in models:
+            if model is not None:
+                model.task_id = task_id
+
+    @property
     def metrics(self) -> dict[str, float]:
         """The trace's metrics (the same dict as ``trace.metrics``), without making the trace's model."""
         metrics: dict[str, float] = (
