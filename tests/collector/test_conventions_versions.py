@@ -81,9 +81,10 @@ def latest_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ExampleRu
 def test_both_settings_write_the_same_traces(name: str, example_run: Any, latest_runs: dict[str, ExampleRun],
                                              tmp_path: Path, trace_dir_validator: Any) -> None:
     default, latest = example_run(name), latest_runs[name]
-    # The Agents SDK's runs, and only they, are conversation turns under the latest names.
+    # The runs a framework steers, and only they, are conversation turns under the latest names: the Agents
+    # SDK's and the langgraph-swarm graph's (any other LangGraph graph is the application's workflow).
     turns = [s for s in latest.spans if _operation(s) == sc.OP_HANDLE_CONVERSATION_TURN]
-    assert bool(turns) == name.startswith("agents_")
+    assert bool(turns) == (name.startswith("agents_") or name == "swarm")
     assert all(s["name"].startswith(f"{sc.OP_HANDLE_CONVERSATION_TURN} ") for s in turns)
     assert not any(_operation(s) == sc.OP_HANDLE_CONVERSATION_TURN for s in default.spans)
     # Apart from those names, both settings made the same spans, and the same orchestration events.

@@ -31,6 +31,9 @@ _R = TypeVar("_R")
 
 AGENT_KEY = otel_context.create_key("orchestrace.agent")
 TASK_KEY = otel_context.create_key("orchestrace.task")
+#: Set inside a ``handle_conversation_turn`` span: a runner entrypoint invoked within the turn (a framework
+#: run inside another one's tool or node) is no second turn, as the GenAI conventions require.
+TURN_KEY = otel_context.create_key("orchestrace.conversation_turn")
 #: The model call in progress (for ``set_usage``).
 MODEL_CALL_KEY = otel_context.create_key("orchestrace.model_call")
 #: Set by an integration whose own span already traces a call of a decorated function (a LangChain tool

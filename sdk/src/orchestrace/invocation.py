@@ -29,6 +29,7 @@ from orchestrace.context import (
     MODEL_CALL_KEY,
     TASK_KEY,
     TRACED_BY_CALLER_KEY,
+    TURN_KEY,
     AgentFrame,
     TaskFrame,
     with_span,
@@ -651,7 +652,9 @@ class WorkflowSpec(Spec):
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        operation = sc.gen_ai_names().runner_operation if self.runner else sc.OP_INVOKE_WORKFLOW
+        # A turn inside a turn of this process is a workflow of that turn (never a second turn).
+        runner = self.runner and parent.get(TURN_KEY) is None
+        operation = sc.gen_ai_names().runner_operation if runner else sc.OP_INVOKE_WORKFLOW
         attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: operation,
                                   sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
         episode_id = self.episode_id
@@ -677,6 +680,9 @@ class WorkflowSpec(Spec):
         return f"{operation} {label}".rstrip(), SpanKind.INTERNAL, attributes
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
-        if not self.episode:
-            return None
-        return {TASK_KEY: TaskFrame(str(attributes[sc.ORCH_TASK_ID]), str(attributes[sc.ORCH_EPISODE_ID]))}
+        own: dict[str, object] = {}
+        if attributes[sc.GEN_AI_OPERATION_NAME] == sc.OP_HANDLE_CONVERSATION_TURN:
+            own[TURN_KEY] = True
+        if self.episode:
+            own[TASK_KEY] = TaskFrame(str(attributes[sc.ORCH_TASK_ID]), str(attributes[sc.ORCH_EPISODE_ID]))
+        return own or None

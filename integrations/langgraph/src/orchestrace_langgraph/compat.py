@@ -25,6 +25,10 @@ from typing import Any, NamedTuple
 
 from langgraph.types import Command, Send
 
+_SWARM_STATE: object = None  # langgraph-swarm's graphs' state schema, when it is installed
+with contextlib.suppress(ImportError):  # without langgraph-swarm no graph is a swarm
+    from langgraph_swarm import SwarmState as _SWARM_STATE
+
 try:  # constants LangGraph keeps in a private module; the values they have had since langgraph 1.0 otherwise
     from langgraph._internal._constants import (
         CONF,
@@ -97,6 +101,20 @@ def _safe(default: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return guarded
 
     return decorate
+
+
+@_safe(False)
+def is_swarm(graph: Any) -> bool:
+    """A langgraph-swarm graph (``create_swarm``, or a ``StateGraph`` of its ``SwarmState``): the framework,
+    not the application, steers it, by handoffs between its agents."""
+    # A TypedDict keeps the schemas it extends in ``__orig_bases__`` only (no issubclass).
+    pending = [graph.builder.state_schema]
+    while pending and _SWARM_STATE is not None:
+        schema = pending.pop()
+        if schema is _SWARM_STATE:
+            return True
+        pending.extend(getattr(schema, "__orig_bases__", ()))
+    return False
 
 
 # --- configs ------------------------------------------------------------------------------------------------

@@ -143,10 +143,12 @@ class WorkflowTracer:
         run = Run(name, str(thread_id) if thread_id is not None else None,
                   parent=current_run() if nested else None, edges=wiring.edges,
                   destinations=wiring.destinations)
-        # A subgraph's run under the node that runs it, also when a callback tracer's span is current.
+        # A subgraph's run under the node that runs it, also when a callback tracer's span is current. A
+        # swarm invoked as an entrypoint is a conversation turn under the latest GenAI conventions (the
+        # framework steers it); any other graph the application's workflow.
         run.own.invocation = invocation = start_workflow(
             self._telemetry, name, episode_id=episode, context=parent_context(), attributes=attrs,
-            links=links, values=run_values(run))
+            links=links, values=run_values(run), runner=not nested and compat.is_swarm(graph))
         invocation.set_input(graph_input, ref=False)  # its messages, with capture on (the ref is above)
         if resume:
             value = graph_input.resume if isinstance(graph_input, Command) else None
