@@ -54,8 +54,8 @@ def relay_swarm() -> Any:
 
 def runs(spans: Spans) -> list[tuple[str, str | None, bool]]:
     """Every graph run: (span name, operation, whether it is a root)."""
-    found = [(s.name, (s.attributes or {}).get(sc.GEN_AI_OPERATION_NAME), s.parent is None) for s in spans.ours
-             if (s.attributes or {}).get(sc.GEN_AI_OPERATION_NAME) in (TURN, WORKFLOW)]
+    found = [(s.name, operation, s.parent is None) for s in spans.ours
+             if (operation := (s.attributes or {}).get(sc.GEN_AI_OPERATION_NAME)) in (TURN, WORKFLOW)]
     return sorted(found, key=str)
 
 
