@@ -17,10 +17,24 @@ from .vocabularies import VOCABULARIES
 _MODEL_CALL: Final = tuple(v.model_call for v in VOCABULARIES if v.model_call is not None)
 _TOOL_CALL: Final = tuple(v.tool_call for v in VOCABULARIES if v.tool_call is not None)
 _CONTENT_PARTS: Final = tuple(v.content_parts for v in VOCABULARIES if v.content_parts is not None)
+_OTHER_FORMS: Final = tuple(key for v in VOCABULARIES for key in v.other_forms)
+
+
+def _plain(span: Span) -> bool:
+    """Whether the span records nothing in another form (most spans): no span events, no such attribute."""
+    if span.events:
+        return False
+    attrs = span.attributes
+    for key in _OTHER_FORMS:  # noqa: SIM110 (a generator costs more, on every model and tool call)
+        if key in attrs:
+            return False
+    return True
 
 
 def model_call(span: Span) -> Attributes:
     """A model call's attributes with its record's other forms overlaid."""
+    if _plain(span):
+        return span.attributes
     found: dict[str, object] = {}
     for overlay in _MODEL_CALL:
         overlay(span, found, content_parts)
@@ -29,6 +43,8 @@ def model_call(span: Span) -> Attributes:
 
 def tool_call(span: Span) -> Attributes:
     """A tool span's attributes with its record's other forms overlaid."""
+    if _plain(span):
+        return span.attributes
     found: dict[str, object] = {}
     for overlay in _TOOL_CALL:
         overlay(span, found, content_parts)

@@ -3,9 +3,9 @@ declare (``vocabularies``), read in the registry's order.
 
 A span's kind is the first verdict of the vocabularies' ``kind`` rules, else of their ``fallback_kind`` rules
 (weaker evidence: a span that merely names a model or a tool); a tool that some vocabulary says hands control
-over (``handoff_target``) is a handoff (``CREATE_AGENT``), an agent some vocabulary says is a graph run a
-workflow. Everything else is ``OTHER``: it yields no event itself, but span events recorded on it still count
-for the actor that encloses it.
+over (``handoff_to`` / ``handoff_tools`` / ``handoff_prefixes``) is a handoff (``CREATE_AGENT``), an agent
+some vocabulary says is a graph run a workflow. Everything else is ``OTHER``: it yields no event itself, but
+span events recorded on it still count for the actor that encloses it.
 
 ``forest`` classifies and names every span once; later stages read the node's kind and names.
 """
@@ -36,6 +36,7 @@ from .vocabularies.base import (
     WORKFLOW,
     Kind,
     Verdict,
+    json_object,
 )
 
 __all__ = [
@@ -70,7 +71,9 @@ _KIND_RULES: Final = tuple(
     + [v.fallback_kind for v in VOCABULARIES if v.fallback_kind is not None]
 )
 _GRAPH_RUN: Final = tuple(v.graph_run for v in VOCABULARIES if v.graph_run is not None)
-_HANDOFF_TARGETS: Final = tuple(v.handoff_target for v in VOCABULARIES if v.handoff_target is not None)
+_HANDOFF_TO: Final = tuple(key for v in VOCABULARIES for key in v.handoff_to)
+_HANDOFF_TOOLS: Final = {tool: arg for v in VOCABULARIES for tool, arg in v.handoff_tools.items()}
+_HANDOFF_PREFIXES: Final = tuple(prefix for v in VOCABULARIES for prefix in v.handoff_prefixes)
 _AGENT_NAMES: Final = tuple(key for v in VOCABULARIES for key in v.agent_names)
 _WORKFLOW_NAMES: Final = tuple(key for v in VOCABULARIES for key in v.workflow_names)
 _NODE_NAMES: Final = tuple(key for v in VOCABULARIES for key in v.node_names)
@@ -108,10 +111,20 @@ def graph_run(attrs: Attributes) -> bool:
 
 
 def _handoff_target(span: Span) -> str | None:
-    for rule in _HANDOFF_TARGETS:
-        target = rule(span)
-        if target is not None:
-            return target
+    """The agent a handoff span hands over to (``""``: not said), ``None`` for a span that is no handoff."""
+    attrs = span.attributes
+    target = _first(attrs, _HANDOFF_TO)
+    if target:
+        return str(target)
+    tool = attrs.get(sc.GEN_AI_TOOL_NAME)
+    argument = _HANDOFF_TOOLS.get(tool) if isinstance(tool, str) else None
+    if argument is not None:
+        arguments = json_object(attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+        target = arguments.get(argument) if arguments is not None else None
+        return target if isinstance(target, str) else ""
+    for prefix in _HANDOFF_PREFIXES:
+        if span.name.startswith(prefix):
+            return span.name[len(prefix):]
     return None
 
 

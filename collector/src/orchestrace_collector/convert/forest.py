@@ -206,24 +206,20 @@ def build_forest(spans: Sequence[Span]) -> Forest:
     for node in reversed(nodes):
         if node.parent is not None and node.post > node.parent.post:
             node.parent.post = node.post
-        _name(node)
+        # Its names, by its final kind (a tool's is set when it is classified).
+        kind = node.kind
+        span = node.span
+        if kind is K_ACTOR:
+            node.name = actor_name(span, node.sub_kind)
+            node.agent_id = agent_id(span)
+        elif kind is K_MODEL:
+            node.model = model_name(span)
+            node.provider = provider_name(span)
+        elif kind is K_CREATE_AGENT:
+            node.name = created_agent_name(span, node.sub_kind)
+        elif node.sub_kind == TOOL_NODE:
+            node.name = actor_name(span, NODE)
     return Forest(nodes, roots, incomplete, embeddings)
-
-
-def _name(node: Node) -> None:
-    """Names ``node`` by its kind (its tool name is set when it is classified)."""
-    kind = node.kind
-    span = node.span
-    if kind is K_ACTOR:
-        node.name = actor_name(span, node.sub_kind)
-        node.agent_id = agent_id(span)
-    elif kind is K_MODEL:
-        node.model = model_name(span)
-        node.provider = provider_name(span)
-    elif kind is K_CREATE_AGENT:
-        node.name = created_agent_name(span, node.sub_kind)
-    elif node.sub_kind == TOOL_NODE:
-        node.name = actor_name(span, NODE)
 
 
 def _decide_model_like(nodes: list[Node]) -> None:

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from .base import Vocabulary, handoff_tool
+from .base import Vocabulary
 
-VOCABULARY: Final = Vocabulary(name="adk", handoff_target=handoff_tool("transfer_to_agent", "agent_name"))
+VOCABULARY: Final = Vocabulary(name="adk", handoff_tools={"transfer_to_agent": "agent_name"})

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
-import orchestrace_semconv as sc
-
 from ...spans import Attributes, Span
 
 
@@ -114,9 +112,12 @@ class Vocabulary:
     #: Whether an actor span is a graph run, whatever agent operation it names (an ``agent`` becomes a
     #: ``workflow``; ``actors`` keeps it one when it wraps it in an agent span of the same name).
     graph_run: Callable[[Attributes], bool] | None = None
-    #: For a span this library records a handoff in: the agent it hands over to (``""``: not said); ``None``
-    #: for any other span. A tool span it answers for is a handoff.
-    handoff_target: Callable[[Span], str | None] | None = None
+    #: Handoffs (a tool span that is one is a handoff, whatever rule found it): attributes naming the agent
+    #: handed over to; tools that hand over -> the argument naming the agent (in
+    #: ``gen_ai.tool.call.arguments``, when captured); span-name prefixes before the agent's name.
+    handoff_to: tuple[str, ...] = ()
+    handoff_tools: Mapping[str, str] = field(default_factory=dict)
+    handoff_prefixes: tuple[str, ...] = ()
     # --- names (``classify.names``): attribute keys, first value wins
     agent_names: tuple[str, ...] = ()
     workflow_names: tuple[str, ...] = ()
@@ -143,6 +144,9 @@ class Vocabulary:
     model_call: Overlay | None = None
     tool_call: Overlay | None = None
     content_parts: ContentParts | None = None
+    #: Attributes whose presence says a span records something in another form: the overlays run only for a
+    #: span with one of them or with span events.
+    other_forms: tuple[str, ...] = ()
     # --- structure (``forest``, ``events``)
     #: A zero-length span that is only a copy of a span exported when it started (the span follows).
     in_progress_copy: Callable[[Attributes], bool] | None = None
@@ -154,21 +158,6 @@ class Vocabulary:
     #: A LangGraph node span's step, and the triggers that started its task.
     langgraph_step: Callable[[Attributes], object] | None = None
     langgraph_triggers: Callable[[Attributes], object] | None = None
-
-
-def handoff_tool(tool: str, argument: str) -> Callable[[Span], str | None]:
-    """The ``handoff_target`` of a library whose tool ``tool`` hands control to the agent its argument
-    ``argument`` names (in ``gen_ai.tool.call.arguments``, when captured)."""
-
-    def target(span: Span) -> str | None:
-        attrs = span.attributes
-        if attrs.get(sc.GEN_AI_TOOL_NAME) != tool:
-            return None
-        arguments = json_object(attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
-        found = arguments.get(argument) if arguments is not None else None
-        return found if isinstance(found, str) else ""
-
-    return target
 
 
 def json_object(raw: object) -> dict[str, object] | None:

@@ -115,11 +115,6 @@ def _fallback_kind(span: Span, parent: Span | None) -> Verdict | None:
     return None
 
 
-def _handoff_target(span: Span) -> str | None:
-    target = span.attributes.get(GEN_AI_HANDOFF_TO_AGENT)
-    return str(target) if target else None
-
-
 def _model_call(span: Span, found: dict[str, object], content_parts: ContentParts) -> None:
     """Messages on span events: the details event, the older prompt and completion events, and events of one
     message each (``gen_ai.<role>.message`` with its ``content``, then ``gen_ai.choice`` with the reply's
@@ -169,7 +164,7 @@ VOCABULARY: Final = Vocabulary(
     name="genai",
     kind=_kind,
     fallback_kind=_fallback_kind,
-    handoff_target=_handoff_target,
+    handoff_to=(GEN_AI_HANDOFF_TO_AGENT,),
     agent_names=(sc.GEN_AI_AGENT_NAME,),
     workflow_names=(sc.GEN_AI_WORKFLOW_NAME, sc.GEN_AI_AGENT_NAME),
     tool_names=(sc.GEN_AI_TOOL_NAME,),

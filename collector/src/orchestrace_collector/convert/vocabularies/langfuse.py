@@ -54,4 +54,5 @@ VOCABULARY: Final = Vocabulary(
     input_content=(LF_INPUT,),
     output_content=(LF_OUTPUT,),
     model_call=_model_call,
+    other_forms=(LF_OBSERVATION_TYPE,),
 )

@@ -75,11 +75,6 @@ def _kind(span: Span, parent: Span | None) -> Verdict | None:
     return None
 
 
-def _handoff_target(span: Span) -> str | None:
-    name = span.name
-    return name[len(OI_HANDOFF_PREFIX):] if name.startswith(OI_HANDOFF_PREFIX) else None
-
-
 def _actor_name(span: Span, sub_kind: str, bare_name: str) -> object:
     if sub_kind != AGENT:
         return None
@@ -105,7 +100,7 @@ def _metadata_value(attrs: Attributes, key: str) -> object:
 VOCABULARY: Final = Vocabulary(
     name="openinference",
     kind=_kind,
-    handoff_target=_handoff_target,
+    handoff_prefixes=(OI_HANDOFF_PREFIX,),
     # Its agent spans may be named after the agent's class ("ToolCallingAgent.run"): two agents of one class
     # are told apart by the name it records, not the span's.
     agent_names=(OI_AGENT_NAME, OI_GRAPH_NODE_NAME),

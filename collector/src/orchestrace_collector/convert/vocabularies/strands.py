@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .base import Vocabulary, handoff_tool, json_value
+from .base import Vocabulary, json_value
 
 _BEDROCK_BLOCKS = frozenset({"text", "toolUse", "toolResult", "image", "document", "video",
                              "reasoningContent", "cachePoint", "guardContent", "citationsContent"})
@@ -39,6 +39,6 @@ def _blocks_as_parts(content: object) -> object:
 
 VOCABULARY: Final = Vocabulary(
     name="strands",
-    handoff_target=handoff_tool("handoff_to_agent", "agent_name"),
+    handoff_tools={"handoff_to_agent": "agent_name"},
     content_parts=_blocks_as_parts,
 )

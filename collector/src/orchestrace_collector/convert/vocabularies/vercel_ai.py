@@ -85,5 +85,6 @@ VOCABULARY: Final = Vocabulary(
     tool_parts=ToolParts("tool-call", "toolCallId", "toolName", ("input", "args"),
                          "tool-result", "toolCallId", "toolName", ("output", "result"), "value"),
     model_call=_model_call,
+    other_forms=(AI_OPERATION_ID, AI_TOOL_CALL_NAME),
     tool_call=_tool_call,
 )
