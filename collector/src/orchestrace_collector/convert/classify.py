@@ -66,9 +66,11 @@ __all__ = [
     "tool_name",
 ]
 
+#: Each vocabulary's ``(key, table, rule)`` in order, then the fallback rules (``""``: no table).
+_NO_TABLE: Final[dict[str, Verdict]] = {}
 _KIND_RULES: Final = tuple(
-    [v.kind for v in VOCABULARIES if v.kind is not None]
-    + [v.fallback_kind for v in VOCABULARIES if v.fallback_kind is not None]
+    [(v.kind_table or ("", _NO_TABLE)) + (v.kind,) for v in VOCABULARIES if v.kind_table or v.kind]
+    + [("", _NO_TABLE, v.fallback_kind) for v in VOCABULARIES if v.fallback_kind is not None]
 )
 _GRAPH_RUN: Final = tuple(v.graph_run for v in VOCABULARIES if v.graph_run is not None)
 _HANDOFF_TO: Final = tuple(key for v in VOCABULARIES for key in v.handoff_to)
@@ -94,12 +96,20 @@ _GRAPH: Final[Verdict] = (K_ACTOR, WORKFLOW)
 
 def classify(span: Span, parent: Span | None) -> Verdict:
     """The kind of ``span`` and, for actors, its sub-kind (``workflow``, ``agent`` or ``node``)."""
-    for rule in _KIND_RULES:
-        found = rule(span, parent)
+    attrs = span.attributes
+    for key, table, rule in _KIND_RULES:
+        found = None
+        if key:
+            # Only string values name kinds (attribute values may be of any type, even unhashable).
+            value = attrs.get(key)
+            if isinstance(value, str):
+                found = table.get(value)
+        if found is None and rule is not None:
+            found = rule(span, parent)
         if found is not None:
             if found[0] is K_TOOL and _handoff_target(span) is not None:
                 return _HANDOFF
-            if found[1] == AGENT and graph_run(span.attributes):
+            if found[1] == AGENT and graph_run(attrs):
                 return _GRAPH
             return found
     return _NONE

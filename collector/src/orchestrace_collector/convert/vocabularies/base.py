@@ -106,6 +106,8 @@ class Vocabulary:
 
     name: str
     # --- kinds (``classify``): the first rule to answer wins, every ``kind`` before any ``fallback_kind``
+    #: A kind by the value of one attribute (``(key, value -> verdict)``), read before ``kind``.
+    kind_table: tuple[str, Mapping[str, Verdict]] | None = None
     kind: KindRule | None = None
     #: Weaker evidence, tried once no library's ``kind`` answered (a span that merely names a model).
     fallback_kind: KindRule | None = None

@@ -96,12 +96,6 @@ OUTPUT_TOKENS: Final = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, GEN_AI_USAGE_COMPLETION_T
 _USAGE_KEYS = (*INPUT_TOKENS, *OUTPUT_TOKENS)
 
 
-def _kind(span: Span, parent: Span | None) -> Verdict | None:
-    # Only string values name kinds (attribute values may be of any type, even unhashable).
-    op = span.attributes.get(sc.GEN_AI_OPERATION_NAME)
-    return _KINDS.get(op) if isinstance(op, str) else None
-
-
 def _fallback_kind(span: Span, parent: Span | None) -> Verdict | None:
     attrs = span.attributes
     if isinstance(attrs.get(GEN_AI_HANDOFF_TO_AGENT), str):
@@ -162,7 +156,7 @@ MESSAGING_KEYS: Final = (_m.MESSAGING_SYSTEM, _m.MESSAGING_OPERATION_TYPE, _m.ME
 
 VOCABULARY: Final = Vocabulary(
     name="genai",
-    kind=_kind,
+    kind_table=(sc.GEN_AI_OPERATION_NAME, _KINDS),
     fallback_kind=_fallback_kind,
     handoff_to=(GEN_AI_HANDOFF_TO_AGENT,),
     agent_names=(sc.GEN_AI_AGENT_NAME,),

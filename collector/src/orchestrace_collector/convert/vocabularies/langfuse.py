@@ -28,11 +28,6 @@ _KINDS: dict[str, Verdict] = {
 }
 
 
-def _kind(span: Span, parent: Span | None) -> Verdict | None:
-    lf_type = span.attributes.get(LF_OBSERVATION_TYPE)
-    return _KINDS.get(lf_type) if isinstance(lf_type, str) else None
-
-
 def _model_call(span: Span, found: dict[str, object], content_parts: ContentParts) -> None:
     attrs = span.attributes
     if LF_OBSERVATION_TYPE not in attrs:
@@ -49,7 +44,7 @@ def _model_call(span: Span, found: dict[str, object], content_parts: ContentPart
 
 VOCABULARY: Final = Vocabulary(
     name="langfuse",
-    kind=_kind,
+    kind_table=(LF_OBSERVATION_TYPE, _KINDS),
     model_names=(LF_MODEL_NAME,),
     input_content=(LF_INPUT,),
     output_content=(LF_OUTPUT,),
