@@ -9,6 +9,9 @@ Figures:
 * ``spans_per_collector_cpu_s``: spans per CPU-second the collector process used over that whole window
   (receiving, logging, assembling, converting and writing): the per-core figure.
 
+Each figure is the median of ``ingest_runs`` bursts, each in a fresh collector (the machine is shared);
+``runs`` has every burst's.
+
 Memory is the collector's resident set: with 1,000 traces open at once (their root spans withheld), with one
 open trace of 100,000 spans (and the peak once it completes and is converted), and after each round of steady
 traffic, to show that memory follows the open traces rather than the total traffic.
@@ -68,6 +71,7 @@ class Sizes:
     big_trace_spans: int
     convert_traces: int
     sender_threads: int
+    ingest_runs: int
 
 
 QUICK = Sizes(
@@ -78,6 +82,7 @@ QUICK = Sizes(
     big_trace_spans=500,
     convert_traces=20,
     sender_threads=2,
+    ingest_runs=1,
 )
 FULL = Sizes(
     rounds=10,
@@ -87,6 +92,7 @@ FULL = Sizes(
     big_trace_spans=100_000,
     convert_traces=1000,
     sender_threads=4,
+    ingest_runs=3,
 )
 
 
@@ -290,8 +296,9 @@ def _cpu_s(process: psutil.Process) -> float:
 
 
 def measure_ingest(sizes: Sizes, tmp: Path) -> dict[str, Any]:
-    """A burst of every round back to back (throughput), then rounds one at a time, each written before the
-    next is sent (resident memory under steady traffic)."""
+    """Bursts of every round back to back (throughput; the medians of ``sizes.ingest_runs``, each in a fresh
+    collector), then, after the last, rounds one at a time, each written before the next is sent (resident
+    memory under steady traffic)."""
     per_round = sizes.traces_per_round
     burst = encoded_requests(range(sizes.rounds * per_round), sizes.spans_per_trace)
     rounds = [
@@ -301,37 +308,50 @@ def measure_ingest(sizes: Sizes, tmp: Path) -> dict[str, Any]:
         for r in range(sizes.rounds)
     ]
     total = sizes.rounds * per_round * sizes.spans_per_trace
-    out = tmp / "ingest"
-    with running_collector(out) as (url, process):
-        counter = TraceCounter(out)
-        idle_rss = _settled_rss(process)
-        cpu_before, start = _cpu_s(process), time.monotonic()
-        sent = send(url, burst, sizes.sender_threads)
-        cpu_acked = _cpu_s(process) - cpu_before
-        done = counter.wait_for(sizes.rounds * per_round)
-        cpu = _cpu_s(process) - cpu_before
-        rss_after_round = []
-        for r, payloads in enumerate(rounds):
-            send(url, payloads, sizes.sender_threads)
-            counter.wait_for((sizes.rounds + r + 1) * per_round)
-            rss_after_round.append(round(rss_mb(process.pid), 1))
-        peak = peak_rss_mb(process.pid)
+    runs: list[dict[str, Any]] = []
+    for run in range(sizes.ingest_runs):
+        out = tmp / f"ingest-{run}"
+        with running_collector(out) as (url, process):
+            counter = TraceCounter(out)
+            idle_rss = _settled_rss(process)
+            cpu_before, start = _cpu_s(process), time.monotonic()
+            sent = send(url, burst, sizes.sender_threads)
+            cpu_acked = _cpu_s(process) - cpu_before
+            done = counter.wait_for(sizes.rounds * per_round)
+            cpu = _cpu_s(process) - cpu_before
+            runs.append(
+                {
+                    "ack_spans_per_s": total / sent["seconds"],
+                    # Includes the assembly thread's work done meanwhile: a per-core figure that errs low.
+                    "ack_collector_cpu_s": cpu_acked,
+                    # psutil's CPU times tick in 10 ms: the quick sizes can finish within one tick.
+                    "ack_spans_per_collector_cpu_s": total / cpu_acked if cpu_acked > 0 else None,
+                    "retries_503": sent["retries_503"],
+                    # The window ends one quiet period after the last span, which is latency, not work.
+                    "e2e_spans_per_s": total / (done - start - QUIET_PERIOD_S),
+                    "collector_cpu_s": cpu,
+                    "spans_per_collector_cpu_s": total / cpu,
+                }
+            )
+            if run < sizes.ingest_runs - 1:
+                continue
+            rss_after_round = []
+            for r, payloads in enumerate(rounds):
+                send(url, payloads, sizes.sender_threads)
+                counter.wait_for((sizes.rounds + r + 1) * per_round)
+                rss_after_round.append(round(rss_mb(process.pid), 1))
+            peak = peak_rss_mb(process.pid)
+    medians = {
+        key: None if any(r[key] is None for r in runs) else median([r[key] for r in runs]) for key in runs[0]
+    }
     return {
         "spans": total,
         "traces": sizes.rounds * per_round,
         "request_spans": 512,
         "sender_threads": sizes.sender_threads,
         "fsync": "batch",
-        "ack_spans_per_s": total / sent["seconds"],
-        # Includes the assembly thread's work done meanwhile: a per-core figure that errs low.
-        "ack_collector_cpu_s": cpu_acked,
-        # psutil's CPU times tick in 10 ms: the quick sizes can finish within one tick.
-        "ack_spans_per_collector_cpu_s": total / cpu_acked if cpu_acked > 0 else None,
-        "retries_503": sent["retries_503"],
-        # The window ends one quiet period after the last span, which is latency, not work.
-        "e2e_spans_per_s": total / (done - start - QUIET_PERIOD_S),
-        "collector_cpu_s": cpu,
-        "spans_per_collector_cpu_s": total / cpu,
+        **medians,
+        "runs": runs,
         "rss_idle_mb": idle_rss,
         "rss_after_each_round_mb": rss_after_round,
         "round_spans": per_round * sizes.spans_per_trace,
