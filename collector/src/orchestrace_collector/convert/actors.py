@@ -49,6 +49,7 @@ class Instance:
     parent: Instance | None = None
     label: str = ""
     activation: int = 0
+    index: int = 0  # position in ``Actors.instances`` (start order)
     role: str | None = None
     agent_id: str | None = None
     children: list[Instance] = field(default_factory=list)
@@ -194,7 +195,8 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
 
     instances.sort(key=lambda i: i.start_ns)
     by_name: dict[str, list[Instance]] = {}
-    for inst in instances:
+    for i, inst in enumerate(instances):
+        inst.index = i
         by_name.setdefault(inst.name, []).append(inst)
     by_label: dict[str, Instance] = {}
     sent: _Sent | None = None

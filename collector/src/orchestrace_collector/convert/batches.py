@@ -57,8 +57,8 @@ class Batches:
         #: first event of a start made inside one of its instance's tool calls (an agent called as a tool) ->
         #: that tool_call: the start follows it, not the other calls of its batch
         self.made_by: dict[int, Ev] = {}
-        for inst in actors.instances:
-            self._split(inst, events.timeline(inst), turn_starts.get(id(inst), _NO_TURNS))
+        for inst, timeline in zip(actors.instances, events.timelines, strict=True):
+            self._split(inst, timeline, turn_starts.get(id(inst), _NO_TURNS))
 
     def returns_after(self, ret: Ev) -> Ev:
         """Where the parent's next event after a child's return ``ret`` is looked for: after the return, but

@@ -231,6 +231,11 @@ class Credit:
     events: list[float] | None
 
 
+def uncredited(n_turns: int) -> Credit:
+    """The credit of an episode without rewards (``assign`` with no channel)."""
+    return Credit({}, {}, [{} for _ in range(n_turns)], None)
+
+
 def assign(shape: Shape, on_path: Collection[int], channels: Iterable[Channel], strategy: str,
            kept: Sequence[Mapping[str, float]] | None = None) -> Credit:
     """Every channel spread over the turns and the team-unit ones over the events (see the module
@@ -238,10 +243,10 @@ def assign(shape: Shape, on_path: Collection[int], channels: Iterable[Channel], 
     check_strategy(strategy)
     channels = list(channels)
     n_turns = len(shape.turn_events)
+    if not channels and kept is None:
+        return uncredited(n_turns)
     credits = [dict(c) for c in kept] if kept is not None else [{} for _ in range(n_turns)]
     rewards: dict[str, float] = {}
-    if not channels and kept is None:
-        return Credit(rewards, {}, credits, None)
     team = turn_weights(strategy, shape.turn_events, shape.turn_owners, on_path)
     pool = 0.0  # the team-unit value, which the events' credit splits
     team_units = False

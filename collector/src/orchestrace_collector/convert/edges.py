@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
-from .actors import Actors, Instance
+from .actors import Instance
 from .batches import Batches
 from .events import Ev, EventSet
 from .kinds import EdgeType
@@ -20,15 +20,15 @@ _Add = Callable[[EdgeRec], None]
 
 
 class _Timelines:
-    __slots__ = ("events", "positions")
+    __slots__ = ("positions", "timelines")
 
     def __init__(self, events: EventSet) -> None:
-        self.events = events
+        self.timelines = events.timelines
         self.positions: dict[int, list[int]] = {}
 
     def next_after(self, inst: Instance, ev: Ev) -> Ev | None:
         """The first event of ``inst``'s timeline that comes after ``ev`` in trace order."""
-        timeline = self.events.timeline(inst)
+        timeline = self.timelines[inst.index]
         if not timeline:
             return None
         pos = self.positions.get(id(inst))
@@ -39,7 +39,7 @@ class _Timelines:
 
 
 def build_edges(
-    events_set: EventSet, actors: Actors, batches: Batches, flows: list[EdgeRec]
+    events_set: EventSet, batches: Batches, flows: list[EdgeRec]
 ) -> list[EdgeRec]:
     """Every edge once, sorted by source then destination; ``flows``: the ``safety_flow`` edges of content
     (``provenance.py``). The typed rules below never produce the same edge twice; a temporal edge is left out
@@ -94,8 +94,7 @@ def build_edges(
         if (src.index, dst.index) not in typed and dst.index not in made_by:
             add((src.index, dst.index, "temporal"))
 
-    for inst in actors.instances:  # consecutive events, but none that follows a race inside a batch
-        timeline = timeline_of(inst)
+    for timeline in events_set.timelines:  # consecutive events, but none that follows a race inside a batch
         for k in range(1, len(timeline)):
             if timeline[k - 1].index not in batches.members:
                 temporal(timeline[k - 1], timeline[k])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import orchestrace_semconv as sc
@@ -13,11 +14,12 @@ from .actors import Actors, assign_instances
 from .batches import Batches
 from .classify import Kind
 from .content import ContentStore
-from .credit import Credit, Shape, assign, check_strategy
+from .credit import Credit, Shape, assign, causal_path, check_strategy, uncredited
 from .edges import EdgeRec, build_edges
 from .events import Ev, EventSet, build_events
 from .forest import Forest, build_forest
 from .gcpause import gc_paused
+from .kinds import Decision, EventType
 from .metrics import active_wall_clock_ns, structural_metrics
 from .provenance import Provenance, trace_provenance
 from .rewards import RewardSet, collect_rewards, rejected_metrics, reward_value
@@ -76,11 +78,12 @@ def _stages(forest: Forest, actors: Actors, task_id: str | None, credit: str) ->
     batches = Batches(actors, events, turn_starts(turns))
     linked = link_turns(turns, events, batches)  # each turn's events, each event's tokens
     provenance = trace_provenance(events.events, turns, linked, store.contents)
-    edges = build_edges(events, actors, batches, provenance.flows)
+    edges = build_edges(events, batches, provenance.flows)
     rewards = collect_rewards(events, actors, turns, linked)
-    shape = _credit_shape(events.events, edges, turns, linked)
-    on_path = shape.on_path()
-    credited = assign(shape, on_path, rewards.channels.values(), credit)
+    types, decisions = [ev.type for ev in events.events], [ev.decision for ev in events.events]
+    on_path = causal_path(edges, types, decisions)
+    credited = assign(_credit_shape(types, decisions, events.events, edges, turns, linked), on_path,
+                      rewards.channels.values(), credit) if rewards.channels else uncredited(len(turns))
     return _written(_Stages(forest, actors, events, turns, linked, provenance, edges, rewards, on_path,
                             credited, store.contents), task_id)
 
@@ -102,11 +105,12 @@ class _Stages:
     contents: dict[str, str]
 
 
-def _credit_shape(events: list[Ev], edges: list[EdgeRec], turns: list[TurnRec], linked: TurnIndex) -> Shape:
+def _credit_shape(types: list[EventType], decisions: list[Decision | None], events: list[Ev],
+                  edges: list[EdgeRec], turns: list[TurnRec], linked: TurnIndex) -> Shape:
     """What the credit engine reads of the episode, as it is written."""
     return Shape(
-        [ev.type for ev in events],
-        [ev.decision for ev in events],
+        types,
+        decisions,
         [ev.actor.name if ev.actor is not None else ev.agent for ev in events],
         edges,
         [{ev.index for ev in linked_events} for linked_events in linked.events],
@@ -137,12 +141,11 @@ def _written(st: _Stages, task_id: str | None) -> Episode:
     if system:
         trace["system"] = str(system)
     trace["topology"] = infer_topology(st.actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
-    tokens, event_rewards, untrusted = st.linked.tokens, st.rewards.event_rewards, st.provenance.untrusted
-    shares = credited.events
+    event_rewards, untrusted = st.rewards.event_rewards, st.provenance.untrusted
     trace["events"] = [
-        _event(ev, t0, tokens.get(i), event_rewards.get(i) if event_rewards else None,
-               shares[i] if shares is not None else None, False if i in untrusted else ev.trusted)
-        for i, ev in enumerate(events)
+        _event(ev, t0, tokens, event_rewards.get(ev.index) if event_rewards else None, share,
+               False if untrusted and ev.index in untrusted else ev.trusted)
+        for ev, tokens, share in zip(events, st.linked.tokens, credited.events or repeat(None), strict=False)
     ]
     trace["edges"] = [{"src": ids[s], "dst": ids[d], "type": kind} for s, d, kind in edges]
     trace["rewards"] = {**credited.channels, **credited.agents}

@@ -166,17 +166,16 @@ class EventSet:
     closing: dict[str, Ev]  # span id -> the event that closes it (return, tool_result, aggregate)
     tool_calls: dict[str, Ev]  # gen_ai.tool.call.id -> tool_result
     aggregates: list[Ev]
-    timelines: dict[int, list[Ev]]  # id(instance) -> its own events (``owner``), in trace order
+    timelines: list[list[Ev]]  # by ``Instance.index``: its own events (``owner``), in trace order
     returns: dict[int, Ev]  # id(instance) -> the ``return`` that closes it
 
     def timeline(self, inst: Instance) -> list[Ev]:
-        return self.timelines.get(id(inst), _NO_EVENTS)
+        return self.timelines[inst.index]
 
     def ret(self, inst: Instance) -> Ev | None:
         return self.returns.get(id(inst))
 
 
-_NO_EVENTS: list[Ev] = []  # read only
 _KEY = attrgetter("key")
 
 
@@ -249,8 +248,9 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     spawns: list[_Spawn] = []
     starts: list[int] | None = None  # the instances' start times, when a handoff needs them
     fan_ins = _fan_ins(actors)
+    owners = actors.owners  # by node.pre, the node's position in forest.nodes
     for node in forest.nodes:
-        owner = actors.of(node)
+        owner = owners[node.pre]
         kind = node.kind
         attrs = node.span.attributes
         if kind is K_TOOL:
@@ -286,14 +286,11 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
         _stand_in_return(b, model_nodes or forest.nodes)
     events = b.events
     events.sort(key=_KEY)
-    timelines: dict[int, list[Ev]] = {}
+    timelines: list[list[Ev]] = [[] for _ in actors.instances]
     for i, ev in enumerate(events):
         ev.index = i
         ev.id = f"e{i + 1}"
-        timeline = timelines.get(id(ev.owner))
-        if timeline is None:
-            timeline = timelines[id(ev.owner)] = []
-        timeline.append(ev)
+        timelines[ev.owner.index].append(ev)
     return EventSet(events, model_nodes, evaluations, b.closing, b.tool_calls, b.aggregates, timelines,
                     b.returns)
 

@@ -70,17 +70,17 @@ def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
 @dataclass(frozen=True, slots=True)
 class TurnIndex:
     """The turns' links to the events (``link_turns``): by turn position, the events each links; by event
-    position, the tokens counted on it."""
+    position, the tokens counted on it (None: none)."""
 
     events: list[list[Ev]]
-    tokens: dict[int, int]
+    tokens: list[int | None]
 
 
 def build_turns(model_nodes: list[Node], actors: Actors, store: ContentStore) -> list[TurnRec]:
     """The turns in start order (``link_turns`` links them to the events)."""
     turns: list[TurnRec] = []
     for node in sorted(model_nodes, key=lambda n: (n.start_ns, n.span.span_id)):
-        owner = actors.of(node)
+        owner = actors.owners[node.pre]
         attrs = as_genai.model_call(node.span)
         prompt, completion = prompt_and_completion(attrs)
         turn = TurnRec(
@@ -142,7 +142,7 @@ def link_turns(turns: list[TurnRec], events: EventSet, batches: Batches) -> Turn
     by_owner: dict[int, list[int]] = {}
     for k, turn in enumerate(turns):
         by_owner.setdefault(id(turn.owner), []).append(k)
-    index = TurnIndex([[] for _ in turns], {})
+    index = TurnIndex([[] for _ in turns], [None] * len(events.events))
     for group in by_owner.values():
         _link(turns, group, events, batches, index)
     return index
@@ -224,4 +224,4 @@ def _link(turns: list[TurnRec], group: list[int], events: EventSet, batches: Bat
             else:
                 holder = timeline[i - 1] if i else events.ret(owner)
             if holder is not None:
-                tokens[holder.index] = tokens.get(holder.index, 0) + turn.tokens
+                tokens[holder.index] = (tokens[holder.index] or 0) + turn.tokens
