@@ -666,6 +666,26 @@ def test_refusals_are_read_by_clients_that_write_first_and_small_senders_are_ser
     )
 
 
+def test_a_body_refused_for_its_size_is_read_before_the_answer(tmp_path: Path) -> None:
+    """A client that writes a whole body larger than the socket buffers before reading (what ``requests``
+    and the OTel HTTP exporter do) gets the 413, not a reset: the server reads and discards the refused
+    body (uvicorn's HTTP/1.1 protocol does, without holding it) before it answers and reuses the
+    connection."""
+    collector = start_collector(tmp_path / "out", "--max-body-mb", "1")
+    size = 24 << 20  # far above loopback's socket buffers: a server that stopped reading would block us
+    head = (
+        f"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", collector.port), timeout=30) as sock:
+        for _ in range(2):  # the second on the same connection: it was kept, the body fully consumed
+            sock.sendall(head)
+            sock.sendall(bytes(size))
+            answer = sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 413"), answer[:80]
+    assert collector.stop() == 0
+
+
 @pytest.mark.slow
 def test_a_flood_of_large_grpc_requests_stays_under_the_memory_limit(tmp_path: Path) -> None:
     import grpc
