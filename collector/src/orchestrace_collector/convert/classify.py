@@ -123,9 +123,10 @@ def graph_run(attrs: Attributes) -> bool:
 def _handoff_target(span: Span) -> str | None:
     """The agent a handoff span hands over to (``""``: not said), ``None`` for a span that is no handoff."""
     attrs = span.attributes
-    target = _first(attrs, _HANDOFF_TO)
-    if target:
-        return str(target)
+    for key in _HANDOFF_TO:
+        target = attrs.get(key)
+        if target:
+            return str(target)
     tool = attrs.get(sc.GEN_AI_TOOL_NAME)
     argument = _HANDOFF_TOOLS.get(tool) if isinstance(tool, str) else None
     if argument is not None:
@@ -238,5 +239,9 @@ def provider_name(span: Span) -> str | None:
 
 
 def agent_id(span: Span) -> str | None:
-    raw = _first(span.attributes, _AGENT_IDS)
-    return str(raw) if raw else None
+    attrs = span.attributes
+    for key in _AGENT_IDS:
+        raw = attrs.get(key)
+        if raw:
+            return str(raw)
+    return None
