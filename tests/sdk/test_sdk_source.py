@@ -50,7 +50,7 @@ def test_the_public_api_is_what_the_contract_names() -> None:
         "configure", "TracingHandle", "Telemetry", "CaptureConfig", "__version__",
         "agent", "tool", "llm", "task", "TaskRun",
         "spawn", "delegate", "message", "aggregate", "Aggregation", "decide", "stop", "human_intervention",
-        "safety_event", "reward", "rejected_rewards", "set_usage", "content_ref",
+        "safety_event", "reward", "rejected_rewards", "set_usage", "content_ref", "gather",
         "current_agent", "AgentFrame", "inject", "extract", "attach", "wrap_context", "ThreadPoolExecutor",
     }
     assert all(hasattr(orchestrace, name) for name in orchestrace.__all__)
