@@ -10,4 +10,4 @@ from typing import Final
 
 from .base import Vocabulary
 
-VOCABULARY: Final = Vocabulary(name="adk", handoff_tools={"transfer_to_agent": "agent_name"})
+VOCABULARY: Final[Vocabulary] = Vocabulary(name="adk", handoff_tools={"transfer_to_agent": "agent_name"})

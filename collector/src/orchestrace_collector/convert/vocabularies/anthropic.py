@@ -10,7 +10,7 @@ from typing import Final
 
 from .base import ToolParts, Vocabulary
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="anthropic",
     tool_parts=ToolParts("tool_use", "id", "name", ("input",),
                          "tool_result", "tool_use_id", None, ("content",)),

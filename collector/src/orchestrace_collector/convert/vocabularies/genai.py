@@ -154,7 +154,7 @@ def json_text(messages: list[dict[str, object]]) -> str:
 #: older name AutoGen's runtime writes): named after a queue or topic, often one made for the run.
 MESSAGING_KEYS: Final = (_m.MESSAGING_SYSTEM, _m.MESSAGING_OPERATION_TYPE, _m.MESSAGING_OPERATION)
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="genai",
     kind_table=(sc.GEN_AI_OPERATION_NAME, _KINDS),
     fallback_kind=_fallback_kind,

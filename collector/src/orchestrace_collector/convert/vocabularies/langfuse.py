@@ -42,7 +42,7 @@ def _model_call(span: Span, found: dict[str, object], content_parts: ContentPart
             found.setdefault(key, attrs[lf_key])
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="langfuse",
     kind_table=(LF_OBSERVATION_TYPE, _KINDS),
     model_names=(LF_MODEL_NAME,),

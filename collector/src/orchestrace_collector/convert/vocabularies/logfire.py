@@ -17,4 +17,4 @@ def _pending(attrs: Attributes) -> bool:
     return attrs.get(LOGFIRE_SPAN_TYPE) == LOGFIRE_PENDING_SPAN
 
 
-VOCABULARY: Final = Vocabulary(name="logfire", in_progress_copy=_pending)
+VOCABULARY: Final[Vocabulary] = Vocabulary(name="logfire", in_progress_copy=_pending)

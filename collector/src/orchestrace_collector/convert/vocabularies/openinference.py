@@ -97,7 +97,7 @@ def _metadata_value(attrs: Attributes, key: str) -> object:
     return parsed.get(key) if parsed is not None else None
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="openinference",
     kind=_kind,
     handoff_prefixes=(OI_HANDOFF_PREFIX,),

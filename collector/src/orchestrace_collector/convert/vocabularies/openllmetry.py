@@ -67,7 +67,7 @@ def _graph_run(attrs: Attributes) -> bool:
     return attrs.get(TL_SPAN_KIND) == "workflow"
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="openllmetry",
     kind=_kind,
     graph_run=_graph_run,

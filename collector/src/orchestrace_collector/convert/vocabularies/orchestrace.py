@@ -39,7 +39,7 @@ def _actor_name(span: Span, sub_kind: str, bare_name: str) -> object:
     return None
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="orchestrace",
     kind=_kind,
     node_names=(sc.ORCH_NODE_NAME, sc.LANGGRAPH_NODE),

@@ -37,7 +37,7 @@ def _blocks_as_parts(content: object) -> object:
     return parts
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="strands",
     handoff_tools={"handoff_to_agent": "agent_name"},
     content_parts=_blocks_as_parts,

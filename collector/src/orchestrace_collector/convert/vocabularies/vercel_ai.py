@@ -75,7 +75,7 @@ def _first(attrs: dict[str, object], keys: tuple[str, ...]) -> object:
     return None
 
 
-VOCABULARY: Final = Vocabulary(
+VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="vercel_ai",
     kind=_kind,
     agent_names=(AI_FUNCTION_ID,),
