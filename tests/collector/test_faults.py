@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -520,6 +521,29 @@ def _written_lines(out: Path) -> dict[str, int]:
     return lines
 
 
+def _killed_once_written(
+    collector: RunningCollector, rss: PeakRss, out: Path, episodes: int
+) -> tuple[int, Path]:
+    """kill -9 the collector once ``episodes`` traces are written (and their WRITTEN markers logged): its peak
+    RSS and the one WAL segment holding what it logged."""
+    deadline = time.monotonic() + 30
+    while len(latest_traces([out])) < episodes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the last WRITTEN markers follow the writes
+    collector.kill()
+    peak = rss.stop()
+    (segment,) = [p for p in (out / "wal").glob("*.wal") if p.stat().st_size]
+    return peak, segment
+
+
+def _assert_each_written_once(sent: Sent, out: Path, tasks: Collection[str]) -> int:
+    """Every acknowledged span written, no episode back as a fragment nor written twice."""
+    written = assert_acked_written(sent, out)
+    assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
+    assert _written_lines(out) == dict.fromkeys(tasks, 1), "an episode written twice"
+    return written
+
+
 def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path: Path) -> None:
     out = tmp_path / "out"
     sent = Sent()
@@ -529,14 +553,8 @@ def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path:
     with httpx.Client() as client:
         for task, (body, spans) in bodies.items():
             assert sent.post(client, collector.http_endpoint, task, body, spans) == 200
-    deadline = time.monotonic() + 30
-    while len(latest_traces([out])) < len(bodies) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # the last WRITTEN markers follow the writes
-    collector.kill()
-    peak = rss.stop()
+    peak, segment = _killed_once_written(collector, rss, out, len(bodies))
     # A crash that cut the log's tail: the WRITTEN markers of the last writes are gone (written.idx is not).
-    (segment,) = [p for p in (out / "wal").glob("*.wal") if p.stat().st_size]
     segment.write_bytes(segment.read_bytes()[:-300])
     restarted = start_collector(out, "--quiet-period", "0.1")
     rss = PeakRss(restarted.process.pid)
@@ -547,9 +565,7 @@ def test_a_torn_log_tail_and_identical_resends_write_each_episode_once(tmp_path:
             time.sleep(0.02)
     assert restarted.stop() == 0
     peak = max(peak, rss.stop())
-    written = assert_acked_written(sent, out)
-    assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
-    assert _written_lines(out) == dict.fromkeys(bodies, 1), "an episode written twice"
+    written = _assert_each_written_once(sent, out, bodies)
     record_fault("kill -9, 300 bytes cut off the WAL, then 30 identical re-sends", sent, written, peak)
 
 
@@ -569,13 +585,7 @@ def test_a_wal_segment_cut_in_half_writes_no_episode_again(tmp_path: Path) -> No
         for task, spans in runs.items():
             body = encode_protobuf([s for s in spans if s.parent is None])
             assert sent.post(client, collector.http_endpoint, task, body, len(spans)) == 200
-    deadline = time.monotonic() + 30
-    while len(latest_traces([out])) < len(runs) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # the last WRITTEN markers follow the writes
-    collector.kill()
-    peak = rss.stop()
-    (segment,) = [p for p in (out / "wal").glob("*.wal") if p.stat().st_size]
+    peak, segment = _killed_once_written(collector, rss, out, len(runs))
     data = segment.read_bytes()[: segment.stat().st_size // 2]
     segment.write_bytes(data)
     left: dict[str, int] = {}
@@ -588,9 +598,7 @@ def test_a_wal_segment_cut_in_half_writes_no_episode_again(tmp_path: Path) -> No
     rss = PeakRss(restarted.process.pid)
     assert restarted.stop() == 0
     peak = max(peak, rss.stop())
-    written = assert_acked_written(sent, out)
-    assert not [t for t in latest_traces([out]) if ".late" in t], "a written episode came back as a fragment"
-    assert _written_lines(out) == dict.fromkeys(runs, 1), "an episode written twice"
+    written = _assert_each_written_once(sent, out, runs)
     record_fault(
         "kill -9, a WAL segment cut in half (runs in two batches: fewer spans replayed than written)",
         sent, written, peak,
