@@ -7,8 +7,10 @@ on threads (``ot.ThreadPoolExecutor``; these two record the caller's waits), som
 OpenAI or as Anthropic says them with part of the prompt read from the cache; or streamed, yielded by the
 model call or returned for the caller to read, and sometimes abandoned after the first chunk), tool calls
 and messages (some to the instance that called it, by its handle), may record a safety event or a human
-intervention, reward itself and aggregate its children's results. :func:`truth` is what
-the written trace must say.
+intervention, reward itself and aggregate its children's results, and hands its caller back a result
+of its own (a string, empty or not, a dict, a list, a number or nothing) and maybe a progress message of
+its own words. :func:`truth` is what the written trace must say, down to the content of each return and
+message to the caller.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import math
 import operator
 import random
@@ -61,11 +64,21 @@ class Call:
     replies: bool  # sends a message to the instance that called it (its handle)
     safety: bool
     human: bool
+    result: Any = None  # what it returns to its caller (unless it fails)
+    reply: str = ""  # what its message to its caller says
     children: list[Call] = field(default_factory=list)
+
+
+def _result(rng: random.Random, name: str, k: int) -> Any:
+    """What an agent hands back: its own words, distinct from every other call's."""
+    return rng.choice((f"{name} → {k}", f"résultat {k} 研究", "", None, {"by": name, "k": k, "ok": True},
+                       [name, k], k + 0.5))
 
 
 def draw(seed: int) -> Call:
     rng = random.Random(seed)
+    words = random.Random(f"content {seed}")  # apart, so that the seeds draw the same trees as before
+    count = itertools.count()
 
     def one(depth: int) -> Call:
         call = Call(
@@ -85,6 +98,8 @@ def draw(seed: int) -> Call:
             safety=rng.random() < 0.2,
             human=rng.random() < 0.2,
         )
+        k = next(count)
+        call.result, call.reply = _result(words, call.name, k), f"progress of {call.name} #{k} ü"
         if depth < 3:
             call.children = [one(depth + 1) for _ in range(rng.choice((0, 0, 1, 2, 3)))]
         return call
@@ -106,12 +121,27 @@ class Truth:
     human_interventions: int = 0
     children: Counter[tuple[str, str]] = field(default_factory=Counter)  # (parent, child) names
     replies: Counter[tuple[str, str]] = field(default_factory=Counter)  # (sender, caller) names
+    #: (agent, its caller (None: the task), content ref of what it returned, None when nothing): each return
+    returns: Counter[tuple[str, str | None, str | None]] = field(default_factory=Counter)
+    #: (sender, caller, content ref): each message to the caller
+    said: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: The text each content ref stands for: a returned value as captured (a string as it is, else its
+    #: compact JSON with sorted keys), a message's content.
+    texts: dict[str, str] = field(default_factory=dict)
 
 
 def truth(root: Call) -> Truth:
     t = Truth()
 
-    def visit(call: Call) -> None:
+    def visit(call: Call, caller: str | None) -> None:
+        returned = None if call.fails or call.result is None else ot.content_ref(call.result)
+        t.returns[(call.name, caller, returned)] += 1
+        if returned is not None:
+            t.texts[returned] = call.result if isinstance(call.result, str) else json.dumps(
+                call.result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        if call.replies and caller is not None:
+            t.said[(call.name, caller, ot.content_ref(call.reply))] += 1
+            t.texts[ot.content_ref(call.reply)] = call.reply
         t.tokens[call.name] += sum(p + c for p, c, _, _ in call.calls)
         t.tokens[call.name] += sum(p + c for p, c, abandoned, _ in call.streams if not abandoned)
         t.turns += len(call.calls) + len(call.streams)
@@ -127,9 +157,9 @@ def truth(root: Call) -> Truth:
         for child in call.children:
             t.children[(call.name, child.name)] += 1
             t.replies[(child.name, call.name)] += child.replies
-            visit(child)
+            visit(child, call.name)
 
-    visit(root)
+    visit(root, None)
     t.tokens = +t.tokens
     t.replies = +t.replies
     return t
@@ -188,7 +218,7 @@ def _work(call: Call, caller: Any) -> None:
     for i in range(call.messages):
         ot.message("peer", content=f"note {i}")
     if call.replies and caller is not None:
-        ot.message(caller, content="progress")
+        ot.message(caller, content=call.reply)
     if call.safety:
         ot.safety_event("pii", severity="low", action="redact")
     if call.human:
@@ -202,13 +232,13 @@ def _work(call: Call, caller: Any) -> None:
             ot.delegate(child.name)
 
 
-def _finish(call: Call, results: list[object]) -> str:
+def _finish(call: Call, results: list[object]) -> Any:
     if call.aggregates and call.children:
         with ot.aggregate([r for r in results if r is not None]) as merge:
             merge.set_result("merged")
     if call.fails:
         raise Failed(call.name)
-    return "done"
+    return call.result
 
 
 def build(call: Call) -> Callable[[Any], Any]:
@@ -220,7 +250,7 @@ def build(call: Call) -> Callable[[Any], Any]:
         return asyncio.run(child(caller)) if asyncio.iscoroutinefunction(child) else child(caller)
 
     if call.mode == "threads":
-        def threaded(caller: Any) -> str:
+        def threaded(caller: Any) -> Any:
             _work(call, caller)
             me = ot.current_agent()
             results: list[object] = []
@@ -240,7 +270,7 @@ def build(call: Call) -> Callable[[Any], Any]:
         except Failed:
             return None
 
-    async def awaited(caller: Any) -> str:
+    async def awaited(caller: Any) -> Any:
         _work(call, caller)
         me = ot.current_agent()
         if call.mode == "gather":
@@ -626,10 +656,25 @@ class GraphApp:
     pause: float = 0.05
     #: Filled by :func:`run_graph_app`: the seconds each invocation (the first, then each resume) took.
     invocations: list[float] = field(default_factory=list)
+    #: (node, content ref of what it returned, None when a run of it was interrupted): each run of a node
+    #: whose output the graph's construction knows (a state update; a ``Command``).
+    returns: Counter[tuple[str, str | None]] = field(default_factory=Counter)
+    #: Nodes whose output is not constructed here (a model's message, a subgraph's state): their returns
+    #: carry a ref all the same.
+    opaque: set[str] = field(default_factory=set)
+    #: Nodes that are agents (compiled subgraphs): their output is captured as content, a plain node's
+    #: state update is not.
+    agents: set[str] = field(default_factory=set)
 
     @property
     def resumes(self) -> int:
         return self.humans[("human", "resume")]
+
+    def returned(self, node: str, output: Any) -> None:
+        self.returns[(node, None if output is None else ot.content_ref(output))] += 1
+
+
+_PARTS, _OPAQUE = object(), object()  # a plain node's own part; an output not constructed here
 
 
 class _GraphBuilder:
@@ -651,8 +696,14 @@ class _GraphBuilder:
         node = self.fresh()
         end = nxt == END
 
-        def ran(app: GraphApp, name: str = node) -> int:
+        def ran(app: GraphApp, name: str = node, output: Any = _PARTS) -> int:
+            """A run of ``name`` that returns ``output`` (by default its part, the state update of a plain
+            node; ``_OPAQUE``: not constructed here)."""
             app.runs[name] += 1
+            if output is _OPAQUE:
+                app.opaque.add(name)
+            else:
+                app.returned(name, {"parts": [name]} if output is _PARTS else output)
             return app.runs[name]
 
         def starts(app: GraphApp, name: str | None) -> int | None:
@@ -684,7 +735,7 @@ class _GraphBuilder:
             options = (str(nxt), spare)
 
             def command(app: GraphApp) -> None:
-                k = ran(app)
+                k = ran(app, output=Command(goto=nxt, update={"parts": [node]}))
                 app.choices.append(Choice(node, k, target, starts(app, target), None if end else options))
             self.steps.append(command)
         elif kind == "send":
@@ -718,8 +769,8 @@ class _GraphBuilder:
             options = (tools, str(nxt))
 
             def asks(app: GraphApp) -> None:
-                ran(app)
-                k = ran(app)
+                ran(app, output=_OPAQUE)
+                k = ran(app, output=_OPAQUE)
                 app.choices.append(Choice(node, k, target, starts(app, target), None if end else options))
                 app.tool_calls += 1
                 app.turns += 2
@@ -736,7 +787,11 @@ class _GraphBuilder:
                 inner.add_edge(before, after)
             self.graph.add_node(node, inner.compile(name=node))
             self.graph.add_edge(node, nxt)
-            self.steps.append(lambda app: (ran(app), None)[1])
+
+            def subgraph(app: GraphApp) -> None:
+                ran(app, output=_OPAQUE)
+                app.agents.add(node)
+            self.steps.append(subgraph)
         elif kind == "interrupt":
             # Asking a human (``interrupt()``) ``asks`` times, maybe after a model call. A resume runs the
             # asker again from its start (the answers so far returned by ``interrupt()``, the model called
@@ -779,8 +834,13 @@ class _GraphBuilder:
             def asked(app: GraphApp) -> None:
                 if worker is not None:
                     app.choices.append(Choice(node, ran(app), worker, None, (worker,)))
-                for _ in range(askers * (asks + 1)):
-                    ran(app, asker)
+                # Each asker's runs but its last stop at a question; its last returns the answers.
+                answered = {"parts": [asker, *(f"yes {k + 1}" for k in range(asks))]}
+                for k in range(askers * (asks + 1)):
+                    last = k >= askers * asks
+                    ran(app, asker, _OPAQUE if shape == "subgraph" else answered if last else None)
+                if shape == "subgraph":
+                    app.agents.add(asker)
                 if worker is not None:
                     ran(app, reducer)
                     app.aggregates += 1
@@ -799,7 +859,7 @@ class _GraphBuilder:
 
             def loop(app: GraphApp) -> None:
                 for r in range(rounds):
-                    k = ran(app)
+                    k = ran(app, output={"parts": [node], "rounds": {node: r + 1}})
                     last = r == rounds - 1
                     chosen = target if last else node
                     app.choices.append(Choice(node, k, chosen, starts(app, chosen),

@@ -15,7 +15,7 @@ from collector_fixtures import RunningCollector
 from ground_truth_apps import WAYS, run_three_ways
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace_collector.export import ExportError, Filters, export
-from orchestrace_collector.output import latest_traces
+from orchestrace_collector.output import latest_traces, read_content
 from orchestrace_collector.stats import compute_stats
 from random_apps import (
     RELAY_LEAD,
@@ -24,6 +24,7 @@ from random_apps import (
     Group,
     Rollout,
     Step,
+    Truth,
     draw,
     draw_graph,
     draw_group,
@@ -47,11 +48,36 @@ def _pairs(events: list[dict[str, Any]], kind: str) -> Counter[tuple[str, str]]:
     return Counter((e["to"], e["agent"]) for e in events if e["type"] == "return" and e.get("to"))
 
 
+def _captured_text(out: Path, ref: str) -> str | None:
+    """The text stored for ``ref``: a message's content as it is; an agent's output, captured as one GenAI
+    output message, the text of its parts."""
+    stored = read_content(out, ref)
+    if stored is None or not stored.startswith("[{"):
+        return stored
+    (message,) = json.loads(stored)
+    assert message["role"] == "assistant", stored
+    return "".join(part["content"] for part in message["parts"])
+
+
+def check_handed_back(want: Truth, events: list[dict[str, Any]], out: Path) -> None:
+    """What each agent handed back to its caller, against what it returned and said by construction: the
+    ``return`` event's content ref and its stored text, and each message to the caller (ref and text)."""
+    task = events[0]["agent"]
+    returns = Counter((e["agent"], e["to"] if e.get("to") != task else None, e.get("content_ref"))
+                      for e in events if e["type"] == "return" and e["agent"] != task)
+    assert returns == want.returns
+    said = Counter((e["agent"], e["to"], e.get("content_ref")) for e in events
+                   if e["type"] == "message" and e.get("to") != "peer")
+    assert said == want.said
+    for ref, text in want.texts.items():
+        assert _captured_text(out, ref) == text, ref
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     app = draw(seed)
     want = truth(app)
-    outputs = run_three_ways(tmp_path, collector, lambda: run(app, f"random-{seed}"))
+    outputs = run_three_ways(tmp_path, collector, lambda: run(app, f"random-{seed}"), capture_content=True)
     written = {}
     for way in WAYS:
         trace, turns = outputs[way].only()
@@ -83,6 +109,7 @@ def test_a_random_app_is_written_as_it_ran(tmp_path: Path, collector: RunningCol
         replies = Counter((e["agent"], e["to"]) for e in events
                           if e["type"] == "message" and e.get("to") != "peer")
         assert +replies == want.replies, way
+        check_handed_back(want, events, outputs[way].out)
         assert sum(e["type"] == "safety_event" for e in events) == want.safety_events, way
         assert sum(e["type"] == "human_intervention" for e in events) == want.human_interventions, way
         metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
@@ -262,7 +289,17 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
         if e["type"] == "spawn":
             assert (e["to"], e["to_activation"]) in instances, e
     assert sum(e["type"] == "aggregate" for e in events) == app.aggregates
-    assert (trace["costs"]["tool_calls"], len(turns)) == (app.tool_calls, app.turns)
+    # What each node handed back: the ref of the output it was built to return (none when interrupted); a
+    # plain node's state update is not stored as content, an agent's (a subgraph's state) is.
+    nodes = [e for e in events if e["type"] == "return" and e["agent"] != app.name]
+    assert {e["to"] for e in nodes} <= {app.name}
+    assert Counter((e["agent"], e.get("content_ref")) for e in nodes if e["agent"] not in app.opaque) == \
+        app.returns
+    for e in nodes:
+        ref = e.get("content_ref")
+        if ref is not None:
+            assert (read_content(out, ref) is not None) == (e["agent"] in app.agents), e
+    assert {e["agent"] for e in nodes if e["agent"] in app.opaque and e.get("content_ref")} == app.opaque
     humans = Counter((e["agent"], e["label"]) for e in events if e["type"] == "human_intervention")
     assert humans == app.humans
     # Active time: what the invocations took at most; the human's pauses before the resumes are idle.
@@ -286,7 +323,8 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
 def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     app = draw_graph(seed)
     provider = TracerProvider(shutdown_on_exit=False)
-    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
+                             capture_content=True)
     for way in WAYS:
         trace, turns = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
@@ -302,7 +340,8 @@ def test_a_graph_that_asks_a_human_is_one_episode_across_its_resumes(
     asking node's reruns its activations and turns, the pauses not active time."""
     app = draw_graph(1000 + seed, asks=True)
     provider = TracerProvider(shutdown_on_exit=False)
-    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
+                             capture_content=True)
     for way in WAYS:
         trace, turns = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
