@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,40 @@ from orchestrace_openai_agents import OpenAIAgentsInstrumentor
 from starlette.testclient import TestClient
 
 from examples.online_rl import agents_app, fake_engine, run
+
+
+@dataclass
+class Proxied:
+    """A fake engine on loopback, and orchestrace writing finished traces (content captured) to ``out``."""
+
+    engine_url: str
+    out: Path
+    handle: ot.TracingHandle
+
+    def client(self, **options: Any) -> TestClient:
+        """A client of a ``Gateway`` in front of the engine (``options``: the gateway's)."""
+        return TestClient(Gateway(self.engine_url, **options).app())
+
+    def written(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """Once the app is done: the traces written (each validated) and the turns, as exported."""
+        self.handle.shutdown()
+        traces = validate_trace_dir(self.out)
+        turns = self.out.parent / "turns.jsonl"
+        export([self.out], "jsonl", turns)
+        return traces, [json.loads(line) for line in turns.read_text().splitlines()]
+
+
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[Proxied]:
+    engine = fake_engine.serve()
+    out = tmp_path / "traces"
+    handle = ot.configure("proxy-test", exporter="none", trace_dir=out, capture_content=True,
+                          tracer_provider=TracerProvider(shutdown_on_exit=False))
+    try:
+        yield Proxied(f"http://127.0.0.1:{engine.server_port}/v1", out, handle)
+    finally:
+        handle.shutdown()
+        engine.shutdown()
 
 
 def _engine_ids(row: dict[str, Any]) -> tuple[list[int], list[int], list[float]]:
@@ -107,16 +143,12 @@ def _events(text: str) -> list[Any]:
             for line in text.split("\n\n") if line.startswith("data:")]
 
 
-def test_a_streamed_call_has_the_engines_usage_and_the_callers_stream_its_shape(tmp_path: Path) -> None:
+def test_a_streamed_call_has_the_engines_usage_and_the_callers_stream_its_shape(proxied: Proxied) -> None:
     """A chat stream through the proxy: the proxy asks the engine for the usage (``include_usage``), the turn
     has it, and the caller, who did not ask, gets the engine's stream as it would have without it (no
     usage-only chunk); a caller who asked gets that chunk."""
-    engine = fake_engine.serve()
-    engine_url = f"http://127.0.0.1:{engine.server_port}/v1"
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-stream-usage-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
-    client = TestClient(Gateway(engine_url).app())
+    engine_url = proxied.engine_url
+    client = proxied.client()
     body = {"model": "policy", "messages": [{"role": "user", "content": "stream it"}], "stream": True}
     asked = {**body, "stream_options": {"include_usage": True}}
 
@@ -125,32 +157,22 @@ def test_a_streamed_call_has_the_engines_usage_and_the_callers_stream_its_shape(
         plain = client.post("/v1/chat/completions", headers=ot.inject(), json=body).text
         return plain, client.post("/v1/chat/completions", headers=ot.inject(), json=asked).text
 
-    try:
-        with ot.task("stream-usage"):
-            plain, with_usage = streamer()
-        assert plain == httpx.post(f"{engine_url}/chat/completions", json=body).text  # byte for byte
-        assert _events(with_usage) == _events(httpx.post(f"{engine_url}/chat/completions", json=asked).text)
-    finally:
-        handle.shutdown()
-        engine.shutdown()
+    with ot.task("stream-usage"):
+        plain, with_usage = streamer()
+    assert plain == httpx.post(f"{engine_url}/chat/completions", json=body).text  # byte for byte
+    assert _events(with_usage) == _events(httpx.post(f"{engine_url}/chat/completions", json=asked).text)
     assert _events(with_usage)[-2]["usage"] is not None
-    validate_trace_dir(out)
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    _, rows = proxied.written()
     prompt_ids, sampled = fake_engine.sampled(body["messages"])
     assert [(r["input_tokens"], r["output_tokens"]) for r in rows] == [(len(prompt_ids), len(sampled))] * 2
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"]) == _engine_ids(row)[:2]
 
 
-def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_path: Path) -> None:
+def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(proxied: Proxied) -> None:
     """An ``@ot.llm`` function calling the engine through the proxy: the proxy's span is a child of the app's
     (``traceparent``); the collector keeps one turn, the app's, with the proxy's token ids and logprobs."""
-    engine = fake_engine.serve()
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-merge-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
-    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1", policy_version="v0").app())
+    client = proxied.client(policy_version="v0")
     prompts = [[{"role": "user", "content": "question" + "?" * k}] for k in range(2)]
 
     @ot.llm("policy")
@@ -165,15 +187,9 @@ def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_p
         for messages in prompts:
             chat(messages)
 
-    try:
-        with ot.task("merge"):
-            solver()
-    finally:
-        handle.shutdown()
-        engine.shutdown()
-    validate_trace_dir(out)
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    with ot.task("merge"):
+        solver()
+    _, rows = proxied.written()
     assert [r["agent"] for r in rows] == ["solver", "solver"]
     assert [r["policy_version"] for r in rows] == ["v8", "v9"]  # each call's header won over the flag's v0
     for row, messages in zip(rows, prompts, strict=True):
@@ -182,25 +198,15 @@ def test_a_call_the_app_records_too_is_one_turn_with_the_engines_token_ids(tmp_p
             _engine_ids(row))
 
 
-def test_a_base_url_naming_the_episode_files_the_call_under_it(tmp_path: Path) -> None:
+def test_a_base_url_naming_the_episode_files_the_call_under_it(proxied: Proxied) -> None:
     """A client that sends no headers, with base URL ``/e/<episode>/v1``: the call is a turn of that episode,
     with the engine's token ids."""
-    engine = fake_engine.serve()
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-episode-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
-    client = TestClient(Gateway(f"http://127.0.0.1:{engine.server_port}/v1").app())
-    try:
-        for task in ("a", "b"):
-            with ot.task(task) as run:
-                client.post(f"/e/{run.episode_id}/v1/chat/completions",
-                            json={"model": "policy", "messages": [{"role": "user", "content": task}]})
-    finally:
-        handle.shutdown()
-        engine.shutdown()
-    traces = validate_trace_dir(out)
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    client = proxied.client()
+    for task in ("a", "b"):
+        with ot.task(task) as run:
+            client.post(f"/e/{run.episode_id}/v1/chat/completions",
+                        json={"model": "policy", "messages": [{"role": "user", "content": task}]})
+    traces, rows = proxied.written()
     assert sorted((r["task_id"], r["prompt"][0]["content"]) for r in rows) == [("a", "a"), ("b", "b")]
     assert {r["trace_id"] for r in rows} == set(traces)
     for row in rows:
@@ -208,15 +214,11 @@ def test_a_base_url_naming_the_episode_files_the_call_under_it(tmp_path: Path) -
             _engine_ids(row))
 
 
-def test_text_completions_and_responses_are_turns_too(tmp_path: Path) -> None:
+def test_text_completions_and_responses_are_turns_too(proxied: Proxied) -> None:
     """``/v1/completions`` (vLLM's legacy logprobs) and ``/v1/responses`` through the proxy: turns of the
     calling agent, the completion's token ids the engine's, each reply the engine's as the caller asked."""
-    engine = fake_engine.serve()
-    engine_url = f"http://127.0.0.1:{engine.server_port}/v1"
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-endpoints-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
-    client = TestClient(Gateway(engine_url).app())
+    engine_url = proxied.engine_url
+    client = proxied.client()
     text_body = {"model": "policy", "prompt": "Once upon a time"}
     responses_body = {"model": "policy", "input": "Say hello"}
 
@@ -226,19 +228,11 @@ def test_text_completions_and_responses_are_turns_too(tmp_path: Path) -> None:
         response = client.post("/v1/responses", headers=ot.inject(), json=responses_body).json()
         return text, response
 
-    try:
-        with ot.task("endpoints"):
-            text, response = writer()
-    finally:
-        handle.shutdown()
-    try:
-        assert text == httpx.post(f"{engine_url}/completions", json=text_body).json()
-        assert response == httpx.post(f"{engine_url}/responses", json=responses_body).json()
-    finally:
-        engine.shutdown()
-    validate_trace_dir(out)
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    with ot.task("endpoints"):
+        text, response = writer()
+    _, rows = proxied.written()
+    assert text == httpx.post(f"{engine_url}/completions", json=text_body).json()
+    assert response == httpx.post(f"{engine_url}/responses", json=responses_body).json()
     assert [r["agent"] for r in rows] == ["writer", "writer"]
     prompt_ids, sampled = fake_engine.sampled([{"role": "user", "content": text_body["prompt"]}])
     assert (rows[0]["prompt_token_ids"], rows[0]["completion_token_ids"], rows[0]["completion_logprobs"]) == (
@@ -278,7 +272,7 @@ def test_configure_names_the_policy_version_of_the_apps_own_model_calls(tmp_path
     assert not any("policy_version" in e for t in traces.values() for e in t["events"])
 
 
-def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_ids(tmp_path: Path) -> None:
+def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_ids(proxied: Proxied) -> None:
     """The LangGraph integration records a ``ChatOpenAI`` call from LangChain's callbacks (its span is not
     current while the request goes out): the proxy's span is its sibling, inside its time. One turn, the
     app's, with the proxy's token ids."""
@@ -291,14 +285,9 @@ def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_
     class State(TypedDict):
         question: str
 
-    engine = fake_engine.serve()
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-langgraph-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
     instrumentor = LangGraphInstrumentor()
     instrumentor.instrument()
-    gateway = Gateway(f"http://127.0.0.1:{engine.server_port}/v1")
-    client = TestClient(gateway.app(), base_url="http://testserver")
+    client = proxied.client()
     client.event_hooks["request"].append(lambda request: request.headers.update(ot.inject()))
     model = ChatOpenAI(model="policy", base_url="http://testserver/v1", api_key=SecretStr("x"),
                        http_client=client)
@@ -315,11 +304,7 @@ def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_
         graph.compile().invoke({"question": "hi"})
     finally:
         instrumentor.uninstrument()
-        handle.shutdown()
-        engine.shutdown()
-    validate_trace_dir(out)
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    _, rows = proxied.written()
     assert [r["agent"] for r in rows] == ["solver", "solver"]
     for row in rows:
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
@@ -329,20 +314,15 @@ def test_a_call_langgraphs_integration_records_too_is_one_turn_with_the_engines_
 
 @pytest.mark.parametrize("instrumented", [False, True], ids=["plain", "instrumented"])
 def test_an_agents_sdk_app_through_the_proxy_is_one_turn_per_call_with_the_engines_ids(
-        tmp_path: Path, instrumented: bool) -> None:
+        proxied: Proxied, instrumented: bool) -> None:
     """The Agents SDK app (``OpenAIChatCompletionsModel`` on the proxy) with the proxy in this process: each
     call one turn of the calling agent with the engine's ids; also when ``OpenAIAgentsInstrumentor`` records
     the same call (the proxy's span is a child of its model-call span: one turn, the app's, with the proxy's
     ids, and its whole prompt: the proxy's history is its own, so the app's call never refers to the proxy's
     call the collector folds away)."""
     tasks, n = 2, 2
-    engine = fake_engine.serve()
-    out = tmp_path / "traces"
-    handle = ot.configure("proxy-agents-test", exporter="none", trace_dir=out, capture_content=True,
-                          tracer_provider=TracerProvider(shutdown_on_exit=False))
     port = run._free_port()
-    server = uvicorn.Server(uvicorn.Config(Gateway(f"http://127.0.0.1:{engine.server_port}/v1",
-                                                   policy_version="v1").app(),
+    server = uvicorn.Server(uvicorn.Config(Gateway(proxied.engine_url, policy_version="v1").app(),
                                            host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -361,12 +341,8 @@ def test_an_agents_sdk_app_through_the_proxy_is_one_turn_per_call_with_the_engin
             instrumentor.uninstrument()
         server.should_exit = True
         thread.join(30)
-        handle.shutdown()
-        engine.shutdown()
-    traces = validate_trace_dir(out)
+    traces, rows = proxied.written()
     assert len(traces) == tasks * n
-    export([out], "jsonl", tmp_path / "turns.jsonl")
-    rows = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
     assert sorted(r["agent"] for r in rows) == ["reviewer"] * tasks * n + ["solver"] * tasks * n
     for row in rows:
         assert not row["prompt_incomplete"]
