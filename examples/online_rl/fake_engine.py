@@ -40,6 +40,14 @@ class _Engine(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert isinstance(self.server, _Server)
+        self.server.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
+        key = self.server.api_key
+        if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+            self.send_response(401)  # as ``vllm serve --api-key``
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path.endswith("/completions") and not self.path.endswith("/chat/completions"):
             self._completion(body)
             return
@@ -123,9 +131,16 @@ class _Engine(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def serve(port: int = 0) -> ThreadingHTTPServer:
+class _Server(ThreadingHTTPServer):
+    api_key: str | None = None
+    headers_seen: list[dict[str, str]]  # each request's headers (names in lower case), in order
+
+
+def serve(port: int = 0, api_key: str | None = None) -> _Server:
     """Start the engine on ``127.0.0.1:port`` (0: a free port) in a daemon thread; its base URL is
-    ``http://127.0.0.1:{server.server_port}/v1``."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), _Engine)
+    ``http://127.0.0.1:{server.server_port}/v1``. With ``api_key``, a call without it as Bearer is refused
+    (401). ``server.headers_seen``: what each call sent."""
+    server = _Server(("127.0.0.1", port), _Engine)
+    server.api_key, server.headers_seen = api_key, []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

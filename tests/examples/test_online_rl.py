@@ -5,6 +5,8 @@ orchestrace code in its model calls, and a trainer reading groups from the live 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ import httpx
 import orchestrace as ot
 import pytest
 import uvicorn
-from collector_fixtures import validate_trace_dir
+from collector_fixtures import RunningCollector, validate_trace_dir
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace.proxy import POLICY_VERSION_HEADER, Gateway
 from orchestrace_collector.export import export
@@ -351,3 +353,77 @@ def test_an_agents_sdk_app_through_the_proxy_is_one_turn_per_call_with_the_engin
         assert (row["prompt_token_ids"], row["completion_token_ids"], row["completion_logprobs"]) == (
             _engine_ids(row))
         assert row["policy_version"] == "v1"
+
+
+ENGINE_KEY, PROXY_TOKEN = "engine-key-1", "proxy-token-2"
+
+
+def _ask(client: httpx.Client, authorization: str | None) -> httpx.Response:
+    headers = {"authorization": authorization} if authorization else {}
+    # The other credential headers a client may send are the proxy's too: they never reach the engine.
+    headers |= {"x-api-key": ENGINE_KEY, "api-key": ENGINE_KEY, "cookie": f"session={ENGINE_KEY}",
+                "proxy-authorization": f"Basic {ENGINE_KEY}", "x-request-id": "r-1"}
+    return client.post("/v1/chat/completions", headers=headers,
+                       json={"model": "policy", "messages": [{"role": "user", "content": "hi"}]})
+
+
+def _assert_served(reply: httpx.Response) -> None:
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == " ".join(
+        fake_engine.reply_words([{"role": "user", "content": "hi"}]))
+
+
+def test_the_callers_credentials_never_reach_the_engine() -> None:
+    """An engine that asks for its key (``vllm serve --api-key``): the caller's ``Authorization`` is the
+    proxy's business and is not passed on, even when it holds the engine's key; the engine gets the proxy's
+    own key (``upstream_key``), or the caller's header only when told to (``forward_authorization``)."""
+    engine = fake_engine.serve(api_key=ENGINE_KEY)
+    engine_url = f"http://127.0.0.1:{engine.server_port}/v1"
+    try:
+        open_proxy = TestClient(Gateway(engine_url).app())
+        assert _ask(open_proxy, f"Bearer {ENGINE_KEY}").status_code == 401  # the engine's refusal
+        seen = engine.headers_seen[-1]
+        assert seen["x-request-id"] == "r-1"  # other headers are passed on
+        assert not {"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"} & set(seen)
+
+        keyed = TestClient(Gateway(engine_url, tokens=frozenset({PROXY_TOKEN}),
+                                   upstream_key=ENGINE_KEY).app())
+        _assert_served(_ask(keyed, f"Bearer {PROXY_TOKEN}"))
+        assert PROXY_TOKEN not in str(engine.headers_seen[-1])
+        assert _ask(keyed, f"Bearer {ENGINE_KEY}").status_code == 401  # not a proxy token
+        assert _ask(keyed, None).status_code == 401
+
+        forwarding = TestClient(Gateway(engine_url, forward_authorization=True).app())
+        assert _ask(forwarding, f"Bearer {ENGINE_KEY}").status_code == 200
+        assert _ask(forwarding, "Bearer wrong").status_code == 401
+        assert engine.headers_seen[-1]["authorization"] == "Bearer wrong"  # as it is; nothing else
+        assert not {"proxy-authorization", "cookie", "api-key", "x-api-key"} & set(engine.headers_seen[-1])
+        with pytest.raises(ValueError, match="token file"):
+            Gateway(engine_url, tokens=frozenset({PROXY_TOKEN}), forward_authorization=True)
+    finally:
+        engine.shutdown()
+
+
+def test_the_proxy_command_sends_the_engine_its_key_file(tmp_path: Path, collector: RunningCollector) -> None:
+    """``orchestrace proxy --token-file T --upstream-key-file K``, a process: a caller with a token of T is
+    served by an engine that accepts only K's key; ``--forward-authorization`` with ``--token-file`` is
+    refused at start."""
+    engine = fake_engine.serve(api_key=ENGINE_KEY)
+    (tmp_path / "tokens").write_text(f"trainer:{PROXY_TOKEN}\n")
+    (tmp_path / "engine.key").write_text(ENGINE_KEY + "\n")
+    command = [sys.executable, "-m", "orchestrace.proxy", "--upstream",
+               f"http://127.0.0.1:{engine.server_port}/v1", "--token-file", str(tmp_path / "tokens")]
+    port = run._free_port()
+    try:
+        keyed = [*command, "--upstream-key-file", str(tmp_path / "engine.key"), "--port", str(port),
+                 "--collector", collector.base_url]
+        with (run._process(keyed, f"http://127.0.0.1:{port}/v1/models", tmp_path / "proxy.log"),
+              httpx.Client(base_url=f"http://127.0.0.1:{port}") as client):
+            _assert_served(_ask(client, f"Bearer {PROXY_TOKEN}"))
+        assert collector.stop() == 0
+        assert len(validate_trace_dir(collector.out)) == 1  # the call, recorded
+        refused = subprocess.run([*command, "--forward-authorization"], capture_output=True, text=True,
+                                 timeout=60)
+        assert refused.returncode == 2 and "token file" in refused.stderr, refused.stderr
+    finally:
+        engine.shutdown()

@@ -12,6 +12,12 @@ The call joins the caller's trace through the W3C ``traceparent`` / ``baggage`` 
 (``ot.inject()``: the span, and the agent and episode the call belongs to), or, for a client that cannot send
 headers, the episode its base URL names (``http://proxy/e/<episode>/v1``).
 
+Credentials: what a caller sends to authenticate (``Authorization``, and the other credential headers) is for
+the proxy (``--token-file``) and never reaches the engine, which gets the proxy's own key
+(``--upstream-key-file``) or none; ``--forward-authorization`` passes the caller's ``Authorization`` on
+instead, for an engine that authenticates the callers themselves (never with ``--token-file``, whose tokens
+would reach the engine).
+
 It lives in the SDK because it records through the SDK, which the collector never imports (the import
 contracts in ``pyproject.toml``); the collector's ``orchestrace proxy`` command runs ``python -m
 orchestrace.proxy`` in its place. Its web stack (starlette, uvicorn, httpx) is the collector's, installed
@@ -53,6 +59,8 @@ _ENDPOINTS = {
 }
 #: Request headers not passed on to the engine (hop by hop, or about the body the proxy may rewrite).
 _DROPPED_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding", "accept-encoding"})
+#: The caller's credentials (OpenAI's, Azure's, Anthropic's, a proxy's, cookies): never the engine's.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
 #: Reply headers not passed back (the proxy sends its own body: decoded, maybe rewritten).
 _REPLY_HEADERS_DROPPED = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection"})
 
@@ -109,12 +117,20 @@ def _strip(value: Any, added: set[str]) -> Any:
 
 
 class Gateway:
-    """The proxy's state: the engine's base URL, the tokens callers must send, and the HTTP client."""
+    """The proxy's state: the engine's base URL, the tokens callers must send, what the engine is sent as
+    credentials (``upstream_key`` as a bearer token, or with ``forward_authorization`` the caller's own
+    ``Authorization``; else none), and the HTTP client."""
 
     def __init__(self, upstream: str, *, tokens: frozenset[str] = frozenset(),
+                 upstream_key: str | None = None, forward_authorization: bool = False,
                  telemetry: Telemetry | None = None, policy_version: str | None = None) -> None:
+        if forward_authorization and (tokens or upstream_key):
+            raise ValueError("forwarding the caller's Authorization excludes a token file (the callers' "
+                             "tokens would reach the engine) and an upstream key (which one to send?)")
         self.upstream = upstream.rstrip("/")
         self.tokens = tokens
+        self.upstream_key = upstream_key
+        self.forward_authorization = forward_authorization
         self.telemetry = telemetry
         self.policy_version = policy_version
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
@@ -146,7 +162,7 @@ class Gateway:
 
     async def _forward(self, request: Request, endpoint: str, body: dict[str, Any]) -> Response:
         asked, added = _ask_for_ids(endpoint, body)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
+        headers = self._upstream_headers(request.headers)
         url = f"{self.upstream}/{endpoint}"
         call = self._start(request.headers, endpoint, body, request.path_params.get("episode"))
         upstream_request = self.client.build_request("POST", url, json=asked, headers=headers)
@@ -171,6 +187,16 @@ class Gateway:
             return Response(data, status_code=upstream.status_code, headers=passed)
         return StreamingResponse(self._relay(upstream, call, added), status_code=200, headers=passed,
                                  background=BackgroundTask(upstream.aclose))
+
+    def _upstream_headers(self, caller: Mapping[str, str]) -> dict[str, str]:
+        """The caller's headers the engine gets: not its credentials, but the proxy's key (or, when told to,
+        the caller's ``Authorization``)."""
+        headers = {k: v for k, v in caller.items() if k.lower() not in _DROPPED_HEADERS | _CREDENTIAL_HEADERS}
+        if self.upstream_key is not None:
+            headers["authorization"] = f"Bearer {self.upstream_key}"
+        elif self.forward_authorization and "authorization" in caller:
+            headers["authorization"] = caller["authorization"]
+        return headers
 
     def _start(self, headers: Mapping[str, str], endpoint: str, body: dict[str, Any],
                episode: str | None) -> Invocation:
@@ -240,19 +266,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8010)
     parser.add_argument("--token-file", type=Path, help="Callers must send one of its tokens as Bearer.")
+    parser.add_argument("--upstream-key-file", type=Path,
+                        help="The engine's API key (the file's one line), sent to it as Bearer; callers' "
+                        "credentials are never passed on.")
+    parser.add_argument("--forward-authorization", action="store_true",
+                        help="Pass the caller's Authorization header on to the engine (not with "
+                        "--token-file or --upstream-key-file).")
     parser.add_argument("--collector", default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT",
                                                               "http://127.0.0.1:4318"),
                         help="The collector's OTLP/HTTP endpoint the calls are exported to.")
     parser.add_argument("--policy-version", help=f"The policy version of every call (a call's "
                         f"{POLICY_VERSION_HEADER} header wins): the version of the engine's weights.")
     args = parser.parse_args(argv)
+    key_file = args.upstream_key_file
+    try:
+        gateway = Gateway(args.upstream, tokens=_tokens(args.token_file),
+                          upstream_key=key_file.read_text(encoding="utf-8").strip() if key_file else None,
+                          forward_authorization=args.forward_authorization,
+                          policy_version=args.policy_version)
+    except ValueError as exc:
+        parser.error(f"--forward-authorization: {exc}")
     import uvicorn
 
     # Each call's span is exported as it ends, before its caller gets the reply: the collector has it before
     # the caller's episode ends, so the episode is written whole, not a revision later.
     handle = ot.configure("orchestrace-proxy", exporter="otlp", endpoint=args.collector, capture_content=True,
                           batch=False)
-    gateway = Gateway(args.upstream, tokens=_tokens(args.token_file), policy_version=args.policy_version)
     try:
         uvicorn.run(gateway.app(), host=args.host, port=args.port, log_level="warning")
     finally:
