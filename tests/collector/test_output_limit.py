@@ -183,3 +183,49 @@ def test_a_trace_whose_structure_alone_is_over_the_budget_keeps_its_start_within
     first = sorted(whole.events, key=lambda e: e.t)[:kept]
     assert {e["id"] for e in trace["events"]} == {e.id for e in first}, "its start kept, its latest left out"
     assert "latest" in collector.log_text() and "left out" in collector.log_text()
+
+
+def _decisions(task: str, options: list[str], decisions: int) -> list[Any]:
+    """An agent making ``decisions`` routing decisions among ``options`` (agent names), each choosing the
+    first of them, as ``ot.decide(..., options=...)`` records them."""
+
+    def build(tracer: Any) -> None:
+        root = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_WORKFLOW, sc.ORCH_TASK_ID: task}
+        agent = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: "router"}
+        with tracer.start_as_current_span("wf", attributes=root), tracer.start_as_current_span(
+            "agent", attributes=agent
+        ) as span:
+            for _ in range(decisions):
+                decision = {sc.ORCH_DECISION_KIND: "route", sc.ORCH_TARGET_AGENT: options[0],
+                            sc.ORCH_DECISION_OPTIONS: options}
+                span.add_event(sc.EVENT_DECISION, decision)
+
+    return _record(build)
+
+
+def test_decision_options_are_cut_as_names_are_and_count_in_the_budget(tmp_path: Path) -> None:
+    """A decision's ``options`` are agent names: each longer than 256 characters is cut as ``to`` is (the
+    choice still one of its options), and many options count in the budget like any other text."""
+    huge = [f"{k}-" + "o" * BIG for k in range(8)]  # 8 x 64 KiB names, on each of 20 decisions
+    many = [f"option-{k:06d}-" + "p" * 20 for k in range(5000)]  # 170 KiB of short names, on each of 20
+    body = encode_protobuf(_decisions("huge-options", huge, 20) + _decisions("many-options", many, 20))
+    collector = start_collector(tmp_path / "out", "--quiet-period", "0.2", "--max-trace-mb", "1")
+    try:
+        response = httpx.post(collector.http_endpoint, content=body, headers=PROTOBUF, timeout=60)
+        assert response.status_code == 200
+    finally:
+        assert collector.stop() == 0
+    traces = {t["task_id"]: t for t in validate_trace_dir(collector.out).values()}
+    lines = {json.loads(line)["task_id"]: len(line)
+             for line in (collector.out / "traces-00000.jsonl").read_text().splitlines()}
+
+    decided = [e for e in traces["huge-options"]["events"] if e.get("options")]
+    assert len(decided) == 20
+    for event in decided:
+        assert event["options"] == [shorten(o) for o in huge]
+        assert event["to"] == event["options"][0]  # the choice matches its cut option
+    assert traces["huge-options"]["metrics"]["truncated"] == len(huge)  # each distinct name counted once
+    assert lines["huge-options"] < 100 << 10  # 10 MiB of options unbounded
+
+    assert lines["many-options"] <= 1 << 20, f"{lines['many-options']} bytes written for a 1 MiB limit"
+    assert traces["many-options"]["metrics"]["truncated"] > 0

@@ -13,18 +13,19 @@ Where output outgrows input: a string received once is written many times.
 
 Two rules, applied by ``TraceDirWriter.write`` before anything is serialized:
 
-1. Identifiers (the trace, task, agent, role, tool, model names and ids, labels, reward and credit keys)
-   longer than :data:`ID_CHARS` characters are cut to their start, ``…`` and 16 hex digits of the sha256 of
-   what was there, always: distinct names stay distinct and every revision cuts them alike. Each part
-   between ``.``, ``:`` and ``#`` is cut on its own, so an activation label (``name#2``), a reward key
+1. Identifiers (the trace, task, agent, role, tool, model names and ids, labels, a decision's options, reward
+   and credit keys) longer than :data:`ID_CHARS` characters are cut to their start, ``…`` and 16 hex digits of
+   the sha256 of what was there, always: distinct names stay distinct and every revision cuts them alike. Each
+   part between ``.``, ``:`` and ``#`` is cut on its own, so an activation label (``name#2``), a reward key
    (``agent:<label>``) and a fragment id (``<trace_id>.late1``) match their cut name.
 2. The budget, ``max_bytes`` (``--max-trace-mb``, 64 MiB): when the estimated size is above it, the turns'
-   messages are cut to a common cap per turn (the completion kept first, then the prompt's newest messages;
-   a turn's ``truncated`` says how many UTF-8 bytes of ``prompt`` / ``completion`` were left out); if the
-   events still do not fit, identifiers (but the trace and task ids) are cut to :data:`SHORT_ID_CHARS` and
-   event reasons to :data:`ID_CHARS`. If the structure alone (a trace of very many spans) is still above it,
-   its latest events are left out (with the edges that touch them) until it fits: the trace keeps its start,
-   says ``incomplete``, counts them in ``truncated_events``, and is logged. The budget holds for every trace.
+   messages are cut to a common cap per turn (the completion kept first, then the prompt's newest messages; a
+   turn's ``truncated`` says how many UTF-8 bytes of ``prompt`` / ``completion`` were left out); if the events
+   still do not fit, identifiers (but the trace and task ids; decisions' options included) are cut to
+   :data:`SHORT_ID_CHARS` and event reasons to :data:`ID_CHARS`. If the structure alone (a trace of very many
+   spans) is still above it, its latest events are left out (with the edges that touch them) until it fits:
+   the trace keeps its start, says ``incomplete``, counts them in ``truncated_events``, and is logged. The
+   budget holds for every trace.
 
 Whatever was cut is counted in the trace's metrics: ``truncated`` (values cut) and ``truncated_bytes``
 (UTF-8 bytes left out of the written lines).
@@ -102,7 +103,7 @@ def may_cut(trace: Mapping[str, Any], turns: Sequence[Mapping[str, Any]], writte
     if _long(trace, _TRACE_ID_KEYS) or any(len(k) > ID_CHARS for k in (*trace["rewards"], *trace["metrics"])):
         return True
     for event in trace["events"]:
-        if _long(event, _EVENT_ID_KEYS):
+        if _long(event, _EVENT_ID_KEYS) or any(len(o) > ID_CHARS for o in event.get("options") or ()):
             return True
     for turn in turns:
         if _long(turn, _TURN_ID_KEYS) or any(len(key) > ID_CHARS for key in turn.get("credit") or ()):
@@ -144,6 +145,8 @@ def _upper_bound(trace: Trace, turns: Sequence[Turn]) -> int:
     chars += len(trace.trace_id) + len(trace.task_id) + len(trace.system or "")
     for event in trace.events:
         chars += sum(map(len, filter(None, map(event.__dict__.__getitem__, _EVENT_FIELDS))))
+        if event.options:
+            chars += sum(map(len, event.options)) + 3 * len(event.options)  # quotes and comma
     total = _EVENT_BYTES * len(trace.events) + _EDGE_BYTES * len(trace.edges) + _TURN_BYTES * len(turns)
     for turn in turns:
         chars += sum(map(len, filter(None, map(turn.__dict__.__getitem__, _TURN_FIELDS))))
@@ -273,6 +276,9 @@ def _identifiers(trace: Trace, turns: Sequence[Turn], cuts: _Cuts, limit: int, *
             value = fields[name]
             if value is not None and len(value) > limit:
                 setattr(event, name, short(value))
+        options = fields["options"]
+        if options and any(len(o) > limit for o in options):  # agent names: cut as ``to`` is
+            event.options = [short(o) for o in options]
     names = _TURN_IDS if keep_ids else ("trace_id", "task_id", *_TURN_IDS)
     for turn in turns:
         fields = turn.__dict__
@@ -402,6 +408,7 @@ class _Sizer:
         total += self.text(trace.trace_id) + self.text(trace.task_id) + self.text(trace.system)
         for event in trace.events:
             total += _EVENT_BYTES + sum(self.text(getattr(event, name)) for name in _EVENT_FIELDS)
+            total += sum(self.text(o) + 1 for o in event.options or ())
         return total
 
     def turn_fixed(self, turn: Turn) -> int:
