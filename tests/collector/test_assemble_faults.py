@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import errno
 import json
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pytest
 from collector_fixtures import record_run
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from orchestrace_collector import ingest as ingest_module
 from orchestrace_collector.assemble import Assembler, ConvertedEpisode
 from orchestrace_collector.encode import request_from_spans
-from orchestrace_collector.ingest import Ingest
+from orchestrace_collector.ingest import Ingest, Overloaded
 from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_collector.output import TraceDirWriter, latest_traces
 from orchestrace_collector.spans import Span
@@ -356,3 +359,32 @@ def test_spans_sent_again_are_absorbed_held_let_go_or_after_a_restart(tmp_path: 
         (root.trace_id, 1),  # the next revision of the whole trace, not a fragment
     ]
     assert lines[-1]["metrics"]["spans"] == len(spans) + 1
+
+
+def test_decoded_batches_waiting_for_assembly_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``max_queued_bytes`` of decoded batches queued for assembly, a request waits, before it is
+    decoded or logged, until the assembly thread takes batches off; one that waits too long is refused
+    unlogged (503, the sender retries). Every accepted span is written, once."""
+    monkeypatch.setattr(ingest_module, "QUEUE_WAIT_S", 0.2)
+    wal = WriteAheadLog(tmp_path / "wal")
+    writer = TraceDirWriter(tmp_path)
+    assembler = Assembler(writer, quiet_period_s=0, wal=wal)
+    runs = [record_run(f"bounded-{index}") for index in range(8)]
+    ingest = Ingest(wal, assembler, max_queued_bytes=1)
+    ingest.submit(encode_spans(runs[0]))  # nothing queued: room
+    with pytest.raises(Overloaded, match="assembly behind"):
+        ingest.submit(encode_spans(runs[1]))  # no assembly thread yet: no room comes
+    assert ingest.accepted_spans == len(runs[0]), "the refused batch was not logged"
+    ingest.start()  # now each waiting request gets its turn as the queue drains
+    senders = [threading.Thread(target=ingest.submit, args=(encode_spans(run),)) for run in runs[1:]]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    ingest.stop()
+    assert ingest.accepted_spans == sum(map(len, runs))
+    written = {t["task_id"]: t["metrics"]["spans"] for t in latest_traces([tmp_path]).values()}
+    assert written == {f"bounded-{index}": len(run) for index, run in enumerate(runs)}
+    wal.close()

@@ -39,6 +39,12 @@ _TICK_S = 0.1
 #: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones).
 SPAN_BYTES = 1200
 ATTRIBUTE_BYTES = 128
+#: Decoded batches waiting for the assembly thread, at most (their :func:`resident_bytes`): past it a request
+#: waits, before it decodes, until assembly catches up. Decoded spans cost several times their wire bytes, and
+#: a backlog of them (a burst of 200,000 spans) left the resident set up by 60 MiB after it was assembled.
+MAX_QUEUED_BYTES = 32 << 20
+#: How long a request waits for that room before it is answered 503 (nothing logged, the sender retries).
+QUEUE_WAIT_S = 5.0
 #: A request body being read or parsed, per byte: the body, plus its parse (measured 0.8 x for large
 #: attribute values to 7.5 x for small SDK spans) before the batch's own estimate is known.
 REQUEST_FACTOR = 8
@@ -76,6 +82,7 @@ class Ingest:
         *,
         forwarder: Forwarder | None = None,
         max_queued_batches: int = 512,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
         memory_limit_bytes: int = 0,
         spool_only: bool = False,
         owners: Owners | None = None,
@@ -88,6 +95,7 @@ class Ingest:
         self.assembler = assembler
         self.forwarder = forwarder
         self.max_queued_batches = max_queued_batches
+        self.max_queued_bytes = max_queued_bytes
         #: 0: no limit. Else the estimated resident bytes of queued batches, open and retained spans
         #: (:func:`resident_bytes`) and request bodies being read (:data:`REQUEST_FACTOR`), above which
         #: requests are refused with 503.
@@ -97,6 +105,8 @@ class Ingest:
         self.queued_bytes = 0
         self.request_bytes = 0  # bodies the receivers hold right now
         self._bytes_lock = threading.Lock()
+        #: Notified as the assembly thread takes batches off the queue (:meth:`_wait_for_room`).
+        self._dequeued = threading.Condition(self._bytes_lock)
         #: (decoded spans, WAL segment, estimated cost, offset in the segment); no spans with ``spool_only``.
         #: Queued in the order the WAL holds them (``_order``): a written episode records the WAL position it
         #: took spans up to, which a replay trusts (``Assembler.replay_done``).
@@ -185,6 +195,7 @@ class Ingest:
         # the other pressures refuse before any work.
         if pressure is not None and not (self.wal.error and pressure == self.wal.error):
             raise Overloaded(pressure)
+        self._wait_for_room()
         received = raw_protobuf if raw_protobuf is not None else request.SerializeToString()
         decoded: list[Span] = []
         if self.spool_only:  # logged as received, never assembled here: nothing to decode
@@ -209,6 +220,18 @@ class Ingest:
         self.accepted_spans += spans
         self.rejected_spans += rejected
         return Accepted(spans=spans, rejected=rejected, reason=reason, seq=seq)
+
+    def _wait_for_room(self) -> None:
+        """Wait while queued batches cost :attr:`max_queued_bytes` (the memory a backlog of decoded spans
+        holds is bounded, not only counted); :class:`Overloaded` after :data:`QUEUE_WAIT_S`. Nothing is
+        logged yet, so nothing acknowledged waits here."""
+        with self._dequeued:
+            if self.queued_bytes < self.max_queued_bytes:
+                return
+            if not self._dequeued.wait_for(
+                lambda: self.queued_bytes < self.max_queued_bytes, timeout=QUEUE_WAIT_S
+            ):
+                raise Overloaded("collector busy (assembly behind), retry later")
 
     def replay(self) -> int:
         """Feed the WAL left by a previous run to the assembler (before serving). Returns batches replayed."""
@@ -246,8 +269,9 @@ class Ingest:
                     if not self.spool_only:
                         self.assembler.add(spans, segment, nbytes, offset)
                     self.wal.done(segment)
-                    with self._bytes_lock:
+                    with self._dequeued:
                         self.queued_bytes -= nbytes
+                        self._dequeued.notify_all()
                 if (
                     time.monotonic() >= next_tick
                 ):  # checking completion walks every open episode: not per batch
