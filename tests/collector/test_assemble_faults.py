@@ -125,6 +125,25 @@ def test_a_late_span_for_a_forgotten_episode_never_supersedes_it(tmp_path: Path)
     assert all(isinstance(t["metrics"]["revision"], int) for t in lines)
 
 
+def test_a_straggler_of_a_forgotten_task_is_its_fragment_not_an_episode(tmp_path: Path) -> None:
+    """Only a task's own span names its episode: a straggler's span (under the task's span, its OTel trace
+    alone) for an episode written and let go, after a restart, is still that episode's fragment, of its task,
+    never an episode keyed by the OTel trace id (``written.idx`` keeps the episode's OTel traces)."""
+    readable = record_run("forgotten-task", tools=2, episode_id="episode-7")
+    spans = [span_from_readable(s) for s in readable]  # type: ignore[arg-type]
+    late = _late_span(spans)
+    assert "orchestrace.episode.id" not in late.attributes
+    for _ in range(2):  # the collector stopped in between: the second only knows ``written.idx``
+        wal, assembler, _ = _collector_parts(tmp_path, retain_spans=0)
+        assembler.add(spans if assembler.duplicates == 0 and not latest_traces([tmp_path]) else [late])
+        assembler.flush()
+        wal.close()
+    latest = latest_traces([tmp_path])
+    assert set(latest) == {"episode-7", "episode-7.late1"}
+    assert latest["episode-7.late1"]["task_id"] == latest["episode-7"]["task_id"] == "forgotten-task"
+    assert latest["episode-7.late1"]["metrics"]["spans"] == 1
+
+
 def test_open_episode_cap_writes_the_oldest_as_they_are() -> None:
     sink, clock = FlakySink(failing=False), Clock()
     assembler = Assembler(sink, max_open_episodes=2, clock=clock)

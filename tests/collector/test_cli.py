@@ -13,11 +13,13 @@ import pytest
 import typer
 from collector_fixtures import (
     JAEGER_EXPORT,
+    RunningCollector,
     encode_otlp_json,
     encode_protobuf,
     record_run,
     validate_trace_dir,
 )
+from convert_support import GOLDEN
 from orchestrace_collector.cli import app
 from orchestrace_collector.output import latest_traces
 from typer.testing import CliRunner
@@ -241,3 +243,14 @@ def test_output_to_a_pipe_is_never_wrapped(dumps: dict[str, Path], tmp_path: Pat
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
     assert done.returncode == 0, done.stderr
     assert any(str(out) in line for line in done.stdout.splitlines()), done.stdout
+
+
+def test_convert_into_the_output_of_a_running_collector_is_refused(collector: RunningCollector) -> None:
+    """Both keep what they wrote in ``OUT/wal`` (see docs/provenance.md): one writer at a time."""
+    dump = str(GOLDEN / "autogen_spans.jsonl")
+    done = runner.invoke(app, ["convert", dump, "--out", str(collector.out)])
+    assert done.exit_code == 1 and "in use by another process" in done.output, done.output
+    assert latest_traces([collector.out]) == {}
+    collector.stop()
+    done = runner.invoke(app, ["convert", dump, "--out", str(collector.out)])
+    assert done.exit_code == 0 and latest_traces([collector.out]), done.output

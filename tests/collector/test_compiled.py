@@ -62,7 +62,7 @@ def _convert(out: Path, inputs: list[Path], *, pure: bool) -> tuple[bool, str]:
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
 
 
 @needs_build

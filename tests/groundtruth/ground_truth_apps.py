@@ -76,11 +76,16 @@ def run_three_ways(tmp_path: Path, collector: RunningCollector, app: Callable[[]
     finally:
         handle.shutdown()
     assert collector.stop() == 0
-    result = CliRunner().invoke(cli, ["convert", str(dump), "--out", str(tmp_path / "convert"),
-                                      *_credit_args(configure)])
-    assert result.exit_code == 0, result.output
+    convert([dump], tmp_path / "convert", *_credit_args(configure))
     return {"trace_dir": written(tmp_path / "trace_dir"), "convert": written(tmp_path / "convert"),
             "collect": written(collector.out)}
+
+
+def convert(dumps: list[Path], out: Path, *args: str) -> str:
+    """``orchestrace convert DUMPS --out OUT``; returns what it printed."""
+    result = CliRunner().invoke(cli, ["convert", *map(str, dumps), "--out", str(out), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
 def _credit_args(configure: dict[str, Any]) -> list[str]:

@@ -938,12 +938,14 @@ def run_graph_app(app: GraphApp, provider: Any) -> None:
 class Late:
     """A task whose lead agent works ``busy`` seconds (in model calls), with model calls made directly in the
     task before and after it, then, ``gap`` seconds after the task ended, one more model call of the task
-    (a straggler's span, ``late`` seconds long)."""
+    (a straggler's span, ``late`` seconds long), exported with the task's spans or, ``another_input``, after
+    them (a dump of its own: a straggling worker's, converted after the main one)."""
 
     direct: int  # model calls made in the task itself, outside any agent
     busy: list[float]  # the lead's model calls, seconds each
     gap: float
     late: float
+    another_input: bool
 
     @property
     def active(self) -> float:
@@ -954,7 +956,7 @@ class Late:
 def draw_late(seed: int) -> Late:
     rng = random.Random(seed)
     return Late(rng.randint(0, 2), [rng.choice((0.02, 0.05)) for _ in range(rng.randint(1, 3))],
-                rng.uniform(0.6, 1.0), rng.choice((0.02, 0.05)))
+                rng.uniform(0.6, 1.0), rng.choice((0.02, 0.05)), rng.random() < 0.5)
 
 
 @ot.llm("late-model", provider="test")
@@ -964,8 +966,9 @@ def _timed_model(messages: list[dict[str, str]], seconds: float) -> dict[str, An
             "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
 
 
-def run_late(app: Late, task_id: str) -> str:
-    """Runs ``app``; returns its episode id."""
+def run_late(app: Late, task_id: str, exported: Callable[[], None] = lambda: None) -> str:
+    """Runs ``app``; returns its episode id. ``exported``: with ``another_input``, called once everything
+    but the straggler's span was exported (where its own dump begins)."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace as otel_trace
 
@@ -979,6 +982,9 @@ def run_late(app: Late, task_id: str) -> str:
             _timed_model([{"role": "user", "content": "direct"}], 0.0)
         lead()
         root = otel_trace.get_current_span().get_span_context()
+    if app.another_input:
+        ot.configure().force_flush()
+        exported()
     time.sleep(app.gap)
     # A straggler finishing after the task ended, in the task's context (its OTel trace, under its span).
     token = otel_context.attach(otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(root)))

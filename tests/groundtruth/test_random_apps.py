@@ -10,9 +10,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orchestrace as ot
 import pytest
 from collector_fixtures import RunningCollector
-from ground_truth_apps import WAYS, run_three_ways
+from ground_truth_apps import WAYS, convert, run_three_ways, written
 from opentelemetry.sdk.trace import TracerProvider
 from orchestrace_collector.export import ExportError, Filters, export
 from orchestrace_collector.output import latest_traces, read_content
@@ -39,6 +40,9 @@ from random_apps import (
     token_rows_truth,
     truth,
 )
+
+#: A committed dump of a real framework's run (AutoGen), unrelated to any app here.
+UNRELATED = Path(__file__).parents[1] / "collector" / "golden" / "autogen_spans.jsonl"
 
 
 def _pairs(events: list[dict[str, Any]], kind: str) -> Counter[tuple[str, str]]:
@@ -348,17 +352,22 @@ def test_a_graph_that_asks_a_human_is_one_episode_across_its_resumes(
         check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 def test_a_late_span_joins_its_episode_and_idle_time_is_not_counted(
         tmp_path: Path, collector: RunningCollector, seed: int) -> None:
     """A straggler's model call ends ``gap`` seconds after its task: every way writes one episode holding it
     (the collector as a new revision, a single-pass convert at once), with the task's id; its costs and
     metrics count active time only; the task's own model calls are its root agent's (the service's name,
-    the same for every task), not the task id's."""
+    the same for every task), not the task id's. A straggler in a dump of its own, converted after the main
+    one into the same output, makes that episode's next revision, the same trace; converting either dump
+    again adds nothing."""
     app = draw_late(seed)
     episodes: list[str] = []
-    outputs = run_three_ways(tmp_path, collector, lambda: episodes.append(run_late(app, f"late-{seed}")))
-    written = {}
+    dump = tmp_path / "spans.jsonl"
+    cut: list[int] = []  # where the straggler's own dump begins
+    outputs = run_three_ways(tmp_path, collector, lambda: episodes.append(
+        run_late(app, f"late-{seed}", lambda: cut.append(dump.stat().st_size))))
+    written_as = {}
     for way in WAYS:
         trace, turns = outputs[way].only()
         assert (trace["trace_id"], trace["task_id"]) == (episodes[0], f"late-{seed}"), way
@@ -368,7 +377,66 @@ def test_a_late_span_joins_its_episode_and_idle_time_is_not_counted(
         # Active time: at least what ran, far less than the idle gap it would be with it.
         assert app.active <= trace["costs"]["wall_clock_s"] < app.active + app.gap / 2, (way, app)
         assert 0.9 <= trace["metrics"]["parallelism_efficiency"] <= 1.1, (way, trace["metrics"])
-        metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
-        written[way] = json.dumps({**trace, "metrics": metrics}, sort_keys=True)
-    assert written["trace_dir"] == written["convert"] == written["collect"]
+        written_as[way] = _without_revision(trace)
+    assert written_as["trace_dir"] == written_as["convert"] == written_as["collect"]
+    if not app.another_input:
+        return
+    data = dump.read_bytes()
+    (tmp_path / "main.jsonl").write_bytes(data[:cut[0]])
+    (tmp_path / "straggler.jsonl").write_bytes(data[cut[0]:])
+    out = tmp_path / "convert-later"
+    assert "1 spans -> 1 traces" in convert([tmp_path / "straggler.jsonl"], tmp_path / "alone")
+    assert written(tmp_path / "alone").only()[0]["task_id"] != f"late-{seed}"  # alone, it says no task
+    convert([tmp_path / "main.jsonl"], out)
+    assert "1 spans -> 1 traces" in convert([tmp_path / "straggler.jsonl"], out)
+    for again in ("straggler.jsonl", "main.jsonl"):
+        assert "-> 0 traces" in convert([tmp_path / again], out), again
+    later = written(out)
+    trace, turns = later.only()
+    assert trace["metrics"]["revision"] == 1 and trace["metrics"]["spans"] == outputs["convert"].only()[0][
+        "metrics"]["spans"]
+    assert _without_revision(trace) == written_as["convert"]
+    assert sorted(t["turn_id"] for t in turns) == sorted(t["turn_id"] for t in outputs["convert"].only()[1])
+    assert len((out / "traces-00000.jsonl").read_text().splitlines()) == 2  # revisions 0 and 1, nothing else
+    # A dump of another run (a real framework's) into the same output: its own episodes, as written alone.
+    convert([UNRELATED], out)
+    convert([UNRELATED], tmp_path / "unrelated")
+    alone = written(tmp_path / "unrelated").traces
+    assert alone and {k: v for k, v in written(out).traces.items() if k != episodes[0]} == alone
 
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_straggler_written_by_a_later_trace_dir_makes_the_next_revision(tmp_path: Path, seed: int) -> None:
+    """The task's process writes its episode into ``trace_dir`` and stops; the straggler's span is written
+    into the same directory by a trace_dir started after that: one episode, its next revision, the trace a
+    single-pass convert of everything writes."""
+    app = draw_late(seed)
+    assert app.another_input
+    out, dump = tmp_path / "traces", tmp_path / "spans.jsonl"
+
+    def configure() -> ot.TracingHandle:
+        return ot.configure("ground-truth", exporter=f"file:{dump}", trace_dir=out,
+                            tracer_provider=TracerProvider(shutdown_on_exit=False))
+
+    handles = [configure()]
+
+    def restart() -> None:  # the task's process ends; the straggler's starts
+        handles[0].shutdown()
+        assert written(out).only()[0]["metrics"]["revision"] == 0
+        handles.append(configure())
+
+    try:
+        episode = run_late(app, f"late-{seed}", restart)
+    finally:
+        handles[-1].shutdown()
+    convert([dump], tmp_path / "convert")
+    trace, turns = written(out).only()
+    once, once_turns = written(tmp_path / "convert").only()
+    assert (trace["trace_id"], trace["task_id"], trace["metrics"]["revision"]) == (episode, f"late-{seed}", 1)
+    assert _without_revision(trace) == _without_revision(once)
+    assert sorted(t["turn_id"] for t in turns) == sorted(t["turn_id"] for t in once_turns)
+
+
+def _without_revision(trace: dict[str, Any]) -> str:
+    metrics = {k: v for k, v in trace["metrics"].items() if k != "revision"}
+    return json.dumps({**trace, "metrics": metrics}, sort_keys=True)

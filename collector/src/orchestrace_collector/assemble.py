@@ -34,8 +34,12 @@ Revisions across restarts. Each written episode's key and revision are also appe
 to the WAL, so a restarted collector knows what it wrote even after the WAL segments holding the marker were
 deleted: a late span for such an episode becomes a ``.late<n>`` fragment, never a revision 0 that would
 supersede the full trace. Episodes still in the WAL are rebuilt as retained on replay, so a late span merges
-into them as the next revision. ``written.idx`` holds the newest ``max_known_episodes`` keys: it is rewritten
-with just those whenever it reaches twice as many lines, at start and while running.
+into them as the next revision. Each write also records the episode's task and its OTel traces other than its
+key, so that a late fragment keeps the task and a late span naming only its OTel trace (a straggler's, under
+the task's span) still finds the episode. ``written.idx`` holds the newest ``max_known_episodes`` keys: it is
+rewritten with just those whenever it reaches twice as many lines, at start and while running. ``convert`` and
+``trace_dir`` keep the same log in the output directory (:meth:`Assembler.keep_retained`): one rule on every
+path.
 
 Conflicts. A span id seen again with different content keeps the first copy; the trace counts the copies it
 refused in ``metrics.span_conflicts``.
@@ -112,6 +116,9 @@ class WriteRecord:
     digest: int
     upto: tuple[int, int] | None = None
     task_id: str | None = None  # the written trace's: a late fragment of the episode is of that task too
+    #: Its OTel traces other than its key: a late span naming only its OTel trace (a straggler's, under the
+    #: task's span) still finds the episode once its spans were let go.
+    traces: tuple[str, ...] = ()
 
 
 class ConvertedEpisode(Protocol):
@@ -284,6 +291,7 @@ class Assembler:
         self._retained_spans = 0
         self._written: OrderedDict[str, int] = OrderedDict()  # key -> last revision written (bounded)
         self._writes: dict[str, WriteRecord] = {}  # key -> its last write, for the keys of ``_written``
+        self._written_traces: dict[str, str] = {}  # OTel trace id -> key, from ``_writes[key].traces``
         #: :func:`span_hash` of the spans of episodes let go (no longer retained), newest last; bounded.
         self._released: dict[int, None] = {}
         self.remember_spans = remember_spans
@@ -310,6 +318,8 @@ class Assembler:
         if wal is not None:
             self._index = KeyedIndex(wal.directory / WRITTEN_INDEX, max_known_episodes)
             self._written, self._writes = _load_written(self._index)
+            for key, write in self._writes.items():
+                self._written_traces.update(dict.fromkeys(write.traces, key))
 
     # --- input ----------------------------------------------------------------------------------------------
 
@@ -347,6 +357,8 @@ class Assembler:
         current = self._trace_keys.get(span.trace_id)
         if named is None and span.links:
             named = self._continued(span)
+        if named is None and current is None:
+            named = self._written_traces.get(span.trace_id)  # of an episode let go (see ``WriteRecord``)
         if named is not None and current is None:
             key = named
         elif named is not None and current == span.trace_id and named != current and current in self._open:
@@ -486,6 +498,21 @@ class Assembler:
         for episode, segment in moved:
             episode.first_segment = segment
 
+    def keep_retained(self) -> None:
+        """For a run that ends (``convert``, ``trace_dir``): log each retained episode's spans again, with
+        its ``WRITTEN`` marker, and delete every older segment. The log then holds just what the next run on
+        the same output replays to make a late span the next revision of what this one wrote."""
+        assert self.wal is not None
+        with self._lock:
+            seq = 0
+            for episode in self._retained.values():
+                payload = request_from_spans(episode.spans.values()).SerializeToString()
+                episode.first_segment, _ = self.wal.append(payload, KIND_BATCH)
+                self.wal.done(episode.first_segment)  # not queued for assembly: these spans are held
+                _, seq = self.wal.append(_written_marker(episode), KIND_WRITTEN)
+            self.wal.sync(seq)
+            self._retire_wal()
+
     def make_room(self, nbytes: int) -> None:
         """A request that needs ``nbytes`` more was refused for memory: the next :meth:`tick` lets go of
         held spans to make that room (retained ones first, then the oldest open episodes, written)."""
@@ -558,14 +585,8 @@ class Assembler:
         del self._open[episode.key]
         self.open_bytes -= episode.nbytes
         if self.wal is not None:
-            marker = {
-                "key": episode.key,
-                "revision": episode.revision,
-                "late": episode.late,
-                "spans": len(episode.spans),
-            }
             try:
-                self.wal.append(json.dumps(marker).encode(), KIND_WRITTEN)
+                self.wal.append(_written_marker(episode), KIND_WRITTEN)
             except OSError as exc:
                 # The trace is on disk; without its marker a replay writes it again with the same revision
                 # (an identical line that readers absorb).
@@ -598,7 +619,8 @@ class Assembler:
             if self.hook is not None:
                 self.hook(converted)
             if episode.late:
-                converted.trace_id = f"{converted.trace_id}.late{episode.late}"
+                # The episode's name, not what its spans alone say (a straggler's names its OTel trace only).
+                converted.trace_id = f"{episode.key}.late{episode.late}"
                 write = self._writes.get(episode.key)
                 if write is not None and write.task_id is not None:
                     # Its spans alone may not say the task (a straggler's span under the task's): the
@@ -624,12 +646,17 @@ class Assembler:
         self._written[key] = max(self._written.get(key, 0), episode.revision, episode.late)
         self._written.move_to_end(key)
         known = self._writes.get(key)
+        traces = tuple(sorted((episode.otel_traces | set(known.traces if known else ())) - {key}))
         self._writes[key] = WriteRecord(
             episode.revision, episode.late, len(episode.spans), episode.digest(), episode.upto,
             episode.task_id if episode.task_id is not None else known.task_id if known else None,
+            traces,
         )
+        self._written_traces.update(dict.fromkeys(traces, key))
         while len(self._written) > self.max_known_episodes:
-            self._writes.pop(self._written.popitem(last=False)[0], None)
+            forgotten = self._writes.pop(self._written.popitem(last=False)[0], None)
+            for trace_id in forgotten.traces if forgotten else ():
+                self._written_traces.pop(trace_id, None)
         if self._index is not None:
             self._index.append(
                 _written_entry(key, self._written[key], self._writes.get(key)),
@@ -735,9 +762,9 @@ def _load_written(index: KeyedIndex) -> tuple[OrderedDict[str, int], dict[str, W
             if "written" in entry:
                 revision, late, spans, digest, *upto = map(int, entry["written"])
                 at = (upto[0], upto[1]) if len(upto) == 2 else None
-                task = entry.get("task")
+                task, traces = entry.get("task"), entry.get("traces", ())
                 writes[key] = WriteRecord(revision, late, spans, digest, at,
-                                          task if isinstance(task, str) else None)
+                                          task if isinstance(task, str) else None, tuple(map(str, traces)))
         except (ValueError, KeyError, TypeError):
             continue  # a line from elsewhere
     return known, writes
@@ -749,4 +776,13 @@ def _written_entry(key: str, revision: int, write: WriteRecord | None) -> dict[s
         entry["written"] = [write.revision, write.late, write.spans, write.digest, *(write.upto or ())]
         if write.task_id is not None:
             entry["task"] = write.task_id
+        if write.traces:
+            entry["traces"] = list(write.traces)
     return entry
+
+
+def _written_marker(episode: _Episode) -> bytes:
+    """The ``WRITTEN`` record of ``episode`` (see :meth:`Assembler.replay_marker`)."""
+    marker = {"key": episode.key, "revision": episode.revision, "late": episode.late,
+              "spans": len(episode.spans)}
+    return json.dumps(marker).encode()

@@ -386,6 +386,7 @@ def convert(
     except ValueError as exc:
         raise _fail(str(exc)) from None
     from orchestrace_collector.output import TraceDirWriter
+    from orchestrace_collector.wal import LogInUse
 
     converter = _converter(credit)
     hook = _hook(reward, credit)
@@ -394,6 +395,8 @@ def convert(
     try:
         result = run(inputs, writer, converter=converter, hook=hook,
                      **({"address": address} if address else {}))
+    except LogInUse as exc:
+        raise _fail(f"{exc}: convert into another --out, or when it has stopped") from None
     finally:
         writer.close()
     for problem in result.bad_files:
@@ -404,6 +407,7 @@ def convert(
         raise _fail(f"no spans in {', '.join(map(str, inputs))}")
     console.print(
         f"{result.files} files, {result.spans} spans -> {result.written} traces in {out}"
+        + (f" ({result.duplicates} spans were already written there)" if result.duplicates else "")
         + (f" ({result.failed} episodes failed to convert, see the log)" if result.failed else "")
     )
     if result.bad_files or result.failed:

@@ -169,6 +169,7 @@ def run_collector(options: CollectorOptions) -> None:
         if options.wal_max_bytes and not options.spool_only
         else options.wal_segment_bytes,
         max_bytes=0 if options.spool_only else options.wal_max_bytes,
+        exclusive=True,
     )
     assembler = Assembler(
         writer,

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -25,10 +26,12 @@ from orchestrace_collector.decode import (
     received_spans,
     spans_from_export,
 )
-from orchestrace_collector.forward import Forwarder
-from orchestrace_collector.senders import Owners
 from orchestrace_collector.spans import Span
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
+
+if TYPE_CHECKING:  # only the collector forwards and names senders: ``replay`` runs in-process too
+    from orchestrace_collector.forward import Forwarder
+    from orchestrace_collector.senders import Owners
 
 log = logging.getLogger(__name__)
 
@@ -235,20 +238,7 @@ class Ingest:
 
     def replay(self) -> int:
         """Feed the WAL left by a previous run to the assembler (before serving). Returns batches replayed."""
-        batches = 0
-        if self.spool_only:
-            return batches
-        for segment, offset, kind, payload in self.wal.replay_at():
-            if kind == KIND_BATCH:
-                spans = spans_from_export(payload)
-                self.assembler.add(spans, segment, resident_bytes(spans, len(payload)), offset)
-                batches += 1
-            elif kind == KIND_WRITTEN:
-                self.assembler.replay_marker(payload)
-            elif kind == KIND_OPEN:
-                self.assembler.replay_open(payload)
-        self.assembler.replay_done()
-        return batches
+        return 0 if self.spool_only else replay(self.assembler, self.wal)
 
     def _assembly_loop(self) -> None:
         next_tick = time.monotonic() + _TICK_S
@@ -296,3 +286,20 @@ class Ingest:
             left = max(0.0, self._deadline - time.monotonic())
             self.assembler.flush(deadline=self.assembler.clock() + left)
         return self.assembler.open_episodes
+
+
+def replay(assembler: Assembler, wal: WriteAheadLog) -> int:
+    """Feed what ``wal`` holds from earlier runs to ``assembler``: its unfinished episodes open again, its
+    written ones are retained (a late span makes their next revision). Returns the batches replayed."""
+    batches = 0
+    for segment, offset, kind, payload in wal.replay_at():
+        if kind == KIND_BATCH:
+            spans = spans_from_export(payload)
+            assembler.add(spans, segment, resident_bytes(spans, len(payload)), offset)
+            batches += 1
+        elif kind == KIND_WRITTEN:
+            assembler.replay_marker(payload)
+        elif kind == KIND_OPEN:
+            assembler.replay_open(payload)
+    assembler.replay_done()
+    return batches

@@ -6,6 +6,11 @@ An OpenTelemetry ``SpanExporter`` (so it composes with any other exporter), adde
 completes episodes after the quiet period; ``force_flush`` writes every episode whose root span has ended,
 ``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the
 application.
+
+What earlier runs wrote into the directory: as ``convert`` does (``offline.py``), the exporter replays
+``OUT/wal`` at start-up, so a span of an episode an earlier process wrote there makes its next revision, and
+logs the spans it retains there at shutdown. Another process writing the directory meanwhile holds it: the
+exporter then writes as if the directory were new (logged).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeConverter, EpisodeHook
-from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.ingest import replay
+from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.spans import Span, SpanEvent, SpanLink
+from orchestrace_collector.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +75,20 @@ class TraceDirExporter(SpanExporter):
         hook: EpisodeHook | None = None,
     ) -> None:
         self._writer = TraceDirWriter(Path(out_dir))
+        self._wal = _open_log(self._writer.out_dir / WAL_DIR)
         self._assembler = Assembler(
             self._writer,
             quiet_period_s=quiet_period_s,
             idle_timeout_s=idle_timeout_s,
             converter=converter or EpisodeConverter(credit),
             hook=hook,
+            wal=self._wal,
         )
+        if self._wal is not None:
+            try:
+                replay(self._assembler, self._wal)
+            except Exception:
+                log.exception("orchestrace: TraceDirExporter could not read %s", self._wal.directory)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="orchestrace-trace-dir", daemon=True)
         self._ticker.start()
@@ -107,9 +121,13 @@ class TraceDirExporter(SpanExporter):
         self._ticker.join(timeout=5.0)
         try:
             self._assembler.flush()
+            if self._wal is not None:
+                self._assembler.keep_retained()
         except Exception:
             self._warn("could not write traces at shutdown")
         finally:
+            if self._wal is not None:
+                self._wal.close()
             self._writer.close()
 
     def _tick_loop(self) -> None:
@@ -125,3 +143,11 @@ class TraceDirExporter(SpanExporter):
         if not self._warned:
             self._warned = True
             log.exception("orchestrace: TraceDirExporter %s in %s", what, self.out_dir)
+
+
+def _open_log(directory: Path) -> WriteAheadLog | None:
+    try:
+        return WriteAheadLog(directory, fsync="none", exclusive=True)
+    except OSError as exc:  # held by another process (LogInUse), or not writable
+        log.warning("orchestrace: trace_dir writes without what earlier runs wrote there (%s)", exc)
+        return None

@@ -1,5 +1,11 @@
 """``orchestrace convert``: dumps in, the same output directory ``collect`` writes out.
 
+What was written before. The output directory remembers, as ``collect`` does, in ``OUT/wal``: the episodes
+written (``written.idx``) and the spans of the newest ones (the assembler's retention budget, logged again
+at the end: :meth:`Assembler.keep_retained`). The local engine replays that first, so a span of an episode
+an earlier convert wrote (a straggler's dump converted later) makes its next revision, and a span already
+written (the same dump again) is absorbed: one rule with the collector's (see ``assemble.py``).
+
 Engines share one signature, ``engine(inputs, writer, *, converter=..., hook=None) -> ConvertResult``, and
 are looked up by name in :data:`ENGINES`: ``local`` (:func:`convert_local`: one process, every span in
 memory) and ``ray`` (``orchestrace_collector.ray_engine.convert_with_ray``, for dumps larger than one
@@ -17,8 +23,10 @@ from typing import Protocol
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.convert.gcpause import gc_paused
 from orchestrace_collector.decode import PayloadError, decode_file
-from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.ingest import replay
+from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.spans import Span
+from orchestrace_collector.wal import WriteAheadLog
 
 
 class ConvertResult(Protocol):
@@ -32,6 +40,8 @@ class ConvertResult(Protocol):
     def failed(self) -> int: ...  # episodes the converter could not convert (logged)
     @property
     def bad_files(self) -> tuple[str, ...]: ...  # "path: reason" for each input that could not be read
+    @property
+    def duplicates(self) -> int: ...  # spans already written to the output (absorbed)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class LocalConvertResult:
     written: int
     failed: int
     bad_files: tuple[str, ...]
+    duplicates: int = 0
 
 
 Engine = Callable[..., ConvertResult]
@@ -86,21 +97,29 @@ def convert_local(
     spans: list[Span] = []
     files = input_files(inputs)
     before = writer.written
-    assembler = Assembler(writer, converter=converter, hook=hook)
-    # Decoding a dump allocates a few objects per span that all live until the end: without a pause the
-    # cyclic collector's full passes over them cost a third of the run (see convert/gcpause.py).
-    with gc_paused():
-        for path in files:
-            try:
-                spans.extend(decode_file(path))
-            except PayloadError as exc:
-                bad.append(f"{path}: {exc}")
-        assembler.add(spans)
-    assembler.flush()
+    wal = WriteAheadLog(writer.out_dir / WAL_DIR, fsync="none", exclusive=True)
+    try:
+        assembler = Assembler(writer, converter=converter, hook=hook, wal=wal)
+        replay(assembler, wal)
+        replayed = assembler.duplicates
+        # Decoding a dump allocates a few objects per span that all live until the end: without a pause the
+        # cyclic collector's full passes over them cost a third of the run (see convert/gcpause.py).
+        with gc_paused():
+            for path in files:
+                try:
+                    spans.extend(decode_file(path))
+                except PayloadError as exc:
+                    bad.append(f"{path}: {exc}")
+            assembler.add(spans)
+        assembler.flush()
+        assembler.keep_retained()
+    finally:
+        wal.close()
     return LocalConvertResult(
         files=len(files),
         spans=len(spans),
         written=writer.written - before,
         failed=assembler.failed,
         bad_files=tuple(bad),
+        duplicates=assembler.duplicates - replayed,
     )

@@ -119,6 +119,7 @@ class RayConvertResult:
     written: int
     failed: int
     bad_files: tuple[str, ...]
+    duplicates: int = 0  # the local engine's count of spans already written; this engine does not look
 
 
 # --- 1. scan (workers) --------------------------------------------------------------------------------------

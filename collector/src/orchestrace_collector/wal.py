@@ -32,6 +32,7 @@ Durability (``fsync`` policy), the trade-off between safety and ingest speed:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import struct
@@ -53,6 +54,11 @@ KIND_OPEN = 3
 MAGIC = b"OWL1"
 _HEADER = struct.Struct("<4sIIB")
 _SUFFIX = ".wal"
+_LOCK = "LOCK"
+
+
+class LogInUse(OSError):
+    """Another process writes this log (a running collector, or a convert into the same output)."""
 
 
 class WriteAheadLog:
@@ -65,9 +71,14 @@ class WriteAheadLog:
         interval_s: float = 0.05,
         max_bytes: int = 0,
         suffix: str = _SUFFIX,
+        exclusive: bool = False,
     ) -> None:
+        """``exclusive``: hold the directory's lock while open (:class:`LogInUse` when another process holds
+        it): the writers of an output directory (collect, convert, trace_dir) replay and delete segments."""
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync policy must be one of {FSYNC_POLICIES}, not {fsync!r}")
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _hold(directory / _LOCK) if exclusive else -1
         self.directory = directory
         self.suffix = suffix
         self.fsync = fsync
@@ -75,7 +86,6 @@ class WriteAheadLog:
         #: 0: no limit. Above it the assembler compacts (see ``Assembler._compact``): episodes stop holding
         #: old segments, so they are deleted.
         self.max_bytes = max_bytes
-        directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards the open segment and the counters below
         self._sync_lock = threading.Lock()  # one fsync at a time; the others find their record covered
         self._segments = sorted(self._existing())
@@ -269,6 +279,8 @@ class WriteAheadLog:
                     os.fsync(self._fd)
             finally:
                 os.close(self._fd)
+                if self._lock_fd >= 0:
+                    os.close(self._lock_fd)  # releases the lock
 
     def _path(self, segment: int) -> Path:
         return self.directory / f"{segment:010d}{self.suffix}"
@@ -333,6 +345,17 @@ def _size_of(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _hold(path: Path) -> int:
+    """Open ``path`` and take its exclusive lock (released when the descriptor closes or the process ends)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogInUse(f"{path.parent} is in use by another process (a collector or a convert)") from None
+    return fd
 
 
 def _write_all(fd: int, data: bytes) -> None:
