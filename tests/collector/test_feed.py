@@ -14,7 +14,7 @@ import pytest
 from collector_fixtures import RunningCollector, start_collector, validate_trace_dir
 from orchestrace_collector.cli import app
 from orchestrace_collector.export import export
-from orchestrace_collector.feed import Feed
+from orchestrace_collector.feed import Feed, Group
 from typer.testing import CliRunner
 
 PROGRAM = textwrap.dedent("""
@@ -143,3 +143,78 @@ def test_the_feed_asks_for_the_receivers_token(tmp_path: Path) -> None:
             list(feed.episodes(follow=False))
     finally:
         assert collector.stop() == 0
+
+
+def _solvers(group: Group) -> list[str]:
+    """The rollouts of a group, by their solver's name (each rollout's first answer starts with it)."""
+    return [e.rows[0]["completion"][0]["content"].split()[0] for e in group.episodes]
+
+
+def _annotate(out: Path, trace_id: str) -> None:
+    result = CliRunner().invoke(app, ["annotate", str(out), "--trace-id", trace_id, "--reward", "0.25",
+                                      "--name", "late", "--family", "verifier"])
+    assert result.exit_code == 0, result.output
+
+
+def test_groups_delivered_before_a_restart_are_not_delivered_again(tmp_path: Path) -> None:
+    """A consumer takes a group, then restarts (a new ``Feed`` on its cursor file; the collector restarted
+    too) while a late reward revises a rollout of that group: the revision comes alone as an update, never
+    as a fresh rollout of a new group; the group it was in does not come again."""
+    out, cursor = tmp_path / "out", tmp_path / "trainer.cursor"
+    collector = start_collector(out)
+    try:
+        run_app(collector, ("t1", "a", 1, 1.0), ("t2", "b", 1, 0.0), ("t1", "c", 1, 0.0))
+        wait_written(collector, 3)
+        with Feed(collector.base_url, cursor_file=cursor, wait_s=0) as feed:
+            stream = feed.groups(2, follow=False)
+            first = next(stream)
+            unfinished = next(stream)  # asking for it consumed the first; the consumer stops in this one
+            stream.close()
+    finally:
+        assert collector.stop() == 0
+    assert (first.task_id, _solvers(first), first.partial) == ("t1", ["a", "c"], False)
+    assert (unfinished.task_id, _solvers(unfinished), unfinished.partial) == ("t2", ["b"], True)
+    collector = start_collector(out)
+    try:
+        _annotate(out, first.episodes[0].trace_id)  # rollout "a", delivered
+        run_app(collector, ("t1", "e", 1, 0.5), ("t2", "d", 1, 1.0))
+        wait_written(collector, 6)
+        with Feed(collector.base_url, cursor_file=cursor, wait_s=0) as feed:
+            after = list(feed.groups(2, follow=False))
+        with Feed(collector.base_url, cursor_file=cursor, wait_s=0) as feed:
+            assert list(feed.groups(2, follow=False)) == []  # all consumed: nothing twice
+    finally:
+        assert collector.stop() == 0
+    validate_trace_dir(out)
+    assert [(g.task_id, _solvers(g), g.partial, g.update) for g in after] == [
+        ("t1", ["a"], False, True), ("t2", ["b", "d"], False, False), ("t1", ["e"], True, False)]
+    (revised,) = after[0].episodes
+    assert revised.outcome() == 1.25 and revised.revision > first.episodes[0].revision
+
+
+def test_a_rollout_revised_before_its_group_came_is_still_grouped_after_a_restart(tmp_path: Path) -> None:
+    """A rollout revised (a late reward) while it waits for its group, and the consumer restarting after
+    taking another group: the revision that replaced it still comes in a group, not as an update."""
+    out, cursor = tmp_path / "out", tmp_path / "trainer.cursor"
+    collector = start_collector(out)
+    try:
+        run_app(collector, ("t1", "a", 1, 1.0), ("t2", "b", 1, 0.0))
+        (a,) = [e for e in wait_written(collector, 2) if e.task_id == "t1"]
+        _annotate(out, a.trace_id)
+        run_app(collector, ("t2", "c", 1, 1.0))
+        wait_written(collector, 4)
+        with Feed(collector.base_url, cursor_file=cursor, wait_s=0) as feed:
+            stream = feed.groups(2, follow=False)
+            first = next(stream)
+            unfinished = next(stream)  # the consumer stops in it
+            stream.close()
+        with Feed(collector.base_url, cursor_file=cursor, wait_s=0) as feed:
+            after = list(feed.groups(2, follow=False))
+    finally:
+        assert collector.stop() == 0
+    validate_trace_dir(out)
+    assert (first.task_id, _solvers(first)) == ("t2", ["b", "c"])
+    for group in (unfinished, *after):
+        assert (group.task_id, _solvers(group), group.partial, group.update) == ("t1", ["a"], True, False)
+        assert group.episodes[0].revision > a.revision
+    assert len(after) == 1

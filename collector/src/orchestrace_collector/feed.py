@@ -169,11 +169,15 @@ class Feed:
         log: list[tuple[str, EpisodeKey]] = []  # entries since progress.cursor, in order
         done: set[EpisodeKey] = set(progress.consumed)
         pending: dict[str, dict[str, FeedEpisode]] = {}  # task -> trace id -> its latest revision
+        # The earlier revisions of a pending rollout: consumed with the revision that replaced them, so that
+        # a restart never finds one consumed while its rollout was not delivered.
+        superseded: dict[str, list[EpisodeKey]] = {}
         started: dict[str, float] = {}
-        delivered: set[str] = set()  # trace ids whose group was delivered
 
         def commit(group: Group) -> None:
-            done.update(e.key for e in group.episodes)
+            for e in group.episodes:
+                done.add(e.key)
+                done.update(superseded.pop(e.trace_id, ()))
             while log and log[0][1] in done:
                 progress.cursor, key = log.pop(0)
                 done.discard(key)
@@ -188,7 +192,7 @@ class Feed:
         def expired() -> Iterator[Group]:
             now = time.monotonic()
             for task in [t for t, s in started.items() if deadline_s is not None and now - s >= deadline_s]:
-                yield self._close(task, pending, started, delivered, partial=True)
+                yield self._close(task, pending, started, partial=True)
 
         for episode in self._stream(progress.cursor, follow, wait, idle=True):
             if episode is None:
@@ -199,7 +203,9 @@ class Feed:
             if episode.key in done:
                 continue
             log.append((episode.cursor, episode.key))
-            if episode.trace_id in delivered:
+            if episode.update and episode.trace_id not in pending.get(episode.task_id, {}):
+                # An earlier revision was listed before and is not waiting in a group: its group was
+                # delivered (in this run, or before a restart: it lies before the cursor or was consumed).
                 group = Group(episode.task_id, [episode], update=True)
                 yield group
                 commit(group)
@@ -207,27 +213,26 @@ class Feed:
             rollouts = pending.setdefault(episode.task_id, {})
             previous = rollouts.get(episode.trace_id)
             if previous is not None:
-                done.add(previous.key)  # superseded by this revision
+                superseded.setdefault(episode.trace_id, []).append(previous.key)
             rollouts[episode.trace_id] = episode
             started.setdefault(episode.task_id, time.monotonic())
             if len(rollouts) >= n:
-                group = self._close(episode.task_id, pending, started, delivered, partial=False)
+                group = self._close(episode.task_id, pending, started, partial=False)
                 yield group
                 commit(group)
             for group in expired():
                 yield group
                 commit(group)
         for task in list(pending):
-            group = self._close(task, pending, started, delivered, partial=True)
+            group = self._close(task, pending, started, partial=True)
             yield group
             commit(group)
 
     @staticmethod
-    def _close(task: str, pending: dict[str, dict[str, FeedEpisode]], started: dict[str, float],
-               delivered: set[str], *, partial: bool) -> Group:
+    def _close(task: str, pending: dict[str, dict[str, FeedEpisode]], started: dict[str, float], *,
+               partial: bool) -> Group:
         rollouts = pending.pop(task, {})
         started.pop(task, None)
-        delivered.update(rollouts)
         return Group(task, list(rollouts.values()), partial=partial)
 
     def _stream(self, after: str, follow: bool, wait: Any, *, idle: bool = False) -> Iterator[Any]:
