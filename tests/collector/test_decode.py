@@ -13,6 +13,7 @@ from orchestrace_collector.decode import (
     drop_invalid_spans,
     parse_otlp_json,
     parse_otlp_protobuf,
+    received_spans,
     spans_from_request,
 )
 from orchestrace_collector.inprocess import span_from_readable
@@ -155,3 +156,22 @@ def test_an_attribute_that_is_not_a_key_value_fails_the_dump() -> None:
         decode_bytes(data)
     with pytest.raises(PayloadError, match="malformed OTLP protobuf"):
         parse_otlp_protobuf(data)
+
+
+@pytest.mark.parametrize("where", ["request", "attribute"])
+def test_the_receivers_decoder_refuses_bytes_as_parsing_them_whole_does(where: str) -> None:
+    """A protobuf request is parsed once, by the decoder (``received_spans``): what it refuses, and the
+    error the sender reads (400), are those of parsing the request whole."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    span = scope.spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    span.attributes.add(key="k").value.string_value = "\u00e9"
+    data = request.SerializeToString()
+    data = data[:-3] if where == "request" else data.replace("\u00e9".encode(), b"\xff\xfe")
+    with pytest.raises(PayloadError) as whole:
+        parse_otlp_protobuf(data)
+    with pytest.raises(PayloadError) as decoded:
+        received_spans(data)
+    assert str(decoded.value) == str(whole.value)

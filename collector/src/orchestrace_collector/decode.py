@@ -236,11 +236,15 @@ def spans_from_export(data: bytes) -> list[Span]:
 
 
 def received_spans(data: bytes) -> tuple[list[Span], int, str]:
-    """The spans with valid OTLP ids of a serialized export that parsed whole (what a receiver got), how
-    many were left out for their ids, and why the first one was (:func:`drop_invalid_spans`' count and
-    reason): the ids are checked in the pass that decodes."""
+    """The spans with valid OTLP ids of a serialized export (what a receiver got), how many were left out
+    for their ids, and why the first one was (:func:`drop_invalid_spans`' count and reason): the ids are
+    checked in the pass that decodes. Malformed bytes raise :class:`PayloadError` as parsing them whole does
+    (``parse_otlp_protobuf``)."""
     invalid: list[Message] = []
-    spans = _spans(_parse_raw(data), invalid)
+    try:
+        spans = _spans(_parse_raw(data), invalid)
+    except _Malformed as malformed:
+        raise _refusal(data) or malformed from None  # the error of parsing it whole, as the receivers did
     return spans, len(invalid), _invalid_reason(invalid[0]) if invalid else ""
 
 

@@ -23,6 +23,7 @@ from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.decode import (
     count_spans,
     drop_invalid_spans,
+    parse_otlp_protobuf,
     received_spans,
     spans_from_export,
 )
@@ -62,6 +63,10 @@ def resident_bytes(spans: Sequence[Span], wire_bytes: int) -> int:
         for event in span.events:
             attributes += len(event.attributes)
     return wire_bytes + SPAN_BYTES * len(spans) + ATTRIBUTE_BYTES * attributes
+
+
+def _parsed(request: ExportTraceServiceRequest | None, raw: bytes) -> ExportTraceServiceRequest:
+    return request if request is not None else parse_otlp_protobuf(raw)
 
 
 class Overloaded(Exception):
@@ -184,36 +189,46 @@ class Ingest:
 
     def submit(
         self,
-        request: ExportTraceServiceRequest,
+        request: ExportTraceServiceRequest | None,
         raw_protobuf: bytes | None = None,
         reserved: int = 0,
         sender: str | None = None,
     ) -> Accepted:
         """Log one batch (its valid spans) and queue it. ``raw_protobuf``: the request's own bytes, reused
-        for the log when every span is valid; ``reserved``: see :meth:`pressure`; ``sender``: who sent it,
-        checked against :attr:`owners` when there are named senders. Raises :class:`Overloaded`,
-        ``senders.Forbidden``; ``OSError`` when the log cannot be written (nothing was acknowledged)."""
+        for the log when every span is valid; with them ``request`` may be None: it is parsed only when needed
+        (bad ids, named senders, ``spool_only``), the decoder checking the bytes otherwise; ``reserved``: see
+        :meth:`pressure`; ``sender``: who sent it, checked against :attr:`owners` when there are named
+        senders. Raises :class:`Overloaded`, ``senders.Forbidden``, ``PayloadError`` (malformed bytes);
+        ``OSError`` when the log cannot be written (nothing was acknowledged)."""
         pressure = self.pressure(reserved)
         # A failing WAL is tried again by every request (the append is the probe that sees storage return);
         # the other pressures refuse before any work.
         if pressure is not None and not (self.wal.error and pressure == self.wal.error):
             raise Overloaded(pressure)
         self._wait_for_room()
-        received = raw_protobuf if raw_protobuf is not None else request.SerializeToString()
+        if raw_protobuf is not None:
+            received = raw_protobuf
+        elif request is not None:
+            received = request.SerializeToString()
+        else:
+            raise ValueError("submit needs the request or its bytes")
         decoded: list[Span] = []
         if self.spool_only:  # logged as received, never assembled here: nothing to decode
+            request = _parsed(request, received)
             rejected, reason = drop_invalid_spans(request)
             spans = count_spans(request)
         else:
             decoded, rejected, reason = received_spans(received)
             spans = len(decoded)
             if rejected:
+                request = _parsed(request, received)
                 drop_invalid_spans(request)  # for the log and the owners, as ``decoded`` left them out
         if self.owners is not None and sender is not None:
+            request = _parsed(request, received)
             self.owners.claim(sender, request)
         seq = 0
         if spans:
-            payload = received if not rejected else request.SerializeToString()
+            payload = received if request is None or not rejected else request.SerializeToString()
             cost = resident_bytes(decoded, len(payload))
             with self._order:
                 segment, seq, offset = self.wal.append_at(payload, KIND_BATCH)

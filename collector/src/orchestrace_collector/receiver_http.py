@@ -43,7 +43,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from orchestrace_collector.decode import PayloadError, parse_otlp_json, parse_otlp_protobuf
+from orchestrace_collector.decode import PayloadError, parse_otlp_json
 from orchestrace_collector.feed_http import episodes_endpoint
 from orchestrace_collector.feed_index import FeedIndex
 from orchestrace_collector.ingest import Accepted, Ingest, Overloaded
@@ -184,9 +184,11 @@ def _store(
     sender: str | None,
 ) -> Accepted:
     """Decode, log and make durable, then queue for ``--forward`` (the request as received): a worker
-    thread's part of a request."""
-    message = parse_otlp_protobuf(body) if media == PROTOBUF else parse_otlp_json(body)
-    accepted = ingest.submit(message, body if media == PROTOBUF else None, reserved, sender)
+    thread's part of a request. Protobuf is parsed by the decoder alone (``Ingest.submit``)."""
+    if media == PROTOBUF:
+        accepted = ingest.submit(None, body, reserved, sender)
+    else:
+        accepted = ingest.submit(parse_otlp_json(body), None, reserved, sender)
     ingest.wal.sync(accepted.seq)
     if ingest.forwarder is not None:
         ingest.forwarder.submit(*forward)
