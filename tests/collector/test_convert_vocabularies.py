@@ -4,6 +4,7 @@ list, and a core that names none of them and classifies and names each span once
 from __future__ import annotations
 
 import ast
+import dataclasses
 import pkgutil
 from collections import Counter
 from collections.abc import Callable
@@ -12,10 +13,11 @@ from typing import Any, get_args
 
 import orchestrace_collector
 import pytest
-from convert_support import GOLDEN
+from convert_support import GOLDEN, Spans
 from orchestrace_collector.convert import classify, convert_episode, vocabularies
 from orchestrace_collector.decode import decode_file
 from orchestrace_collector.model import EventType
+from orchestrace_collector.spans import Span
 
 _CONVERT = Path(vocabularies.__file__).parents[1]
 #: Modules of the vocabularies package that are no vocabulary: the interface.
@@ -118,3 +120,41 @@ def test_each_span_is_classified_and_named_once(dump: str, monkeypatch: pytest.M
     assert counts["classify"] and counts["actor_name"] and counts["tool_name"] and counts["model_name"]
     for name, calls in counts.items():
         assert max(calls.values(), default=1) == 1, f"{name} called again for {calls.most_common(1)}"
+
+
+def _rule_spans() -> list[tuple[Span, Span | None]]:
+    """A span each vocabulary's kind rules answer for, with its parent."""
+    s = Spans()
+    return [(s.span(name, 0, 1, attrs=attrs), None) for name, attrs in [
+        ("n", {"traceloop.span.kind": "task", "traceloop.entity.name": "n",
+               "traceloop.association.properties.langgraph_node": "n"}),
+        ("call", {"llm.request.type": "chat"}),
+        ("run", {"openinference.span.kind": "CHAIN"}),
+        ("n", {"langgraph.node": "n"}),
+        ("loop", {"ai.operationId": "ai.generateText", "ai.telemetry.functionId": "writer"}),
+        ("handoff", {"gen_ai.handoff.to_agent": "writer"}),
+        ("call", {"gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 3}),
+        ("running tool", {"gen_ai.tool.name": "search"}),
+    ]]
+
+
+def test_kind_rules_read_only_the_keys_they_declare() -> None:
+    """``classify`` calls a vocabulary's kind rules only for a span with one of its ``kind_keys`` (a span
+    without them is classified without a call): so the same span without those keys must get no verdict from
+    them, for every span of the golden dumps and one each rule answers for."""
+    spans = _rule_spans()
+    for dump in sorted(GOLDEN.glob("*.jsonl")):
+        dumped = decode_file(dump)
+        by_id = {(span.trace_id, span.span_id): span for span in dumped}
+        spans += [(span, by_id.get((span.trace_id, span.parent_span_id or ""))) for span in dumped]
+    answered: Counter[str] = Counter()
+    for v in vocabularies.VOCABULARIES:
+        rules = [rule for rule in (v.kind, v.fallback_kind) if rule is not None]
+        for span, parent in spans:
+            bare = dataclasses.replace(
+                span, attributes={k: x for k, x in span.attributes.items() if k not in v.kind_keys})
+            for rule in rules:
+                answered[v.name] += rule(span, parent) is not None
+                assert rule(bare, parent) is None, f"{v.name} answers for {span.name} without its kind_keys"
+    assert {name for name, n in answered.items() if n} == {
+        v.name for v in vocabularies.VOCABULARIES if v.kind or v.fallback_kind}

@@ -1,11 +1,11 @@
 """What a span is and what it names, whichever instrumentation wrote it: the rules and keys the vocabularies
 declare (``vocabularies``), read in the registry's order.
 
-A span's kind is the first verdict of the vocabularies' ``kind`` rules, else of their ``fallback_kind`` rules
-(weaker evidence: a span that merely names a model or a tool); a tool that some vocabulary says hands control
-over (``handoff_to`` / ``handoff_tools`` / ``handoff_prefixes``) is a handoff (``CREATE_AGENT``), an agent
-some vocabulary says is a graph run a workflow. Everything else is ``OTHER``: it yields no event itself, but
-span events recorded on it still count for the actor that encloses it.
+A span's kind is the first verdict of the vocabularies' ``kind_tables`` and ``kind`` rules, else of their
+``fallback_kind`` rules (weaker evidence: a span that merely names a model or a tool); a tool that some
+vocabulary says hands control over (``handoff_to`` / ``handoff_tools`` / ``handoff_prefixes``) is a handoff
+(``CREATE_AGENT``), an agent some vocabulary says is a graph run a workflow. Everything else is ``OTHER``: it
+yields no event itself, but span events recorded on it still count for the actor that encloses it.
 
 ``forest`` classifies and names every span once; later stages read the node's kind and names.
 """
@@ -13,6 +13,7 @@ span events recorded on it still count for the actor that encloses it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import orchestrace_semconv as sc
@@ -35,6 +36,7 @@ from .vocabularies.base import (
     TOOL_NODE,
     WORKFLOW,
     Kind,
+    KindRule,
     Verdict,
     json_object,
 )
@@ -66,15 +68,32 @@ __all__ = [
     "tool_name",
 ]
 
-#: Each vocabulary's ``(key, table, rule)`` in order, then the fallback rules (``""``: no table).
-_NO_TABLE: Final[dict[str, Verdict]] = {}
-_KIND_RULES: Final = tuple(
-    [(v.kind_table or ("", _NO_TABLE)) + (v.kind,) for v in VOCABULARIES if v.kind_table or v.kind]
-    + [("", _NO_TABLE, v.fallback_kind) for v in VOCABULARIES if v.fallback_kind is not None]
-)
-_GRAPH_RUN: Final = tuple(v.graph_run for v in VOCABULARIES if v.graph_run is not None)
+#: A step of classification: a table ``(attribute, value -> verdict, None, None)`` or a rule ``("", {}, rule,
+#: the attributes it needs, None: any span)``.
+_Step = tuple[str, Mapping[str, Verdict], KindRule | None, frozenset[str] | None]
+_NO_TABLE: Final[Mapping[str, Verdict]] = {}
+
+
+def _kind_steps() -> tuple[_Step, ...]:
+    """Each vocabulary's tables then its ``kind`` rule, in the registry's order, then the fallbacks."""
+    steps: list[_Step] = []
+    for v in VOCABULARIES:
+        steps += [(key, table, None, None) for key, table in v.kind_tables]
+        if v.kind is not None:
+            steps.append(("", _NO_TABLE, v.kind, frozenset(v.kind_keys) or None))
+    for v in VOCABULARIES:
+        if v.fallback_kind is not None:
+            steps.append(("", _NO_TABLE, v.fallback_kind, frozenset(v.kind_keys) or None))
+    return tuple(steps)
+
+
+_KIND_STEPS: Final = _kind_steps()
+_GRAPH_RUN: Final = tuple(pair for v in VOCABULARIES for pair in v.graph_run)
 _HANDOFF_TO: Final = tuple(key for v in VOCABULARIES for key in v.handoff_to)
+_HANDOFF_TO_KEYS: Final = frozenset(_HANDOFF_TO)
 _HANDOFF_TOOLS: Final = {tool: arg for v in VOCABULARIES for tool, arg in v.handoff_tools.items()}
+#: A tuple: ``in`` compares, so a value of any type (even unhashable) is tested.
+_HANDOFF_TOOL_NAMES: Final = tuple(_HANDOFF_TOOLS)
 _HANDOFF_PREFIXES: Final = tuple(prefix for v in VOCABULARIES for prefix in v.handoff_prefixes)
 _AGENT_NAMES: Final = tuple(key for v in VOCABULARIES for key in v.agent_names)
 _WORKFLOW_NAMES: Final = tuple(key for v in VOCABULARIES for key in v.workflow_names)
@@ -97,53 +116,52 @@ _GRAPH: Final[Verdict] = (K_ACTOR, WORKFLOW)
 def classify(span: Span, parent: Span | None) -> Verdict:
     """The kind of ``span`` and, for actors, its sub-kind (``workflow``, ``agent`` or ``node``)."""
     attrs = span.attributes
-    for key, table, rule in _KIND_RULES:
-        found = None
-        if key:
+    for key, table, rule, keys in _KIND_STEPS:
+        if rule is None:
             # Only string values name kinds (attribute values may be of any type, even unhashable).
             value = attrs.get(key)
-            if isinstance(value, str):
-                found = table.get(value)
-        if found is None and rule is not None:
+            found = table.get(value) if isinstance(value, str) else None
+        elif keys is None or not keys.isdisjoint(attrs):
             found = rule(span, parent)
+        else:
+            continue  # the span has none of the attributes the rule reads
         if found is not None:
-            if found[0] is K_TOOL and _handoff_target(span) is not None:
+            # A tool span is a handoff only when it has what some vocabulary's handoff needs: checked here
+            # without a call, as most tool spans have none of it.
+            if found[0] is K_TOOL and (
+                not _HANDOFF_TO_KEYS.isdisjoint(attrs)
+                or attrs.get(sc.GEN_AI_TOOL_NAME) in _HANDOFF_TOOL_NAMES
+                or span.name.startswith(_HANDOFF_PREFIXES)
+            ) and _handoff_target(span) is not None:
                 return _HANDOFF
-            if found[1] == AGENT and graph_run(attrs):
-                return _GRAPH
+            if found[1] == AGENT:
+                for graph_key, graph_value in _GRAPH_RUN:
+                    if attrs.get(graph_key) == graph_value:
+                        return _GRAPH
             return found
     return _NONE
 
 
 def graph_run(attrs: Attributes) -> bool:
     """Whether some vocabulary says an actor span is a graph run, whatever agent operation it names."""
-    return any(rule(attrs) for rule in _GRAPH_RUN)
+    return any(attrs.get(key) == value for key, value in _GRAPH_RUN)
 
 
 def _handoff_target(span: Span) -> str | None:
     """The agent a handoff span hands over to (``""``: not said), ``None`` for a span that is no handoff."""
+    target = _handoff_to(span)
+    if target is not None:
+        return target
     attrs = span.attributes
-    for key in _HANDOFF_TO:
-        target = attrs.get(key)
-        if target:
-            return str(target)
     tool = attrs.get(sc.GEN_AI_TOOL_NAME)
     argument = _HANDOFF_TOOLS.get(tool) if isinstance(tool, str) else None
     if argument is not None:
         arguments = json_object(attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
-        target = arguments.get(argument) if arguments is not None else None
-        return target if isinstance(target, str) else ""
+        said = arguments.get(argument) if arguments is not None else None
+        return said if isinstance(said, str) else ""
     for prefix in _HANDOFF_PREFIXES:
         if span.name.startswith(prefix):
             return span.name[len(prefix):]
-    return None
-
-
-def _first(attrs: Attributes, keys: tuple[str, ...]) -> object:
-    for key in keys:
-        value = attrs.get(key)
-        if value:
-            return value
     return None
 
 
@@ -191,25 +209,20 @@ def actor_name(span: Span, sub_kind: str) -> str:
     every rollout to group them."""
     if sub_kind != NODE and sub_kind != WORKFLOW:
         sub_kind = AGENT
-    keys = _NODE_NAMES if sub_kind == NODE else _WORKFLOW_NAMES if sub_kind == WORKFLOW else _AGENT_NAMES
-    name = _first(span.attributes, keys)
+    named = _node_name if sub_kind == NODE else _workflow_name if sub_kind == WORKFLOW else _agent_name
+    name = named(span)
     if name:
-        return str(name)
+        return name
     bare = _strip_operation(span.name)
     for rule in _ACTOR_NAME_RULES:
-        name = rule(span, sub_kind, bare)
-        if name:
-            return str(name)
+        derived = rule(span, sub_kind, bare)
+        if derived:
+            return str(derived)
     return (_UUID.sub("", bare) if "-" in bare else bare) or "agent"
 
 
 def tool_name(span: Span) -> str:
-    attrs = span.attributes
-    for key in _TOOL_NAMES:  # a loop, not ``_first``: one call less per span
-        name = attrs.get(key)
-        if name:
-            return str(name)
-    return _strip_operation(span.name) or "tool"
+    return _named_tool(span) or _strip_operation(span.name) or "tool"
 
 
 def created_agent_name(span: Span, sub_kind: str) -> str:
@@ -220,28 +233,26 @@ def created_agent_name(span: Span, sub_kind: str) -> str:
     return actor_name(span, AGENT)
 
 
-def model_name(span: Span) -> str | None:
-    attrs = span.attributes
-    for key in _MODEL_NAMES:
-        name = attrs.get(key)
-        if name:
-            return str(name)
-    return None
+def _first_text(keys: tuple[str, ...]) -> Callable[[Span], str | None]:
+    """The reader of one name: the first non-empty attribute of ``keys`` on a span, as text (``None``: none
+    is). One function per name rather than a helper each name calls: a call less per span."""
+
+    def first(span: Span) -> str | None:
+        attrs = span.attributes
+        for key in keys:
+            value = attrs.get(key)
+            if value:
+                return str(value)
+        return None
+
+    return first
 
 
-def provider_name(span: Span) -> str | None:
-    attrs = span.attributes
-    for key in _PROVIDER_NAMES:
-        name = attrs.get(key)
-        if name:
-            return str(name)
-    return None
-
-
-def agent_id(span: Span) -> str | None:
-    attrs = span.attributes
-    for key in _AGENT_IDS:
-        raw = attrs.get(key)
-        if raw:
-            return str(raw)
-    return None
+model_name: Final = _first_text(_MODEL_NAMES)
+provider_name: Final = _first_text(_PROVIDER_NAMES)
+agent_id: Final = _first_text(_AGENT_IDS)
+_named_tool: Final = _first_text(_TOOL_NAMES)
+_agent_name: Final = _first_text(_AGENT_NAMES)
+_workflow_name: Final = _first_text(_WORKFLOW_NAMES)
+_node_name: Final = _first_text(_NODE_NAMES)
+_handoff_to: Final = _first_text(_HANDOFF_TO)

@@ -105,15 +105,21 @@ class Vocabulary:
     two libraries could answer the same question."""
 
     name: str
-    # --- kinds (``classify``): the first rule to answer wins, every ``kind`` before any ``fallback_kind``
-    #: A kind by the value of one attribute (``(key, value -> verdict)``), read before ``kind``.
-    kind_table: tuple[str, Mapping[str, Verdict]] | None = None
+    # --- kinds (``classify``): the first table or rule to answer wins, every vocabulary's tables and ``kind``
+    # before any ``fallback_kind``
+    #: Kinds by the value of one attribute (``(key, value -> verdict)``), read in order before ``kind``: a
+    #: lookup, no call, for every span the library's tables answer.
+    kind_tables: tuple[tuple[str, Mapping[str, Verdict]], ...] = ()
     kind: KindRule | None = None
     #: Weaker evidence, tried once no library's ``kind`` answered (a span that merely names a model).
     fallback_kind: KindRule | None = None
-    #: Whether an actor span is a graph run, whatever agent operation it names (an ``agent`` becomes a
-    #: ``workflow``; ``actors`` keeps it one when it wraps it in an agent span of the same name).
-    graph_run: Callable[[Attributes], bool] | None = None
+    #: Every attribute ``kind`` and ``fallback_kind`` need: they run only for a span with one of them (none
+    #: declared: for every span).
+    kind_keys: tuple[str, ...] = ()
+    #: An actor span with one of these ``(attribute, value)`` is a graph run, whatever agent operation it
+    #: names (an ``agent`` becomes a ``workflow``; ``actors`` keeps it one when it wraps it in an agent span
+    #: of the same name).
+    graph_run: tuple[tuple[str, str], ...] = ()
     #: Handoffs (a tool span that is one is a handoff, whatever rule found it): attributes naming the agent
     #: handed over to; tools that hand over -> the argument naming the agent (in
     #: ``gen_ai.tool.call.arguments``, when captured); span-name prefixes before the agent's name.

@@ -156,8 +156,11 @@ MESSAGING_KEYS: Final = (_m.MESSAGING_SYSTEM, _m.MESSAGING_OPERATION_TYPE, _m.ME
 
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="genai",
-    kind_table=(sc.GEN_AI_OPERATION_NAME, _KINDS),
+    kind_tables=((sc.GEN_AI_OPERATION_NAME, _KINDS),),
     fallback_kind=_fallback_kind,
+    kind_keys=(
+        GEN_AI_HANDOFF_TO_AGENT, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_TOOL_NAME,
+    ),
     handoff_to=(GEN_AI_HANDOFF_TO_AGENT,),
     agent_names=(sc.GEN_AI_AGENT_NAME,),
     workflow_names=(sc.GEN_AI_WORKFLOW_NAME, sc.GEN_AI_AGENT_NAME),

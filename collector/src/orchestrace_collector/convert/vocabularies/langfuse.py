@@ -44,7 +44,7 @@ def _model_call(span: Span, found: dict[str, object], content_parts: ContentPart
 
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="langfuse",
-    kind_table=(LF_OBSERVATION_TYPE, _KINDS),
+    kind_tables=((LF_OBSERVATION_TYPE, _KINDS),),
     model_names=(LF_MODEL_NAME,),
     input_content=(LF_INPUT,),
     output_content=(LF_OUTPUT,),

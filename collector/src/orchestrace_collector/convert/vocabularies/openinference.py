@@ -60,14 +60,9 @@ _KINDS: dict[str, Verdict] = {
 
 
 def _kind(span: Span, parent: Span | None) -> Verdict | None:
+    """A ``CHAIN`` that is a run or a LangGraph node (its table said nothing)."""
     attrs = span.attributes
-    oi_kind = attrs.get(OI_SPAN_KIND)
-    if not isinstance(oi_kind, str):
-        return None
-    found = _KINDS.get(oi_kind)
-    if found is not None:
-        return found
-    if oi_kind == "CHAIN":
+    if attrs.get(OI_SPAN_KIND) == "CHAIN":
         if parent is None:
             return Kind.ACTOR, WORKFLOW
         if langgraph_node(span.name, _metadata_value(attrs, "langgraph_node"), parent):
@@ -99,7 +94,9 @@ def _metadata_value(attrs: Attributes, key: str) -> object:
 
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="openinference",
+    kind_tables=((OI_SPAN_KIND, _KINDS),),
     kind=_kind,
+    kind_keys=(OI_SPAN_KIND,),
     handoff_prefixes=(OI_HANDOFF_PREFIX,),
     # Its agent spans may be named after the agent's class ("ToolCallingAgent.run"): two agents of one class
     # are told apart by the name it records, not the span's.

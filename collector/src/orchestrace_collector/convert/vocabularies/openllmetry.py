@@ -13,7 +13,7 @@ from typing import Final
 
 import orchestrace_semconv as sc
 
-from ...spans import Attributes, Span
+from ...spans import Span
 from .base import AGENT, EMBEDDING, HANDOFF, NODE, WORKFLOW, Kind, Verdict, Vocabulary
 
 TL_SPAN_KIND: Final = "traceloop.span.kind"
@@ -27,31 +27,30 @@ TL_REQUEST_TYPE: Final = "llm.request.type"
 OP_HANDOFF: Final = "handoff"
 LANGCHAIN_SCOPE: Final = "opentelemetry.instrumentation.langchain"
 
+_OPERATIONS: dict[str, Verdict] = {OP_HANDOFF: (Kind.CREATE_AGENT, HANDOFF)}
 _KINDS: dict[str, Verdict] = {
     "workflow": (Kind.ACTOR, WORKFLOW),
     "agent": (Kind.ACTOR, AGENT),
     "tool": (Kind.TOOL, ""),
 }
+_REQUEST_TYPES: dict[str, Verdict] = {
+    "chat": (Kind.MODEL, ""),
+    "completion": (Kind.MODEL, ""),
+    # No generation, as the GenAI ``embeddings`` operation.
+    "embedding": (Kind.OTHER, EMBEDDING),
+    "rerank": (Kind.OTHER, EMBEDDING),
+}
 
 
 def _kind(span: Span, parent: Span | None) -> Verdict | None:
+    """A ``task`` that is a LangGraph node (its tables said nothing), else what its older request type
+    says."""
     attrs = span.attributes
-    if attrs.get(sc.GEN_AI_OPERATION_NAME) == OP_HANDOFF:
-        return Kind.CREATE_AGENT, HANDOFF
-    tl_kind = attrs.get(TL_SPAN_KIND)
-    if isinstance(tl_kind, str):
-        found = _KINDS.get(tl_kind)
-        if found is not None:
-            return found
-        node = attrs.get(TL_LANGGRAPH_NODE)
-        if tl_kind == "task" and langgraph_node(attrs.get(TL_ENTITY_NAME), node, parent):
-            return Kind.ACTOR, NODE
+    node = attrs.get(TL_LANGGRAPH_NODE)
+    if attrs.get(TL_SPAN_KIND) == "task" and langgraph_node(attrs.get(TL_ENTITY_NAME), node, parent):
+        return Kind.ACTOR, NODE
     request_type = attrs.get(TL_REQUEST_TYPE)
-    if request_type in ("chat", "completion"):
-        return Kind.MODEL, ""
-    if request_type in ("embedding", "rerank"):
-        return Kind.OTHER, EMBEDDING  # no generation, as the GenAI ``embeddings`` operation
-    return None
+    return _REQUEST_TYPES.get(request_type) if isinstance(request_type, str) else None
 
 
 def langgraph_node(name: object, node: object, parent: Span | None) -> bool:
@@ -63,14 +62,12 @@ def langgraph_node(name: object, node: object, parent: Span | None) -> bool:
     )
 
 
-def _graph_run(attrs: Attributes) -> bool:
-    return attrs.get(TL_SPAN_KIND) == "workflow"
-
-
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="openllmetry",
+    kind_tables=((sc.GEN_AI_OPERATION_NAME, _OPERATIONS), (TL_SPAN_KIND, _KINDS)),
     kind=_kind,
-    graph_run=_graph_run,
+    kind_keys=(TL_SPAN_KIND, TL_REQUEST_TYPE),
+    graph_run=((TL_SPAN_KIND, "workflow"),),
     agent_names=(TL_ENTITY_NAME,),
     workflow_names=(TL_ENTITY_NAME,),
     node_names=(TL_ENTITY_NAME,),

@@ -14,17 +14,16 @@ from ...spans import Span
 from .base import NODE, TOOL_NODE, WORKFLOW, Kind, Verdict, Vocabulary
 from .openllmetry import langgraph_node
 
+_OPERATIONS: dict[str, Verdict] = {
+    sc.OPERATION_NODE: (Kind.ACTOR, NODE),
+    sc.OPERATION_AGGREGATE: (Kind.AGGREGATE, ""),
+    sc.OPERATION_TOOL_NODE: (Kind.OTHER, TOOL_NODE),
+}
+
 
 def _kind(span: Span, parent: Span | None) -> Verdict | None:
-    attrs = span.attributes
-    op = attrs.get(sc.ORCH_OPERATION)
-    if op == sc.OPERATION_NODE:
-        return Kind.ACTOR, NODE
-    if op == sc.OPERATION_AGGREGATE:
-        return Kind.AGGREGATE, ""
-    if op == sc.OPERATION_TOOL_NODE:
-        return Kind.OTHER, TOOL_NODE
-    node = attrs.get(sc.LANGGRAPH_NODE)
+    """A LangGraph node's own span, by its ``langgraph.node`` (its table said nothing)."""
+    node = span.attributes.get(sc.LANGGRAPH_NODE)
     if node is not None and langgraph_node(span.name, node, parent):
         return Kind.ACTOR, NODE
     return None
@@ -41,7 +40,9 @@ def _actor_name(span: Span, sub_kind: str, bare_name: str) -> object:
 
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="orchestrace",
+    kind_tables=((sc.ORCH_OPERATION, _OPERATIONS),),
     kind=_kind,
+    kind_keys=(sc.LANGGRAPH_NODE,),
     node_names=(sc.ORCH_NODE_NAME, sc.LANGGRAPH_NODE),
     actor_name=_actor_name,
     agent_ids=(sc.ORCH_NODE_ID, sc.LANGGRAPH_TASK_ID),

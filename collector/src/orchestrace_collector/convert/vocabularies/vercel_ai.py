@@ -33,14 +33,14 @@ AI_RESPONSE_TEXT: Final = ("ai.response.text", "ai.result.text")
 AI_RESPONSE_TOOL_CALLS: Final = ("ai.response.toolCalls", "ai.result.toolCalls")
 
 
+_OPERATIONS: dict[str, Verdict] = {AI_TOOL_CALL: (Kind.TOOL, "")}
+
+
 def _kind(span: Span, parent: Span | None) -> Verdict | None:
+    """A model run in a loop with tools that the caller named: an agent (its table said nothing)."""
     attrs = span.attributes
     op = attrs.get(AI_OPERATION_ID)
-    if not isinstance(op, str):
-        return None
-    if op == AI_TOOL_CALL:
-        return Kind.TOOL, ""
-    if op in AI_AGENT_OPERATIONS and attrs.get(AI_FUNCTION_ID):
+    if isinstance(op, str) and op in AI_AGENT_OPERATIONS and attrs.get(AI_FUNCTION_ID):
         return Kind.ACTOR, AGENT
     return None
 
@@ -77,7 +77,9 @@ def _first(attrs: dict[str, object], keys: tuple[str, ...]) -> object:
 
 VOCABULARY: Final[Vocabulary] = Vocabulary(
     name="vercel_ai",
+    kind_tables=((AI_OPERATION_ID, _OPERATIONS),),
     kind=_kind,
+    kind_keys=(AI_OPERATION_ID,),
     agent_names=(AI_FUNCTION_ID,),
     tool_names=(AI_TOOL_CALL_NAME,),
     # Its messages' tool calls (``toolCallId`` / ``toolName`` / ``input``, older ``args``) and results
