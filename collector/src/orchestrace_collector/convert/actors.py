@@ -32,6 +32,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import cast
 
 import orchestrace_semconv as sc
 
@@ -121,7 +122,9 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     stand_in: Instance | None = None
     tool_nodes: set[str] = set()
     tools_in_run: dict[int, list[Node]] = {}  # id(run instance) -> tool calls of the agents directly in it
-    owners: list[Instance] = []  # by node.pre: the nodes' position in forest.nodes
+    # By node.pre, the nodes' position in forest.nodes: each set in the loop below, in that order (an
+    # assignment, no call per span).
+    owners = cast("list[Instance]", [None] * len(forest.nodes))
     for node in forest.nodes:  # parents before children
         parent = node.parent
         enclosing = owners[parent.pre] if parent is not None else None
@@ -143,7 +146,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
                     instances.append(stand_in)
                 enclosing = stand_in
                 stand_in.end_ns = max(stand_in.end_ns, node.end_ns)
-            owners.append(enclosing)
+            owners[node.pre] = enclosing
             continue
         name = node.name
         if node.sub_kind == AGENT and id(enclosing) in tools_in_run:
@@ -170,7 +173,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         elif enclosing.sub_kind == AGENT and node.sub_kind != AGENT:
             # Inner working of that agent: from here on it is an ordinary span of the agent's.
             node.kind = K_OTHER
-            owners.append(enclosing)
+            owners[node.pre] = enclosing
             if node.sub_kind == NODE:
                 enclosing.inner_nodes.add(name)
             continue
@@ -191,7 +194,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
         if inst.agent_id is None:
             inst.agent_id = node.agent_id
         inst.incomplete |= node.incomplete
-        owners.append(inst)
+        owners[node.pre] = inst
 
     instances.sort(key=lambda i: i.start_ns)
     by_name: dict[str, list[Instance]] = {}

@@ -9,10 +9,12 @@ span's own attributes winning. Message contents in a library's own form are read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from ..spans import Attributes, Span
 from .vocabularies import VOCABULARIES
+from .vocabularies.base import Overlay
 
 _MODEL_CALL: Final = tuple(v.model_call for v in VOCABULARIES if v.model_call is not None)
 _TOOL_CALL: Final = tuple(v.tool_call for v in VOCABULARIES if v.tool_call is not None)
@@ -20,35 +22,31 @@ _CONTENT_PARTS: Final = tuple(v.content_parts for v in VOCABULARIES if v.content
 _OTHER_FORMS: Final = tuple(key for v in VOCABULARIES for key in v.other_forms)
 
 
-def _plain(span: Span) -> bool:
-    """Whether the span records nothing in another form (most spans): no span events, no such attribute."""
-    if span.events:
-        return False
-    attrs = span.attributes
-    for key in _OTHER_FORMS:  # noqa: SIM110 (a generator costs more, on every model and tool call)
-        if key in attrs:
-            return False
-    return True
+def _overlaid(overlays: tuple[Overlay, ...]) -> Callable[[Span], Attributes]:
+    """The reader of one kind of call's attributes: the span's own, with what ``overlays`` find in its
+    record's other forms under them. A span that records nothing in another form (most spans: no span event,
+    none of the vocabularies' ``other_forms`` keys) is its attributes, found without a further call."""
+
+    def overlaid(span: Span) -> Attributes:
+        attrs = span.attributes
+        if not span.events:
+            for key in _OTHER_FORMS:
+                if key in attrs:
+                    break
+            else:
+                return attrs
+        found: dict[str, object] = {}
+        for overlay in overlays:
+            overlay(span, found, content_parts)
+        return {**found, **attrs} if found else attrs
+
+    return overlaid
 
 
-def model_call(span: Span) -> Attributes:
-    """A model call's attributes with its record's other forms overlaid."""
-    if _plain(span):
-        return span.attributes
-    found: dict[str, object] = {}
-    for overlay in _MODEL_CALL:
-        overlay(span, found, content_parts)
-    return {**found, **span.attributes} if found else span.attributes
-
-
-def tool_call(span: Span) -> Attributes:
-    """A tool span's attributes with its record's other forms overlaid."""
-    if _plain(span):
-        return span.attributes
-    found: dict[str, object] = {}
-    for overlay in _TOOL_CALL:
-        overlay(span, found, content_parts)
-    return {**found, **span.attributes} if found else span.attributes
+#: A model call's attributes with its record's other forms overlaid.
+model_call: Final = _overlaid(_MODEL_CALL)
+#: A tool span's attributes with its record's other forms overlaid.
+tool_call: Final = _overlaid(_TOOL_CALL)
 
 
 def content_parts(content: object) -> object:

@@ -37,7 +37,7 @@ class Batches:
 
     __slots__ = ("after", "before", "calls", "closing", "fanned", "forks", "joins", "made_by", "members")
 
-    def __init__(self, actors: Actors, events: EventSet, turn_starts: dict[int, list[int]]) -> None:
+    def __init__(self, actors: Actors, events: EventSet, turn_starts: list[list[int]]) -> None:
         self.closing = events.closing  # span id -> the event that closes it (a tool span's: its tool_result)
         #: index of the first event of a batch or fan-out -> its calls (or the first event of each start),
         #: in trace order
@@ -57,8 +57,8 @@ class Batches:
         #: first event of a start made inside one of its instance's tool calls (an agent called as a tool) ->
         #: that tool_call: the start follows it, not the other calls of its batch
         self.made_by: dict[int, Ev] = {}
-        for inst, timeline in zip(actors.instances, events.timelines, strict=True):
-            self._split(inst, timeline, turn_starts.get(id(inst), _NO_TURNS))
+        for inst, timeline, turns in zip(actors.instances, events.timelines, turn_starts, strict=True):
+            self._split(inst, timeline, turns)
 
     def returns_after(self, ret: Ev) -> Ev:
         """Where the parent's next event after a child's return ``ret`` is looked for: after the return, but
@@ -169,9 +169,6 @@ class Batches:
         ends_at[timeline[j - 1].index] = ends
         if j < len(timeline):
             self.joins.append((ends, timeline[j]))
-
-
-_NO_TURNS: list[int] = []  # read only
 
 
 def _same_step(a: Instance, b: Instance) -> bool:

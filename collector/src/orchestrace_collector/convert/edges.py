@@ -51,7 +51,7 @@ def build_edges(
     edges: list[EdgeRec] = list(flows)
     add = edges.append
     timelines = _Timelines(events_set)
-    timeline_of = events_set.timeline
+    by_instance = events_set.timelines
 
     for ev in events_set.events:
         kind = ev.type
@@ -60,7 +60,7 @@ def build_edges(
                 add((ev.decision_ev.index, ev.index, "spawn"))
             for decision in ev.also_decided or ():
                 add((decision.index, ev.index, "spawn"))
-            child = timeline_of(ev.child) if ev.child is not None else None
+            child = by_instance[ev.child.index] if ev.child is not None else None
             if child:  # every call of the batch it opens with
                 for first in batches.calls.get(child[0].index, child[:1]):
                     add((ev.index, first.index, "causal"))

@@ -75,7 +75,7 @@ def _stages(forest: Forest, actors: Actors, task_id: str | None, credit: str) ->
             "span): a trace needs at least one event"
         )
     turns = build_turns(events.model_nodes, actors, store)  # the model calls, in start order
-    batches = Batches(actors, events, turn_starts(turns))
+    batches = Batches(actors, events, turn_starts(turns, len(actors.instances)))
     linked = link_turns(turns, events, batches)  # each turn's events, each event's tokens
     provenance = trace_provenance(events.events, turns, linked, store.contents)
     edges = build_edges(events, batches, provenance.flows)

@@ -169,9 +169,6 @@ class EventSet:
     timelines: list[list[Ev]]  # by ``Instance.index``: its own events (``owner``), in trace order
     returns: dict[int, Ev]  # id(instance) -> the ``return`` that closes it
 
-    def timeline(self, inst: Instance) -> list[Ev]:
-        return self.timelines[inst.index]
-
     def ret(self, inst: Instance) -> Ev | None:
         return self.returns.get(id(inst))
 

@@ -129,22 +129,23 @@ def _inside_embedding(node: Node) -> bool:
     return False
 
 
-def turn_starts(turns: list[TurnRec]) -> dict[int, list[int]]:
-    """id(instance) -> the start times of its model calls, in order (``Batches``)."""
-    starts: dict[int, list[int]] = {}
+def turn_starts(turns: list[TurnRec], instances: int) -> list[list[int]]:
+    """By ``Instance.index`` (``instances`` of them): its model calls' start times, in order (``Batches``)."""
+    starts: list[list[int]] = [[] for _ in range(instances)]
     for turn in turns:
-        starts.setdefault(id(turn.owner), []).append(turn.node.start_ns)
+        starts[turn.owner.index].append(turn.node.start_ns)
     return starts
 
 
 def link_turns(turns: list[TurnRec], events: EventSet, batches: Batches) -> TurnIndex:
     """Each turn's events, and its tokens added to the first of them (see the module docstring)."""
-    by_owner: dict[int, list[int]] = {}
+    by_owner: list[list[int]] = [[] for _ in events.timelines]  # by ``Instance.index``: its turns' positions
     for k, turn in enumerate(turns):
-        by_owner.setdefault(id(turn.owner), []).append(k)
+        by_owner[turn.owner.index].append(k)
     index = TurnIndex([[] for _ in turns], [None] * len(events.events))
-    for group in by_owner.values():
-        _link(turns, group, events, batches, index)
+    for group in by_owner:
+        if group:
+            _link(turns, group, events, batches, index)
     return index
 
 
@@ -207,7 +208,7 @@ def _link(turns: list[TurnRec], group: list[int], events: EventSet, batches: Bat
           index: TurnIndex) -> None:
     """Links the turns ``group`` (positions in ``turns``) of one instance."""
     owner = turns[group[0]].owner
-    timeline = events.timeline(owner)
+    timeline = events.timelines[owner.index]
     times = [ev.key[0] for ev in timeline]  # in order: the timeline is sorted
     tokens = index.tokens
     i = 0
