@@ -138,3 +138,46 @@ def test_inputs_are_not_serialized_for_spans_that_do_not_record() -> None:
     finally:
         handle.shutdown()
         set_config(None)
+
+
+def test_reply_fields_of_pydantic_models_are_read_as_getattr_reads_them_without_raising(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A field a reply lacks (a LangChain message's ``model``, ``usage``) is read without pydantic's
+    # ``__getattr__``, whose raised AttributeError cost more than the rest of reading the reply.
+    from langchain_core.messages import AIMessage
+    from orchestrace.fields import field_of
+    from pydantic import BaseModel, PrivateAttr, computed_field
+
+    class Reply(BaseModel, extra="allow"):
+        text: str = "t"
+        _secret: str = PrivateAttr(default="s")
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def shout(self) -> str:
+            return self.text.upper()
+
+        def method(self) -> str:
+            return "m"
+
+    raised: list[str] = []
+    original = BaseModel.__getattr__
+
+    def counting(self: BaseModel, item: str) -> Any:
+        raised.append(item)
+        return original(self, item)
+
+    counting.__qualname__, counting.__module__ = original.__qualname__, original.__module__
+    monkeypatch.setattr(BaseModel, "__getattr__", counting)
+    replies = [Reply(), Reply(model="m-1"), Reply.model_construct(), AIMessage("hi", model="m-2"),
+               AIMessage("x")]
+    for reply in replies:
+        for key in ("text", "model", "usage", "shout", "_secret", "method", "__class__"):
+            expected = getattr(reply, key, "default")
+            assert field_of(reply, key, "default") == expected, (reply, key)
+    assert [field_of(r, "model") for r in replies] == [None, "m-1", None, "m-2", None]
+    raised.clear()
+    for reply in replies:
+        field_of(reply, "usage")
+        field_of(reply, "model")
+    assert raised == []

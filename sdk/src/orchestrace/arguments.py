@@ -43,11 +43,18 @@ _OTHER_REQUEST = frozenset({"repetition_penalty", "min_p", "min_tokens", "reason
                             "top_logprobs", "return_token_ids", "thinking_budget", "parallel_tool_calls"})
 
 
+#: Tuples rather than ``X | Y`` unions, which are built anew at each call (every model call's path).
+_SCALARS = (bool, int, float, str)
+_SEQUENCES = (list, tuple)
+
+
 def _attribute_value(value: Any) -> Any:
     """``value`` as an attribute value (a scalar or a list of strings), else ``None``."""
-    if isinstance(value, bool | int | float | str):
+    if value is None:
+        return None
+    if isinstance(value, _SCALARS):
         return value
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+    if isinstance(value, _SEQUENCES) and value and all(isinstance(v, str) for v in value):
         return list(value)
     return None
 

@@ -8,6 +8,13 @@ from typing import Any
 #: Classes already found not to be mappings: ``field_of`` checks each class once (an ABC ``isinstance``
 #: costs as much as the rest of it, and a model call's reply is read a field at a time).
 _OBJECT_CLASSES: set[type] = set()
+#: Of those, the pydantic models that keep pydantic's own ``__getattr__`` (LangChain messages, the OpenAI
+#: and Anthropic SDKs' objects): a field they lack costs that ``__getattr__`` raising an ``AttributeError``
+#: (about 20 k instructions, more than the rest of reading a reply), which ``_pydantic_attribute`` avoids.
+_PYDANTIC_CLASSES: set[type] = set()
+#: Per (pydantic model class, name): whether the class itself has the attribute (a property, a method).
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
+_MISSING = object()
 
 
 def field_of(value: Any, key: str, default: Any = None) -> Any:
@@ -19,7 +26,33 @@ def field_of(value: Any, key: str, default: Any = None) -> Any:
         if isinstance(value, Mapping):
             return value.get(key, default)
         _OBJECT_CLASSES.add(kind)
+        if _is_pydantic_model(kind):
+            _PYDANTIC_CLASSES.add(kind)
+    if kind in _PYDANTIC_CLASSES:
+        # Its fields (pydantic allows no class attribute of their names); anything else as pydantic finds it.
+        found = value.__dict__.get(key, _MISSING)
+        return found if found is not _MISSING else _pydantic_attribute(value, kind, key, default)
     return getattr(value, key, default)
+
+
+def _is_pydantic_model(kind: type) -> bool:
+    """A pydantic v2 model class that looks attributes up as pydantic does (no ``__getattr__`` of its own)."""
+    getattr_ = getattr(kind, "__getattr__", None)
+    return (getattr(getattr_, "__qualname__", None) == "BaseModel.__getattr__"
+            and str(getattr(getattr_, "__module__", "")).startswith("pydantic")
+            and isinstance(getattr(kind, "__private_attributes__", None), dict))
+
+
+def _pydantic_attribute(value: Any, kind: type, key: str, default: Any) -> Any:
+    """``getattr(value, key, default)`` for a pydantic model lacking the field ``key``, answered as pydantic's
+    lookup would: the class's own attributes, private attributes, then extra fields (``extra="allow"``)."""
+    has = _CLASS_HAS.get((kind, key))
+    if has is None:
+        has = _CLASS_HAS[(kind, key)] = hasattr(kind, key)
+    if has or key in kind.__private_attributes__:  # type: ignore[attr-defined]
+        return getattr(value, key, default)
+    extra = getattr(value, "__pydantic_extra__", None)
+    return extra.get(key, default) if extra else default
 
 
 def int_list(value: Any) -> list[int] | None:

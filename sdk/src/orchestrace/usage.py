@@ -16,6 +16,8 @@ added to it. The cached parts are kept beside (``Usage.cache_read_input_tokens``
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from orchestrace import semconv as sc
@@ -33,33 +35,43 @@ class Usage(NamedTuple):
         return Usage(*(new if new is not None else old for old, new in zip(self, later, strict=True)))
 
 
+#: What holds no usage. Tuples rather than ``X | Y`` unions: a union is built anew at each call (reading a
+#: reply's usage is on every model call's path).
+_SCALARS = (str, bytes, int, float)
+_NUMBERS = (int, float)
+
+
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if type(value) is int:  # the common case, answered without the checks below
+        return value
+    return int(value) if isinstance(value, _NUMBERS) and not isinstance(value, bool) else None
 
 
 def _from_usage_block(block: Any) -> Usage | None:
     if block is None:
         return None
-    input_tokens = _int(field_of(block, "input_tokens"))
+    # A dict (LangChain's usage_metadata, JSON replies) is read with its own ``get``.
+    read: Callable[[str], Any] = block.get if type(block) is dict else functools.partial(field_of, block)
+    input_tokens = _int(read("input_tokens"))
     # Anthropic's names; LiteLLM puts them beside ``prompt_tokens``, which counts the whole prompt already.
-    cache_read = _int(field_of(block, "cache_read_input_tokens"))
-    cache_creation = _int(field_of(block, "cache_creation_input_tokens"))
+    cache_read = _int(read("cache_read_input_tokens"))
+    cache_creation = _int(read("cache_creation_input_tokens"))
     if input_tokens is None:
-        input_tokens = _int(field_of(block, "prompt_tokens"))
-        cached = _int(field_of(field_of(block, "prompt_tokens_details"), "cached_tokens"))
+        input_tokens = _int(read("prompt_tokens"))
+        cached = _int(field_of(read("prompt_tokens_details"), "cached_tokens"))
         cache_read = cached if cached is not None else cache_read
     elif cache_read is not None or cache_creation is not None:  # Anthropic: input_tokens is the uncached rest
         input_tokens += (cache_read or 0) + (cache_creation or 0)
     else:
-        responses = field_of(block, "input_tokens_details")  # OpenAI Responses API
-        langchain = field_of(block, "input_token_details")  # LangChain's usage_metadata
+        responses = read("input_tokens_details")  # OpenAI Responses API
+        langchain = read("input_token_details")  # LangChain's usage_metadata
         cache_read = _int(field_of(responses, "cached_tokens")) if responses is not None else None
         if langchain is not None:
             cache_read = _int(field_of(langchain, "cache_read"))
             cache_creation = _int(field_of(langchain, "cache_creation"))
-    output_tokens = _int(field_of(block, "output_tokens"))
+    output_tokens = _int(read("output_tokens"))
     if output_tokens is None:
-        output_tokens = _int(field_of(block, "completion_tokens"))
+        output_tokens = _int(read("completion_tokens"))
     if input_tokens is None and output_tokens is None and cache_read is None and cache_creation is None:
         return None
     return Usage(input_tokens, output_tokens, cache_read, cache_creation)
@@ -79,7 +91,7 @@ def usage_attributes(usage: Usage) -> dict[str, int]:
 
 def extract_usage(result: Any) -> Usage | None:
     """Token usage found in ``result``, or ``None``."""
-    if result is None or isinstance(result, str | bytes | int | float):
+    if result is None or isinstance(result, _SCALARS):
         return None
     for key in ("usage_metadata", "usage", "token_usage"):
         usage = _from_usage_block(field_of(result, key))
@@ -94,7 +106,7 @@ def extract_usage(result: Any) -> Usage | None:
 
 def response_model(result: Any) -> str | None:
     """The model that answered, when the result names it (``model`` or ``response_metadata.model_name``)."""
-    if result is None or isinstance(result, str | bytes | int | float):
+    if result is None or isinstance(result, _SCALARS):
         return None
     model = field_of(result, "model")
     if isinstance(model, str):

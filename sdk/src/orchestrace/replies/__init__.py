@@ -20,13 +20,17 @@ __all__ = ["Reply", "ReplyStream", "StreamedText", "ToolCall", "finish_reason", 
            "reply_attributes"]
 
 
+#: A tuple rather than an ``X | Y`` union, which is built anew at each call (every model call's path).
+_NOT_REPLIES = (bytes, int, float, list, tuple)
+
+
 def normalize(result: Any) -> Reply | None:
     """The reply ``result`` holds, or ``None`` when it is none of the known shapes: a string, an OpenAI
     Chat Completions response (object or dict, LiteLLM's too), an OpenAI Responses API response, an
     Anthropic ``Message``, a LangChain ``AIMessage``."""
     if isinstance(result, str):
         return Reply(text=result)
-    if result is None or isinstance(result, bytes | int | float | list | tuple):
+    if result is None or isinstance(result, _NOT_REPLIES):
         return None
     # First the one shape told apart by its type alone (no other shape's type is "ai"): asking a LangChain
     # message (a pydantic model) for another shape's fields costs a raised AttributeError each.
