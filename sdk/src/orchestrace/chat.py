@@ -26,6 +26,7 @@ from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe
 from orchestrace.fields import field_of
 from orchestrace.messages import (
+    Message,
     PromptRefs,
     capture_messages,
     genai_message,
@@ -90,26 +91,32 @@ class ChatCall:
         no earlier call of the trace exported, and the completion."""
         attrs = self.attributes
         capture = self.telemetry.capture
-        refs: list[str] = []
+        chained: list[str] = []  # the prompt's running digests (``history.chain``), when a history needs them
         if capture.capture_content:
             given = self.prompt_refs  # None when capture was off at the start
-            messages = (given.converted if given is not None and given.converted is not None
-                        else [genai_message(m) for m in self.prompt])
-            # Before capture_messages clips the texts.
-            refs = given.each if given is not None else [
-                message_ref(m, g) for m, g in zip(self.prompt, messages, strict=True)]
+            converted: list[Message] | None
+            if given is None:
+                converted = [genai_message(m) for m in self.prompt]
+                # Before capture_messages clips the texts.
+                refs = [message_ref(m, g) for m, g in zip(self.prompt, converted, strict=True)]
+            else:  # converted: None when every message was plain text (its ref needed no conversion)
+                converted, refs = given.converted, given.each
             start = 0
             if self.history is not None:
-                attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(messages)
+                attrs[sc.ORCH_INPUT_MESSAGE_COUNT] = len(self.prompt)
             # With full_prompt every call carries its whole prompt: no reference to an earlier call's.
             if self.history is not None and not capture.full_prompt:
+                chained = _history.chain(refs)
                 trace_id = trace.get_current_span(self.context).get_span_context().trace_id
-                prefix = (self.history.longest_prefix(format_trace_id(trace_id), _history.chain(refs))
+                prefix = (self.history.longest_prefix(format_trace_id(trace_id), chained)
                           if trace_id else None)
                 if prefix is not None:
                     attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
                     start = prefix[1]
-            captured = capture_messages(messages[start:], capture)
+            # Only the messages carried are converted (plain texts were not, for their refs).
+            messages = (converted[start:] if converted is not None
+                        else [genai_message(m) for m in self.prompt[start:]])
+            captured = capture_messages(messages, capture)
             if captured is not None:
                 attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
             if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
@@ -121,8 +128,9 @@ class ChatCall:
         if (completion is not None and self.history is not None and capture.capture_content
                 and not capture.full_prompt):
             ids = span.get_span_context()
-            self.history.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id),
-                                  _history.chain([*refs, str(attrs[sc.ORCH_OUTPUT_REF])]))
+            # The prompt's chain extended by the completion, not hashed again.
+            chained += _history.chain([str(attrs[sc.ORCH_OUTPUT_REF])], chained[-1] if chained else "")
+            self.history.remember(format_trace_id(ids.trace_id), format_span_id(ids.span_id), chained)
         return span
 
 

@@ -212,6 +212,8 @@ def output_messages(result: Any) -> list[Message]:
 
 def _clip(text: str, budget: int, capture: CaptureConfig) -> tuple[str, int]:
     """``text`` redacted and cut to ``budget`` bytes, and the number of its UTF-8 bytes left out."""
+    if capture.redact is None and len(text) * 4 <= budget:  # the common case: kept whole, as it is
+        return text, 0
     # Only a prefix of a huge text is redacted and kept.
     window, cut = to_text(text, budget + 1024)
     captured = capture_text(window, dataclasses.replace(capture, max_content_bytes=budget), cut)
@@ -222,7 +224,11 @@ def _clip(text: str, budget: int, capture: CaptureConfig) -> tuple[str, int]:
 
 
 def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+#: ``json.dumps(..., ensure_ascii=False, default=str)`` without making an encoder at every call.
+_MESSAGES_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def capture_messages(messages: list[Message], capture: CaptureConfig) -> Captured | None:
@@ -241,4 +247,4 @@ def capture_messages(messages: list[Message], capture: CaptureConfig) -> Capture
                     cut_bytes += cut
             if part.get("arguments") is not None and not isinstance(part["arguments"], str):
                 part["arguments"] = json.loads(json.dumps(part["arguments"], default=str))
-    return Captured(json.dumps(messages, ensure_ascii=False, default=str), cut_bytes > 0, cut_bytes)
+    return Captured(_MESSAGES_ENCODER.encode(messages), cut_bytes > 0, cut_bytes)
