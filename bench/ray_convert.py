@@ -345,8 +345,10 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     cpus = len(os.sched_getaffinity(0))
     # The local cluster, whatever the shell; and Ray's `uv run` hook off, as the engine sets it for a local
     # cluster (under `uv run` it would package the working directory for the running cluster's workers,
-    # which already share this environment).
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    # which already share this environment); and, as the engine does too, Ray's multi-node mode off, so that
+    # the running cluster (`ray start --head`) listens on 127.0.0.1 only, as the command's own does.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {
+        "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         dumps = str(tmp / "dumps")

@@ -9,10 +9,15 @@ start-up is most of their time).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import os
+import socket
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +32,10 @@ pytestmark = pytest.mark.slow
 
 # Read when ray is first imported, so set before it. As convert_with_ray does for the local cluster it
 # starts, workers share this interpreter's environment. With Ray's `uv run` hook on, workers start through
-# the driver's `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv`).
+# the driver's `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv`). And the
+# cluster listens on loopback only (ray_engine's docstring: why that takes turning multi-node clusters off).
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
 
@@ -44,6 +51,91 @@ def ray_cluster() -> Iterator[None]:
     )
     yield
     ray.shutdown()
+
+
+def _listening(root: int) -> dict[str, set[str]]:
+    """The TCP sockets the process ``root`` and its descendants listen on, by process name (from /proc: the
+    sockets each process holds, found in the kernel's tables of listening sockets)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, grown = {root}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    addresses: dict[str, str] = {}  # socket inode -> its address, for the sockets listening
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A":  # TCP_LISTEN
+                continue
+            host, port = fields[1].split(":")
+            packed = b"".join(bytes.fromhex(host[i:i + 8])[::-1] for i in range(0, len(host), 8))
+            addresses[fields[9]] = f"{socket.inet_ntop(family, packed)}:{int(port, 16)}"
+    found: dict[str, set[str]] = {}
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:[") and link[8:-1] in addresses:
+                        found.setdefault(name, set()).add(addresses[link[8:-1]])
+    return found
+
+
+def _wide(listening: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The sockets not on loopback (127.0.0.1, or ::ffff:127.0.0.1 on a dual-stack socket)."""
+    loopback = ("127.0.0.1:", "::ffff:127.0.0.1:", "::1:")
+    wide = {name: {a for a in found if not a.startswith(loopback)} for name, found in listening.items()}
+    return {name: found for name, found in wide.items() if found}
+
+
+def test_the_tests_cluster_listens_on_loopback_only() -> None:
+    listening = _listening(os.getpid())
+    assert {"gcs_server", "raylet"} <= set(listening), listening  # Ray's servers were found
+    assert _wide(listening) == {}
+
+
+def test_a_cluster_convert_starts_listens_on_loopback_only(tmp_path: Path, dumps: list[Path]) -> None:
+    """``convert_with_ray`` in a process of its own (no Ray imported before it) starts its own cluster; while
+    it writes, every server of that cluster (GCS, raylet, workers, agents, the driver) listens on loopback."""
+    program = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from orchestrace_collector.output import TraceDirWriter
+        from orchestrace_collector.ray_engine import convert_with_ray
+
+        class Paused(TraceDirWriter):
+            def write_raw(self, *lines):
+                if sys.stdin is not None:  # the first write: the cluster is up; wait until it is looked at
+                    print("writing", flush=True)
+                    sys.stdin.readline()
+                    sys.stdin = None
+                super().write_raw(*lines)
+
+        writer = Paused(Path(sys.argv[1]))
+        print("written", convert_with_ray([Path(sys.argv[2])], writer).written, flush=True)
+        writer.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    process = subprocess.Popen([sys.executable, "-c", program, str(tmp_path / "out"), str(dumps[0])], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        assert process.stdout.readline() == "writing\n"
+        listening = _listening(process.pid)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "written 4\n"
+        assert process.wait(120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert {"gcs_server", "raylet"} <= set(listening), listening
+    assert _wide(listening) == {}
 
 
 def _both(dumps: list[Path], tmp_path: Path) -> tuple[ConvertResult, ConvertResult]:

@@ -30,6 +30,13 @@ skipped.
 Cluster: ``address`` (``--address``), else ``RAY_ADDRESS``, else a local Ray cluster started for the run
 (and stopped after). Workers of a real cluster need ``orchestrace-collector`` installed and the input paths
 readable from every node (a shared filesystem).
+
+A local cluster listens on loopback only. Ray turns a node address of 127.0.0.1 into the host's own address
+(so that other nodes could reach it), and its gRPC servers (GCS, raylet, workers, the driver) then listen on
+every address; only with its multi-node clusters off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the default on
+macOS and Windows) does the node keep 127.0.0.1, and every server binds it. The variable is read when ``ray``
+is first imported, and holds for the process: this module sets it (unless set) before its first import of
+``ray`` for a local cluster, and warns when ``ray`` was imported before and the node took another address.
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ _POSITION_BITS = 40
 _EPISODE_ATTRIBUTE = ORCH_EPISODE_ID.encode()
 # Scan and convert tasks per CPU: a task larger than the others then does not leave a CPU idle at the end.
 _TASKS_PER_CPU = 2
+_LOOPBACK = "127.0.0.1"
 # A convert task sends its lines back in batches of about this size: the driver writes while workers convert,
 # and neither side holds a task's whole output.
 _BATCH_BYTES = 8 << 20
@@ -400,6 +408,7 @@ def convert_with_ray(
         # A local cluster's workers share this interpreter's environment: Ray's `uv run` hook would only
         # package the working directory and start every worker through uv (read when ray is first imported).
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (module docstring)
     import ray
 
     files = [str(path) for path in input_files(inputs)]
@@ -412,11 +421,15 @@ def convert_with_ray(
         ray.init(
             address="local" if local else address,
             # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
-            _node_ip_address="127.0.0.1" if local else None,
+            _node_ip_address=_LOOPBACK if local else None,
             log_to_driver=False,
             include_dashboard=False,
             configure_logging=False,
         )
+        if local and ray.util.get_node_ip_address() != _LOOPBACK:
+            log.warning("orchestrace: ray was imported before the local cluster started, without "
+                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers listen on every address of this "
+                        "host")
     try:
         return _run(files, writer, converter, hook)
     finally:
