@@ -10,7 +10,7 @@ import pytest
 from collector_fixtures import record_handover, record_run
 from orchestrace import semconv as sc
 from orchestrace_collector import convert_spans
-from orchestrace_collector.assemble import Assembler, ConvertedEpisode, TraceSink
+from orchestrace_collector.assemble import Assembler, ConvertedEpisode, TraceSink, span_hash
 from orchestrace_collector.inprocess import span_from_readable
 from orchestrace_collector.model import Trace
 from orchestrace_collector.spans import Span
@@ -269,3 +269,24 @@ def test_a_sink_with_only_the_protocols_methods_gets_every_episode_and_is_synced
     assert assembler.tick() == 1 and assembler.failed == 0
     assert [(trace.task_id, revision) for trace, revision in sink.written] == [("synced", 0)]
     assert sink.syncs == 1
+
+
+def test_a_batch_assembles_as_its_spans_one_by_one() -> None:
+    """A batch takes a shorter path for most spans (a new span of a trace whose episode is open); its
+    episodes, their spans, hashes, byte counts and duplicates are those of adding each span alone."""
+    runs = [record_run("batch-a"), record_run("batch-b", episode_id="batch-episode"), record_run("batch-c")]
+    spans = [span_from_readable(s) for group in zip(*runs, strict=False) for s in group]
+    spans += spans[:5]  # copies
+
+    def assembled(batches: list[list[Span]]) -> dict[str, tuple[list[Span], list[int], int]]:
+        assembler = Assembler(Sink(), quiet_period_s=1, clock=Clock())
+        for batch in batches:
+            assembler.add(batch, nbytes=100 * len(batch))
+        assert assembler.duplicates == 5
+        return {k: (list(e.spans.values()), e.hashes, e.nbytes) for k, e in assembler._open.items()}
+
+    whole = assembled([spans])
+    assert whole == assembled([[span] for span in spans])
+    assert len(whole) == 3 and "batch-episode" in whole
+    for batch_spans, hashes, _ in whole.values():
+        assert hashes == [span_hash(s) for s in batch_spans]

@@ -102,7 +102,12 @@ _MASK64 = (1 << 64) - 1
 def span_hash(span: Span) -> int:
     """A 64-bit name of a span (its trace and span ids), the same in every process: what the written index's
     digests and the memory of let-go spans hold instead of the ids."""
-    return (int(span.trace_id, 16) * 0x9E3779B97F4A7C15 ^ int(span.span_id, 16)) & _MASK64
+    return (_trace_hash(span.trace_id) ^ int(span.span_id, 16)) & _MASK64
+
+
+def _trace_hash(trace_id: str) -> int:
+    """The trace id's part of :func:`span_hash` (the same for every span of a trace)."""
+    return int(trace_id, 16) * 0x9E3779B97F4A7C15 & _MASK64
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +227,18 @@ class _Episode:
             if previous != span:
                 self.conflicts += 1
             return
+        self.put(span, hashed, now, segment, nbytes, at)
+
+    def put(
+        self,
+        span: Span,
+        hashed: int,
+        now: float,
+        segment: int | None,
+        nbytes: int = 0,
+        at: tuple[int, int] | None = None,
+    ) -> None:
+        """:meth:`add` a span whose id it does not hold yet."""
         self.spans[span.span_id] = span
         self.hashes.append(hashed)
         self.nbytes += nbytes
@@ -332,9 +349,27 @@ class Assembler:
         now = self.clock()
         spans = list(spans)
         each = nbytes // len(spans) if spans else 0
+        traces: dict[str, int] = {}  # trace id -> its part of the hash: a batch holds few traces
         with self._lock:
             for span in spans:
-                hashed = span_hash(span)
+                trace_hash = traces.get(span.trace_id)
+                if trace_hash is None:
+                    trace_hash = traces[span.trace_id] = _trace_hash(span.trace_id)
+                hashed = (trace_hash ^ int(span.span_id, 16)) & _MASK64  # span_hash(span)
+                key = self._trace_keys.get(span.trace_id)
+                episode = self._open.get(key) if key is not None else None
+                if (
+                    episode is not None
+                    and span.span_id not in episode.spans
+                    and not span.links
+                    and episode_key_of(span) in (None, key)
+                    and hashed not in self._released
+                ):
+                    # Most spans: a new span of a trace whose episode is open and stays the same, as
+                    # ``_is_copy`` and ``_episode_for`` find for it (everything else goes their way).
+                    episode.put(span, hashed, now, segment, each, at)
+                    self.open_bytes += each
+                    continue
                 if self._is_copy(span, hashed):
                     self.duplicates += 1
                     continue
