@@ -52,8 +52,8 @@ class Events:
         self.capture = capture
 
     def _emit(self, name: str, attributes: Attributes) -> None:
-        if self.span.is_recording():
-            self.span.add_event(name, attributes)
+        # Every caller checked that the span records before building the attributes.
+        self.span.add_event(name, attributes)
 
     def _content(self, attributes: Attributes, content: Any) -> None:
         """The content's ref always; the (redacted, truncated) content itself only with capture on."""

@@ -248,7 +248,13 @@ def start_step(telemetry: Telemetry, name: str, *, operation: str = sc.OPERATION
     """``{name}``: a step of the orchestration that is not an agent (a graph node; ``operation``:
     ``orchestrace.operation``, e.g. ``tool_node``). An actor of the trace: its events are its decisions;
     ``stop(output)`` records the output's ref (a step's states are not captured as content)."""
-    return _open(telemetry, StepSpec(name, operation), context, NOTHING, attributes, links, values)
+    return _open(telemetry, _step_spec(name, operation), context, NOTHING, attributes, links, values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _step_spec(name: str, operation: str) -> StepSpec:
+    """A step's spec (it holds only these two): made once per node of a graph, not per execution."""
+    return StepSpec(name, operation)
 
 
 @failsafe(default=UNTRACED)

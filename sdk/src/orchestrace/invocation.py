@@ -13,7 +13,7 @@ import os
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
@@ -35,14 +35,12 @@ from orchestrace.context import (
     with_span,
 )
 from orchestrace.errors import record_error
+from orchestrace.events import Events
 from orchestrace.failsafe import failsafe, log_once
 from orchestrace.messages import Message, capture_messages, input_messages, output_messages
 from orchestrace.replies import Reply, ReplyStream, normalize, parse_chunk, reply_attributes
 from orchestrace.telemetry import DEFAULT, TELEMETRY_KEY, Telemetry
 from orchestrace.usage import Usage, extract_usage, response_model, usage_attributes
-
-if TYPE_CHECKING:
-    from orchestrace.events import Events
 
 _OK = Status(StatusCode.OK)
 
@@ -73,8 +71,8 @@ class Invocation:
     token of :meth:`resume` too.
     """
 
-    __slots__ = ("capture", "context", "ended_early", "explicit_usage", "prompt_chain", "span", "spec",
-                 "stream", "telemetry", "yielded")
+    __slots__ = ("_events", "capture", "context", "ended_early", "explicit_usage", "prompt_chain", "span",
+                 "spec", "stream", "telemetry", "yielded")
 
     def __init__(self, spec: Spec, span: Span, ctx: Context, telemetry: Telemetry,
                  capture: CaptureConfig | None = None) -> None:
@@ -94,23 +92,30 @@ class Invocation:
         self.prompt_chain: list[str] | None = None
         #: Ended before its end: closed, abandoned, or failed midway (a stream's reply is then cut).
         self.ended_early = False
+        self._events: Events | None = None
 
     @property
     def events(self) -> Events:
         """Record orchestration events on this invocation's span (see :class:`orchestrace.events.Events`)."""
-        from orchestrace.events import Events
+        events = self._events
+        if events is None:  # made once: an integration records each decision through it
+            events = self._events = Events(self.span, self.capture)
+        return events
 
-        return Events(self.span, self.capture)
-
-    @failsafe(default=None)
+    # resume and suspend run around every step of a generator or stream: guarded inline rather than by
+    # @failsafe, one frame fewer.
     def resume(self) -> object:
         """Make this invocation's context current; returns the token for :meth:`suspend` (or the end)."""
-        return otel_context.attach(self.context)
+        try:
+            return otel_context.attach(self.context)
+        except Exception as exc:
+            log_once("orchestrace.invocation.Invocation.resume", exc)
+            return None
 
-    @failsafe(default=None)
     def suspend(self, token: object) -> None:
         """Leave this invocation's context (it goes on: a generator yielded, a run was paused)."""
-        _detach(token)
+        if token is not None:  # None: resume failed; OTel's detach logs its own failures, never raises
+            otel_context.detach(token)  # type: ignore[arg-type]
 
     @failsafe(default=None)
     def set_input(self, value: Any, *, ref: bool = True) -> None:
