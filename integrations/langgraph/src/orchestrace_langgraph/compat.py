@@ -159,6 +159,8 @@ class Task(NamedTuple):
     pushed: bool  # scheduled by a Send (or a functional-API call) rather than by channel triggers
     runs_graph: bool  # the node runs a compiled graph (LangGraph found it among the task's subgraphs)
     first_step: Any  # what the node runs (its runnable, before its writers)
+    namespace: str  # its checkpoint namespace (``checkpoint_ns`` of its ``configurable``)
+    step: object  # ``langgraph_step`` of its metadata (an int; ``None`` when absent)
 
 
 @_safe(None)
@@ -168,9 +170,12 @@ def read_task(task: Any) -> Task | None:
     proc = task.proc
     steps = getattr(proc, "steps", None)
     path = task.path
-    return Task(str(task.name), str(task.id), config, config.get("metadata") or {}, task.input,
+    metadata = config.get("metadata") or {}
+    # One read per node execution: plain tuples for isinstance (a union type is the slower check).
+    return Task(str(task.name), str(task.id), config, metadata, task.input,
                 tuple(map(str, task.triggers)), bool(path) and path[0] == PUSH, bool(task.subgraphs),
-                steps[0] if isinstance(steps, list | tuple) and steps else proc)
+                steps[0] if isinstance(steps, (list, tuple)) and steps else proc,
+                checkpoint_ns(config.get(CONF) or {}), metadata.get("langgraph_step"))
 
 
 @_safe([])
@@ -260,20 +265,19 @@ def branch_ends(branch: Any) -> Mapping[Any, Any]:
 def returned_commands(writes: Any) -> list[Command]:
     """The ``Command`` objects among a node's writes (itself, or inside a list such as a ToolNode's output),
     as its writers see them (entries with a mapper)."""
-    if not isinstance(writes, list | tuple):
+    if not isinstance(writes, (list, tuple)):
         return []
     found: list[Command] = []
-    for write in writes:
-        value = getattr(write, "value", None)
+    for write in writes:  # every write of every node passes here: the value is read only behind a mapper
         if getattr(write, "mapper", None) is not None:
-            found.extend(commands_in(value))
+            found.extend(commands_in(getattr(write, "value", None)))
     return found
 
 
 def commands_in(value: Any) -> list[Command]:
     if isinstance(value, Command):
         return [value]
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, Command)]
     return []
 

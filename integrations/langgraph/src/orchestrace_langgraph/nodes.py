@@ -23,6 +23,7 @@ from orchestrace.instrumentation import (
     already_traced,
     declared_agent,
     failsafe,
+    log_once,
     start_agent,
     start_step,
 )
@@ -126,8 +127,7 @@ class NodeTracer:
         run = current_run(ctx)
         if read.name == START:
             return _Started(task, read, None, run, ctx)
-        conf = compat.configurable(read.config)
-        namespace = compat.checkpoint_ns(conf)
+        namespace = read.namespace
         # The run's thread id is on its workflow span; the collector names the actor from langgraph.node.
         attrs: dict[str, AttributeValue] = {
             sc.LANGGRAPH_NODE: read.name,
@@ -144,7 +144,7 @@ class NodeTracer:
             packet = _packet_ref(read.input)
             if packet is not None:
                 attrs[sc.ORCH_INPUT_REF] = packet
-        step = read.metadata.get("langgraph_step")
+        step = read.step
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
         if run is not None:
@@ -188,7 +188,7 @@ class NodeTracer:
                 if sends:
                     routing.record_sends(actor, sends)
             if exc is None and started.run is not None and started.run.edges:
-                routing.record_wiring(started.run, read.name, read.metadata.get("langgraph_step"))
+                routing.record_wiring(started.run, read.name, read.step)
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
             elif isinstance(exc, GraphInterrupt):
@@ -202,7 +202,7 @@ class NodeTracer:
                 return
             ref = content_ref(result)
             if started.run is not None:
-                started.run.node_completed(read.name, read.metadata.get("langgraph_step"))
+                started.run.node_completed(read.name, read.step)
                 if read.pushed and not started.tool_node:
                     channels = compat.channels_written(started.task)
                     started.run.add_send_result(SendResult(node.span.get_span_context(), channels))
@@ -223,13 +223,11 @@ def config_context(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, 
     a trace of its own), our innermost span is made current again in that context: the spans the user's
     code starts (``ot.aggregate``, ``@ot.tool``, its own) stay in our tree and our trace, as without it."""
     token = wrapped(*args, **kwargs)
-    _ours_current()
+    try:  # guarded inline rather than by @failsafe: it runs before every node function, one frame fewer
+        ours = parent_context()  # None unless a callback tracer's span is current
+        if ours is not None:
+            # No detach: the context is a copy LangGraph drops when the function returns.
+            otel_context.attach(ours)
+    except Exception as exc:
+        log_once("orchestrace_langgraph.nodes.config_context", exc)
     return token
-
-
-@failsafe(None)
-def _ours_current() -> None:
-    ours = parent_context()  # None unless a callback tracer's span is current
-    if ours is not None:
-        # No detach: the context is a copy LangGraph drops when the function returns.
-        otel_context.attach(ours)

@@ -194,10 +194,13 @@ def channel_write(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
 
 @failsafe(None)
 def _record_written_commands(writes: Any) -> None:
+    commands = compat.returned_commands(writes)
+    if not commands:  # most writes: no actor lookup
+        return
     actor = current_actor()
     if actor is None:
         return
-    for command in compat.returned_commands(writes):
+    for command in commands:
         if actor.first_sight(command):
             record_commands(actor, command)
 
