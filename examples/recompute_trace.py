@@ -17,6 +17,8 @@ from typing import Any
 Trace = dict[str, Any]
 #: One activation of an agent: its stable name and which instance (``from`` / ``from_activation``, ...).
 Activation = tuple[str, Any]
+#: A span's time, seconds: start, end, and whether it ran beside its parent (``concurrent``).
+Interval = tuple[float, float, bool]
 
 
 def latest(out: Path) -> tuple[dict[str, Trace], dict[str, list[dict[str, Any]]]]:
@@ -80,29 +82,42 @@ def busy_seconds(trace: Trace, turns: list[dict[str, Any]]) -> float:
     """T_serial: the summed own time of every activation, tool call, aggregate and model call (its duration
     less the union of what ran inside it), rebuilt from the events' and turns' start and end times. Inside
     an activation, a model call or a child activation within one of its tool calls or aggregates ran inside
-    that call (an agent used as a tool, a tool that asks a model)."""
-    containers: dict[Activation, list[tuple[float, float]]] = defaultdict(list)  # its tools, merges
-    others: dict[Activation, list[tuple[float, float]]] = defaultdict(list)  # its calls, children
+    that call (an agent used as a tool, a tool that asks a model). An activation that records its ``waits``
+    for work it handed out worked while that work ran: its own time is its duration less those waits and
+    less what ran inside it that is not ``concurrent`` (handed to a worker)."""
+    containers: dict[Activation, list[Interval]] = defaultdict(list)  # its tools, merges
+    others: dict[Activation, list[Interval]] = defaultdict(list)  # its calls, children
     activations: dict[Activation, tuple[float, float]] = {}
+    waits: dict[Activation, list[tuple[float, float]]] = {}
     for e in trace["events"]:
+        beside = bool(e.get("concurrent"))
         if e["type"] == "return":
-            activations[e["from"], e.get("from_activation")] = (e["t_start"], e["t"])
+            key = (e["from"], e.get("from_activation"))
+            activations[key] = (e["t_start"], e["t"])
+            if "waits" in e:
+                waits[key] = list(zip(e["waits"][::2], e["waits"][1::2], strict=True))
             if e.get("to"):
-                others[e["to"], e.get("to_activation")].append((e["t_start"], e["t"]))
+                others[e["to"], e.get("to_activation")].append((e["t_start"], e["t"], beside))
         elif e["type"] in ("tool_call", "aggregate") and e.get("t_end") is not None:
-            containers[e["agent"], e.get("activation")].append((e["t"], e["t_end"]))
+            containers[e["agent"], e.get("activation")].append((e["t"], e["t_end"], beside))
     total = 0.0
     for turn in turns:
-        others[turn["agent"], turn.get("activation")].append((turn["t"], turn["t_end"]))
+        beside = bool(turn.get("concurrent"))
+        others[turn["agent"], turn.get("activation")].append((turn["t"], turn["t_end"], beside))
         total += turn["t_end"] - turn["t"]  # a model call's own time is all of it
     for name, (start, end) in activations.items():
-        inside: dict[int, list[tuple[float, float]]] = defaultdict(list)  # container index (-1: none)
+        inside: dict[int, list[Interval]] = defaultdict(list)  # container index (-1: none)
         boxes = containers[name]
         for item in others[name]:
-            holders = [i for i, (s, e) in enumerate(boxes) if s <= item[0] and item[1] <= e]
+            holders = [i for i, (s, e, _) in enumerate(boxes) if s <= item[0] and item[1] <= e]
             inside[min(holders, key=lambda i: boxes[i][1] - boxes[i][0]) if holders else -1].append(item)
-        total += end - start - _union(boxes + inside[-1])
-        total += sum(e - s - _union(inside[i]) for i, (s, e) in enumerate(boxes))
+        own = boxes + inside[-1]
+        if name in waits:
+            covered = waits[name] + [(s, e) for s, e, beside in own if not beside]
+        else:
+            covered = [(s, e) for s, e, _ in own]
+        total += end - start - _union(covered)
+        total += sum(e - s - _union([(a, b) for a, b, _ in inside[i]]) for i, (s, e, _) in enumerate(boxes))
     return total
 
 

@@ -314,13 +314,17 @@ def test_rollouts_in_two_processes_are_two_traces(tmp_path: Path, collector: Run
     assert {t["task_id"] for t in traces.values()} == {"shared-task"}
 
 
-@pytest.mark.parametrize("app", ["units", "parallel"])
+@pytest.mark.parametrize("app", ["units", "parallel", "works-beside", "gather"])
 def test_the_recompute_recipe_gives_the_written_numbers(tmp_path: Path, collector: RunningCollector,
                                                         app: str) -> None:
-    """``examples/recompute_trace.py`` rebuilds rewards, credit, parallelism and cost from the files."""
+    """``examples/recompute_trace.py`` rebuilds rewards, credit, parallelism and cost from the files; also
+    busy time where a lead works while the children it handed work to run (its ``waits``, their
+    ``concurrent``)."""
     from examples.recompute_trace import latest, recompute
 
-    outputs = run_three_ways(tmp_path, collector, units_app if app == "units" else parallel_app("tool", True))
+    apps = {"units": units_app, "parallel": parallel_app("tool", True),
+            "works-beside": handing_out_app("threads", True), "gather": handing_out_app("gather", False)}
+    outputs = run_three_ways(tmp_path, collector, apps[app])
     for way in WAYS:
         traces, turns = latest(outputs[way].out)
         for trace_id, trace in traces.items():

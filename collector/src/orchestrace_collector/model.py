@@ -87,6 +87,13 @@ class Event(BaseModel):
     agent_id: str | None = None  # raw ``gen_ai.agent.id`` (or node instance id) behind ``agent``
     t_end: float | None = None  # end time (seconds) for events that last (a tool call, an aggregate)
     t_start: float | None = None  # ``return`` only: when the activation that returns started
+    #: ``return`` only: when its activation waited for work it handed out (``orchestrace.waits``), flat
+    #: ``[start, end, ...]`` seconds; present (maybe empty) when it records them: its own time is then its
+    #: duration less these and less what ran inside it that is not ``concurrent``
+    waits: list[float] | None = None
+    #: ``return``, ``tool_call``, ``aggregate``: its span ran beside its parent (handed to a worker), so it is
+    #: not time its parent spent on it (see ``waits``)
+    concurrent: bool | None = None
     span_id: str | None = None  # the OTel span the event came from
     otel_trace_id: str | None = None  # the OTel trace of that span (an episode may stitch several)
     tokens: int | None = None
@@ -203,6 +210,7 @@ class Turn(BaseModel):
     provider: str | None = None
     t: float  # start of the model call, seconds from the trace's first span
     t_end: float | None = None  # its end
+    concurrent: bool | None = None  # it ran beside its agent's own work (see ``Event.waits``)
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_ref: str | None = None

@@ -17,10 +17,10 @@ from .content import ContentStore
 from .credit import Credit, Shape, assign, causal_path, check_strategy, uncredited
 from .edges import EdgeRec, build_edges
 from .events import Ev, EventSet, build_events
-from .forest import Forest, build_forest
+from .forest import Forest, Node, build_forest
 from .gcpause import gc_paused
 from .kinds import Decision, EventType
-from .metrics import active_wall_clock_ns, structural_metrics
+from .metrics import active_wall_clock_ns, recorded_waits, structural_metrics
 from .provenance import Provenance, trace_provenance
 from .rewards import RewardSet, collect_rewards, rejected_metrics, reward_value
 from .topology import infer_topology
@@ -200,6 +200,26 @@ def _seconds(t_ns: int, t0: int) -> float:
     return t if t > 0.0 else 0.0  # clock skew between processes never makes t negative
 
 
+#: The events that stand for a span's time: what ``examples/recompute_trace.py`` rebuilds busy time from.
+_LASTING: frozenset[EventType] = frozenset({"return", "tool_call", "aggregate"})
+
+
+def _activation_waits(ev: Ev, t0: int) -> list[float] | None:
+    """A ``return``'s activation's recorded waits for work it handed out (its spans' ``orchestrace.waits``),
+    flat ``[start, end, ...]`` seconds; None when none of its spans records them."""
+    nodes = [n for n in dict.fromkeys((ev.owner.node, ev.owner.last)) if n is not None]
+    waits = (recorded_waits(n.span.attributes.get(sc.ORCH_WAITS)) for n in nodes)
+    recorded = [w for w in waits if w is not None]
+    if not recorded:
+        return None
+    return [_seconds(t, t0) for pairs in recorded for pair in pairs for t in pair]
+
+
+def _concurrent(node: Node | None) -> bool:
+    """Its span ran beside its parent (handed to a worker): not time its parent spent on it."""
+    return node is not None and node.span.attributes.get(sc.ORCH_CONCURRENT) is True
+
+
 def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: float | None,
            trusted: bool | None) -> dict[str, Any]:
     """The event's record: ``model.Event``'s fields in declaration order, those with a value (``tokens`` of
@@ -249,7 +269,12 @@ def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: fl
         out["t_end"] = _seconds(ev.t_end_ns, t0)
     if ev.type == "return":
         out["t_start"] = _seconds(ev.owner.start_ns, t0)
+        waits = _activation_waits(ev, t0)
+        if waits is not None:
+            out["waits"] = waits
     node = ev.node
+    if ev.type in _LASTING and _concurrent(ev.owner.node if ev.type == "return" else node):
+        out["concurrent"] = True
     if node is not None:
         out["span_id"] = node.span.span_id
         out["otel_trace_id"] = node.span.trace_id
@@ -298,6 +323,8 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, events: list[Ev], 
         out["provider"] = rec.provider
     out["t"] = _seconds(rec.node.start_ns, t0)
     out["t_end"] = _seconds(rec.node.end_ns, t0)
+    if _concurrent(rec.node):
+        out["concurrent"] = True
     if rec.input_tokens is not None:
         out["input_tokens"] = rec.input_tokens
     if rec.output_tokens is not None:

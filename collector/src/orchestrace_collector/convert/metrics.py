@@ -64,7 +64,7 @@ def serial_work_ns(forest: Forest) -> int:
     total = 0
     for node in forest.nodes:
         recorded = node.span.attributes.get(sc.ORCH_WAITS)  # read here: most spans record none
-        waits = _waits(recorded) if recorded is not None else None
+        waits = recorded_waits(recorded) if recorded is not None else None
         if not node.children and not waits:
             total += node.end_ns - node.start_ns
             continue
@@ -95,7 +95,7 @@ def serial_work_ns(forest: Forest) -> int:
     return total
 
 
-def _waits(value: object) -> list[tuple[int, int]] | None:
+def recorded_waits(value: object) -> list[tuple[int, int]] | None:
     """A span's recorded waits (``orchestrace.waits``) as (start, end) pairs (none: it handed work out and
     never blocked on it); ``None`` when they are not pairs."""
     if not isinstance(value, list | tuple) or len(value) % 2:
