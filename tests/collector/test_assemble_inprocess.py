@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
+import pytest
 from collector_fixtures import validate_trace_dir
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from orchestrace import semconv as sc
 from orchestrace_collector.inprocess import TraceDirExporter
 from orchestrace_collector.output import latest_turns
@@ -82,3 +84,20 @@ def test_quiet_period_completes_without_flush(tmp_path: Path) -> None:
     assert [t["task_id"] for t in validate_trace_dir(tmp_path).values()] == ["inproc-quiet"]
     provider.shutdown()
     assert len(validate_trace_dir(tmp_path)) == 1, "shutdown writes nothing twice"
+
+
+def test_a_trace_dir_whose_directory_another_writer_holds_writes_as_if_it_were_new(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two processes writing one directory at once: the first holds ``OUT/wal`` (what was written there),
+    the second writes its episodes all the same, without it (logged), never failing the application."""
+    first = TraceDirExporter(tmp_path, quiet_period_s=60)
+    with caplog.at_level(logging.WARNING):
+        second = TraceDirExporter(tmp_path, quiet_period_s=60)
+    assert "without what earlier runs wrote there" in caplog.text and "in use" in caplog.text
+    for exporter, task_id in ((second, "second"), (first, "first")):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        run_task(provider, task_id)
+        provider.shutdown()
+    traces = validate_trace_dir(tmp_path)
+    assert sorted(t["task_id"] for t in traces.values()) == ["first", "second"]
