@@ -160,7 +160,20 @@ _MESSAGES: list[Any] = [
     ToolMessage("result", tool_call_id="c1"), ChatMessage(role="critic", content="hmm"),
     HumanMessage(content=[{"type": "text", "text": "a"}, "b"]), "a plain string", "",
     AIMessage("x" * (1 << 20)), AIMessage("y" * ((1 << 20) + 1)),
+    # Tool calls and results as agents exchange them, and the shapes that are converted instead.
+    AIMessage("let me", tool_calls=[{"name": "f", "args": {"b": "é\n", "a": None, "c": True, "d": -3},
+                                      "id": "c2", "type": "tool_call"},
+                                     {"name": "g", "args": {}, "id": None, "type": "tool_call"}]),
+    AIMessage("", tool_calls=[{"name": "f", "args": {"nested": {"x": [1, 2.5]}}, "id": "c3"}]),
+    AIMessage("", tool_calls=[{"name": "f", "args": {"big": 10**40, "f": 0.1}, "id": "c4"}]),
+    AIMessageChunk(content="", tool_calls=[{"name": "h", "args": {"q": "x"}, "id": "c5"}]),
+    ToolMessage("", tool_call_id="c2"), ToolMessage(["a", {"type": "text", "text": "b"}], tool_call_id="c3"),
+    ToolMessage('{"ok": true} \ud800', tool_call_id="c4", name="f", status="error"),
 ]
+#: Written directly (no conversion to GenAI dicts, no size walk, no JSON encoder): what an agent loop's prompt
+#: is made of.
+_WRITTEN_DIRECTLY: list[Any] = [_MESSAGES[5], _MESSAGES[6], _MESSAGES[13], _MESSAGES[16], _MESSAGES[17],
+                                _MESSAGES[19]]
 
 
 @pytest.mark.parametrize("message", _MESSAGES, ids=range(len(_MESSAGES)))
@@ -168,7 +181,22 @@ def test_message_refs_written_directly_equal_the_refs_of_converted_messages(mess
     assert message_ref(message) == content_ref(genai_message(message))
 
 
-@pytest.mark.parametrize("messages", [[], _MESSAGES[:5], _MESSAGES, [AIMessage("z" * 600_000)] * 2])
+def test_tool_calls_and_results_are_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrace import messages
+
+    def unexpected(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("converted")
+
+    monkeypatch.setattr(messages, "to_message", unexpected)
+    monkeypatch.setattr(messages, "content_ref", unexpected)
+    refs = prompt_refs(_WRITTEN_DIRECTLY)
+    assert refs.converted is None
+    monkeypatch.undo()
+    assert refs.whole == content_ref([genai_message(m) for m in _WRITTEN_DIRECTLY])
+
+
+@pytest.mark.parametrize("messages", [[], _MESSAGES[:5], _MESSAGES, _WRITTEN_DIRECTLY,
+                                      [AIMessage("z" * 600_000)] * 2])
 def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messages: list[Any]) -> None:
     assert messages_ref(messages) == content_ref([genai_message(m) for m in messages])
     refs = prompt_refs(messages)  # the capture path: the same refs, each message serialized once

@@ -97,14 +97,17 @@ def to_message(value: Any, default_role: str = "user") -> Message | None:
 
 def message_json(value: Any) -> str | None:
     """The canonical JSON (``content_ref``'s serialization) of ``to_message(value)``, written directly for the
-    commonest messages: a string, or a LangChain-style message (``.type``, ``.content``) with text content
-    that is not a tool result and makes no tool calls. ``None`` for any other value, and for texts too long
-    to hash in one piece (``content_ref`` streams those).
+    commonest messages: a string, or a LangChain-style message (``.type``, ``.content``) with text content,
+    a tool result with text content, or tool calls (LangChain's ``{"name", "args", "id"}``) whose arguments
+    are a flat dict of texts, integers, booleans and nulls. ``None`` for any other value, and for texts too
+    long to hash in one piece (``content_ref`` streams those).
 
     Skips building the message dict, the size walk and the JSON encoder: the ref of a model call's prompt
-    or completion costs half of ``content_ref(to_message(value))``. Keys in sorted order: ``parts`` <
-    ``role``, ``content`` < ``type``."""
+    or completion costs half of ``content_ref(to_message(value))`` (an agent's prompt, full of tool calls
+    and results, a fifth). Keys in sorted order: ``parts`` < ``role``; ``content`` < ``type``;
+    ``id`` < ``response`` < ``type``; ``arguments`` < ``id`` < ``name`` < ``type``."""
     content: Any
+    calls: Any = None
     if isinstance(value, str):
         role, content = "user", value
     else:
@@ -117,14 +120,81 @@ def message_json(value: Any) -> str | None:
         if not isinstance(kind, str) or content is _MISSING:
             return None
         role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
-        if role == "tool" or (role == "assistant" and getattr(value, "tool_calls", None)):
-            return None
+        if role == "tool":
+            return _tool_result_json(field_of(value, "tool_call_id"), content)
+        if role == "assistant":
+            calls = getattr(value, "tool_calls", None)
+    if calls:
+        return _tool_calls_json(content, calls)
     if content is None or content == "":
         return f'{{"parts":[],"role":{encode_basestring(role)}}}'
     if type(content) is not str or len(content) > CHUNK:
         return None
     text = encode_basestring(content)
     return f'{{"parts":[{{"content":{text},"type":"text"}}],"role":{encode_basestring(role)}}}'
+
+
+_LONG_INT = 1 << 63
+
+
+def _json_scalar(value: Any) -> str | None:
+    """The canonical JSON of a text, integer, boolean or null (as ``json`` writes them), else ``None``."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value) if len(value) <= CHUNK else None
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int and -_LONG_INT < value < _LONG_INT:  # longer ones may be too long for ``repr``
+        return int.__repr__(value)
+    return None
+
+
+def _tool_result_json(call_id: Any, content: Any) -> str | None:
+    """``message_json`` of a tool result (GenAI ``tool_call_response``) with text content."""
+    id_json = _json_scalar(call_id)
+    if id_json is None or type(content) is not str or len(content) > CHUNK:
+        return None
+    return (f'{{"parts":[{{"id":{id_json},"response":{encode_basestring(content)},'
+            f'"type":"tool_call_response"}}],"role":"tool"}}')
+
+
+def _tool_calls_json(content: Any, calls: Any) -> str | None:
+    """``message_json`` of an assistant message making tool calls: its text part, when it has text, then one
+    ``tool_call`` part per call (``_tool_call_parts``' LangChain form with flat arguments only)."""
+    parts: list[str] = []
+    if content is not None and content != "":
+        if type(content) is not str or len(content) > CHUNK:
+            return None
+        parts.append(f'{{"content":{encode_basestring(content)},"type":"text"}}')
+    if type(calls) is not list:
+        return None
+    for call in calls:
+        if type(call) is not dict or call.get("function") is not None:
+            return None  # OpenAI's form, or an object: converted
+        arguments = _flat_object_json(call.get("args", call.get("arguments")))
+        call_id, name = _json_scalar(call.get("id")), _json_scalar(call.get("name"))
+        if arguments is None or call_id is None or name is None:
+            return None
+        parts.append(f'{{"arguments":{arguments},"id":{call_id},"name":{name},"type":"tool_call"}}')
+    return f'{{"parts":[{",".join(parts)}],"role":"assistant"}}'
+
+
+def _flat_object_json(value: Any) -> str | None:
+    """The canonical JSON of a dict of texts, integers, booleans and nulls under text keys (keys sorted),
+    else ``None``."""
+    if type(value) is not dict:
+        return None
+    items: list[str] = []
+    for key in sorted(value) if all(type(k) is str for k in value) else ():
+        item = _json_scalar(value[key])
+        if item is None:
+            return None
+        items.append(f"{encode_basestring(key)}:{item}")
+    if len(items) != len(value):
+        return None
+    return f"{{{','.join(items)}}}"
 
 
 def genai_message(message: Any) -> Message:
