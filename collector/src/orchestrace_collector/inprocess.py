@@ -149,5 +149,7 @@ def _open_log(directory: Path) -> WriteAheadLog | None:
     try:
         return WriteAheadLog(directory, fsync="none", exclusive=True)
     except OSError as exc:  # held by another process (LogInUse), or not writable
-        log.warning("orchestrace: trace_dir writes without what earlier runs wrote there (%s)", exc)
+        # Info, not a warning: processes of one run sharing a directory (parallel rollouts) is a usual setup,
+        # and each still writes all it gets, as before.
+        log.info("orchestrace: trace_dir writes without what earlier runs wrote there (%s)", exc)
         return None
