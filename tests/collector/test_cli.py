@@ -254,3 +254,9 @@ def test_convert_into_the_output_of_a_running_collector_is_refused(collector: Ru
     collector.stop()
     done = runner.invoke(app, ["convert", dump, "--out", str(collector.out)])
     assert done.exit_code == 0 and latest_traces([collector.out]), done.output
+
+
+def test_a_second_collector_on_the_same_output_is_refused(collector: RunningCollector) -> None:
+    done = runner.invoke(app, ["collect", "--out", str(collector.out), "--port", "0", "--grpc-port", "0"])
+    assert done.exit_code == 1 and "in use by another process" in done.output, done.output
+    assert collector.process.poll() is None  # the first one runs on

@@ -161,16 +161,22 @@ def run_collector(options: CollectorOptions) -> None:
     writer = TraceDirWriter(
         options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
     )
-    wal = WriteAheadLog(
-        options.out / WAL_DIR,
-        fsync=options.fsync,
-        # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
-        segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
-        if options.wal_max_bytes and not options.spool_only
-        else options.wal_segment_bytes,
-        max_bytes=0 if options.spool_only else options.wal_max_bytes,
-        exclusive=True,
-    )
+    try:
+        wal = WriteAheadLog(
+            options.out / WAL_DIR,
+            fsync=options.fsync,
+            # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
+            segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
+            if options.wal_max_bytes and not options.spool_only
+            else options.wal_segment_bytes,
+            max_bytes=0 if options.spool_only else options.wal_max_bytes,
+            exclusive=True,  # another collector or a convert on OUT: LogInUse
+        )
+    except OSError:
+        http_socket.close()
+        grpc_server.stop(None)
+        writer.close()
+        raise
     assembler = Assembler(
         writer,
         quiet_period_s=options.quiet_period_s,
