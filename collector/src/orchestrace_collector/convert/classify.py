@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Final, TypeVar
 
 import orchestrace_semconv as sc
 
@@ -221,10 +221,6 @@ def actor_name(span: Span, sub_kind: str) -> str:
     return (_UUID.sub("", bare) if "-" in bare else bare) or "agent"
 
 
-def tool_name(span: Span) -> str:
-    return _named_tool(span) or _strip_operation(span.name) or "tool"
-
-
 def created_agent_name(span: Span, sub_kind: str) -> str:
     """The agent a ``CREATE_AGENT`` span spawns, or hands off to (``""`` for a handoff that does not say to
     whom: the next agent to start beside the one handing off, see ``events``)."""
@@ -233,26 +229,38 @@ def created_agent_name(span: Span, sub_kind: str) -> str:
     return actor_name(span, AGENT)
 
 
-def _first_text(keys: tuple[str, ...]) -> Callable[[Span], str | None]:
-    """The reader of one name: the first non-empty attribute of ``keys`` on a span, as text (``None``: none
-    is). One function per name rather than a helper each name calls: a call less per span."""
+_T = TypeVar("_T", str, str | None)
 
-    def first(span: Span) -> str | None:
+
+def _first_text(keys: tuple[str, ...], otherwise: Callable[[Span], _T]) -> Callable[[Span], str | _T]:
+    """The reader of one name: the first non-empty attribute of ``keys`` on a span, as text, else what
+    ``otherwise`` says of the span. One function per name rather than a helper each name calls: a call less
+    per span."""
+
+    def first(span: Span) -> str | _T:
         attrs = span.attributes
         for key in keys:
             value = attrs.get(key)
             if value:
                 return str(value)
-        return None
+        return otherwise(span)
 
     return first
 
 
-model_name: Final = _first_text(_MODEL_NAMES)
-provider_name: Final = _first_text(_PROVIDER_NAMES)
-agent_id: Final = _first_text(_AGENT_IDS)
-_named_tool: Final = _first_text(_TOOL_NAMES)
-_agent_name: Final = _first_text(_AGENT_NAMES)
-_workflow_name: Final = _first_text(_WORKFLOW_NAMES)
-_node_name: Final = _first_text(_NODE_NAMES)
-_handoff_to: Final = _first_text(_HANDOFF_TO)
+def _unnamed(span: Span) -> str | None:
+    return None
+
+
+def _tool_by_span_name(span: Span) -> str:
+    return _strip_operation(span.name) or "tool"
+
+
+model_name: Final = _first_text(_MODEL_NAMES, _unnamed)
+provider_name: Final = _first_text(_PROVIDER_NAMES, _unnamed)
+agent_id: Final = _first_text(_AGENT_IDS, _unnamed)
+tool_name: Final = _first_text(_TOOL_NAMES, _tool_by_span_name)
+_agent_name: Final = _first_text(_AGENT_NAMES, _unnamed)
+_workflow_name: Final = _first_text(_WORKFLOW_NAMES, _unnamed)
+_node_name: Final = _first_text(_NODE_NAMES, _unnamed)
+_handoff_to: Final = _first_text(_HANDOFF_TO, _unnamed)

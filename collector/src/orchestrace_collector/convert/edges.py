@@ -8,7 +8,7 @@ gets one here.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .actors import Instance
 from .batches import Batches
@@ -90,21 +90,20 @@ def build_edges(
         add((call.index, head, "causal"))
     typed = {(src, dst) for src, dst, _ in edges}
 
-    def temporal(src: Ev, dst: Ev) -> None:
-        if (src.index, dst.index) not in typed and dst.index not in made_by:
-            add((src.index, dst.index, "temporal"))
+    def temporal(pairs: Iterable[tuple[Ev, Ev]]) -> None:
+        for src, dst in pairs:
+            if (src.index, dst.index) not in typed and dst.index not in made_by:
+                add((src.index, dst.index, "temporal"))
 
-    for timeline in events_set.timelines:  # consecutive events, but none that follows a race inside a batch
-        for k in range(1, len(timeline)):
-            if timeline[k - 1].index not in batches.members:
-                temporal(timeline[k - 1], timeline[k])
-    for ends, nxt in batches.joins:
-        for ev in ends:
-            temporal(ev, nxt)
-    for follows, starts in batches.forks:
-        for ev in follows:
-            for start in starts:
-                temporal(ev, start)
+    members = batches.members
+    temporal(  # consecutive events, but none that follows a race inside a batch
+        (timeline[k - 1], timeline[k])
+        for timeline in events_set.timelines
+        for k in range(1, len(timeline))
+        if timeline[k - 1].index not in members
+    )
+    temporal((ev, nxt) for ends, nxt in batches.joins for ev in ends)
+    temporal((ev, start) for follows, starts in batches.forks for ev in follows for start in starts)
     edges.sort()
     return edges
 

@@ -134,7 +134,11 @@ def _written(st: _Stages, task_id: str | None) -> Episode:
         metrics["task_success"] = success
     agents = {ev.agent for ev in events if ev.type == "return"}
     if agents:
-        metrics["agent_utilization"] = len({_owner(events[i]) for i in st.on_path} & agents) / len(agents)
+        # The agents the events on the path count for (a tool result for the tool's caller), read inline: a
+        # call less per event.
+        on_path = [events[i] for i in st.on_path]
+        counted = {ev.owner.label if ev.type == "tool_result" else ev.agent for ev in on_path}
+        metrics["agent_utilization"] = len(counted & agents) / len(agents)
 
     ids = [ev.id for ev in events]
     trace: TraceRecord = {"trace_id": trace_id, "task_id": str(task)}
@@ -166,11 +170,6 @@ def _written(st: _Stages, task_id: str | None) -> Episode:
         for k, t in enumerate(turn_recs)
     ]
     return Episode(trace, turns, st.contents)
-
-
-def _owner(ev: Ev) -> str:
-    """The agent an event counts for: a tool result counts for the caller of the tool."""
-    return ev.owner.label if ev.type == "tool_result" else ev.agent
 
 
 def _service_name(forest: Forest) -> str:
@@ -225,9 +224,13 @@ def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: fl
     """The event's record: ``model.Event``'s fields in declaration order, those with a value (``tokens`` of
     the turns, ``reward`` and ``credit``, ``trusted`` after provenance: the later stages')."""
     actor = ev.actor
+    # Seconds since ``t0``, inline (no call per event), never negative: a span event's time may come before
+    # every span's start (another process's clock). The span starts and ends below never do: ``t0`` is the
+    # earliest start, and a span's end is never before its start (``forest``).
+    t = (ev.key[0] - t0) / _NS
     out: dict[str, Any] = {
         "id": ev.id,
-        "t": _seconds(ev.key[0], t0),
+        "t": t if t > 0.0 else 0.0,
         "type": ev.type,
         "agent": actor.name if actor is not None else ev.agent,
     }
@@ -266,9 +269,9 @@ def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: fl
     if ev.agent_id is not None:
         out["agent_id"] = ev.agent_id
     if ev.t_end_ns is not None:
-        out["t_end"] = _seconds(ev.t_end_ns, t0)
+        out["t_end"] = (ev.t_end_ns - t0) / _NS
     if ev.type == "return":
-        out["t_start"] = _seconds(ev.owner.start_ns, t0)
+        out["t_start"] = (ev.owner.start_ns - t0) / _NS
         waits = _activation_waits(ev, t0)
         if waits is not None:
             out["waits"] = waits
@@ -321,8 +324,8 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, events: list[Ev], 
         out["model"] = rec.model
     if rec.provider is not None:
         out["provider"] = rec.provider
-    out["t"] = _seconds(rec.node.start_ns, t0)
-    out["t_end"] = _seconds(rec.node.end_ns, t0)
+    out["t"] = (rec.node.start_ns - t0) / _NS  # its span's: at or after t0 (see ``_event``)
+    out["t_end"] = (rec.node.end_ns - t0) / _NS
     if _concurrent(rec.node):
         out["concurrent"] = True
     if rec.input_tokens is not None:

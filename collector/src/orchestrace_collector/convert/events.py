@@ -57,6 +57,7 @@ _AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at it
 @dataclass(slots=True, eq=False, init=False)
 class Ev:
     key: tuple[int, int, int, int, int, int]  # (t_ns, phase, a, b, rank, seq): see the module docstring
+    t_ns: int  # ``key[0]``, a field: read per event by later stages (a property was a call each time)
     type: EventType
     agent: str  # the instance label of ``actor`` (internal: written as its name), else a tool, ``human``
     owner: Instance  # whose timeline the event is on
@@ -101,6 +102,7 @@ class Ev:
         # Written out: mypyc compiles this one, where the dataclass's runs interpreted (a twentieth of the
         # collector's CPU before: an event or more per span).
         self.key = key
+        self.t_ns = key[0]
         self.type = type
         self.agent = agent
         self.owner = owner
@@ -132,10 +134,6 @@ class Ev:
         self.recipient = None
         self.inputs = None
         self.source = None
-
-    @property
-    def t_ns(self) -> int:
-        return self.key[0]
 
 
 #: How many unmatched explicit spawns of a name are searched for one whose content is an instance's input.
@@ -200,13 +198,16 @@ class _Builder:
     def add(
         self,
         type_: EventType,
-        key: tuple[int, int, int, int],
+        t_ns: int,
+        phase: int,
+        a: int,
+        b: int,
         owner: Instance,
         node: Node | None,
         agent: str | None = None,
     ) -> Ev:
+        """An event whose sort key starts ``(t_ns, phase, a, b)`` (see the module docstring)."""
         self.seq += 1
-        t_ns, phase, a, b = key
         ev = Ev((t_ns, phase, a, b, RANK[type_], self.seq), type_, agent or owner.label, owner, node)
         if agent is None:
             ev.actor = owner
@@ -215,27 +216,17 @@ class _Builder:
         self.events.append(ev)
         return ev
 
-    def at_start(self, type_: EventType, node: Node, owner: Instance, agent: str | None = None) -> Ev:
-        return self.add(type_, start_key(node.start_ns, node), owner, node, agent)
+    def at(self, type_: EventType, t_ns: int, node: Node, owner: Instance, agent: str | None = None) -> Ev:
+        """An event at ``t_ns`` among the starts and point events, in ``node``'s depth-first place."""
+        return self.add(type_, t_ns, 1, node.pre, 0, owner, node, agent)
 
     def at_end(self, type_: EventType, node: Node, end_ns: int, start_ns: int, owner: Instance,
                agent: str | None = None) -> Ev:
-        return self.add(type_, end_key(end_ns, start_ns, node), owner, node, agent)
-
-    def point(
-        self, type_: EventType, event: SpanEvent, node: Node, owner: Instance, agent: str | None = None
-    ) -> Ev:
-        return self.add(type_, start_key(event.time_ns, node), owner, node, agent)
-
-
-def start_key(t_ns: int, node: Node) -> tuple[int, int, int, int]:
-    return (t_ns, 1, node.pre, 0)
-
-
-def end_key(end_ns: int, start_ns: int, node: Node) -> tuple[int, int, int, int]:
-    if start_ns < end_ns:
-        return (end_ns, 0, -node.depth, node.pre)
-    return (end_ns, 1, node.post, _AFTER_STARTS - node.depth)
+        """An event at the end of ``node``: before the starts at that time when the span lasted (inner before
+        outer, then in start order), else right after the starts of its subtree."""
+        if start_ns < end_ns:
+            return self.add(type_, end_ns, 0, -node.depth, node.pre, owner, node, agent)
+        return self.add(type_, end_ns, 1, node.post, _AFTER_STARTS - node.depth, owner, node, agent)
 
 
 def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSet:
@@ -257,7 +248,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
         elif kind is K_AGGREGATE or (
             kind is K_ACTOR and (_aggregate_links(node) or id(node) in fan_ins)
         ):
-            ev = b.at_start("aggregate", node, owner)
+            ev = b.at("aggregate", node.start_ns, node, owner)
             ev.t_end_ns = node.end_ns
             ev.content_ref = store.ref(attrs, sc.ORCH_OUTPUT_REF, OUTPUT_CONTENT)
             ev.inputs = _aggregate_links(node) or fan_ins.get(id(node))
@@ -342,7 +333,7 @@ def _aggregate_links(node: Node) -> list[str]:
 def _tool(b: _Builder, node: Node, owner: Instance) -> None:
     attrs = as_genai.tool_call(node.span)
     name = node.name
-    call = b.at_start("tool_call", node, owner)
+    call = b.at("tool_call", node.start_ns, node, owner)
     call.tool = name
     call.trusted = True
     call.content_ref = b.store.ref(attrs, sc.ORCH_INPUT_REF, INPUT_CONTENT)
@@ -383,7 +374,7 @@ def _span_event(
         sender = attrs.get(sc.ORCH_FROM)
         sender_inst = b.actors.resolve(str(sender), event.time_ns) if sender else owner
         sender_label = sender_inst.label if sender_inst is not None else str(sender)
-        ev = b.point("message", event, node, owner, agent=sender_label)
+        ev = b.at("message", event.time_ns, node, owner, agent=sender_label)
         ev.actor = sender_inst
         if sender_inst is not None:
             ev.agent_id = sender_inst.agent_id
@@ -400,7 +391,7 @@ def _span_event(
         options = (target,) if target else attrs.get(sc.ORCH_DECISION_OPTIONS) or ()
         if _inner_route(owner, node, attrs, options) or _to_tool_node(b, options):
             return
-        ev = b.point("orchestrator_decision", event, node, owner)
+        ev = b.at("orchestrator_decision", event.time_ns, node, owner)
         kind = attrs.get(sc.ORCH_DECISION_KIND)
         ev.decision = DECISIONS.get(kind) if isinstance(kind, str) else None
         if ev.decision is None and kind:
@@ -421,7 +412,7 @@ def _span_event(
     elif name == sc.EVENT_STOP:
         if _inner_end(owner, node, attrs):
             return
-        ev = b.point("orchestrator_decision", event, node, owner)
+        ev = b.at("orchestrator_decision", event.time_ns, node, owner)
         ev.decision = sc.DECISION_STOP
         recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
         if isinstance(recorded, tuple | list) and recorded:
@@ -438,15 +429,16 @@ def _span_event(
             and str(actor) == node.name
         ):
             # The node that asked (LangGraph's interrupt()): the agent it is, or whose inner working it is.
-            ev = b.point("human_intervention", event, node, owner)
+            ev = b.at("human_intervention", event.time_ns, node, owner)
         else:
-            ev = b.point("human_intervention", event, node, owner, agent=str(actor) if actor else "human")
+            by = str(actor) if actor else "human"
+            ev = b.at("human_intervention", event.time_ns, node, owner, agent=by)
         kind = attrs.get(sc.ORCH_HUMAN_KIND)
         ev.label = str(kind) if kind else None
         ev.content_ref = b.store.ref(attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)
         _reason(ev, attrs)
     elif name == sc.EVENT_SAFETY:
-        ev = b.point("safety_event", event, node, owner)
+        ev = b.at("safety_event", event.time_ns, node, owner)
         category = attrs.get(sc.ORCH_SAFETY_CATEGORY)
         ev.label = str(category) if category else None
         action = attrs.get(sc.ORCH_SAFETY_ACTION)
@@ -504,7 +496,8 @@ def _inner_end(owner: Instance, node: Node, attrs: Attributes) -> bool:
 
 def _error(ev: Ev, node: Node) -> None:
     """Mark the event closing a span that ended with status ERROR, with the error's type when recorded."""
-    ev.error, ev.error_type = span_error(node.span)
+    if node.span.status_code == STATUS_ERROR:  # most did not: no further call
+        ev.error, ev.error_type = span_error(node.span)
 
 
 def span_error(span: Span) -> tuple[bool | None, str | None]:
@@ -551,10 +544,10 @@ def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> No
                     for ev in chosen:
                         set_to(ev, inst, inst.name)
                 else:  # nobody recorded choosing it: the parent's own delegation
-                    decision = b.add("orchestrator_decision", start_key(inst.start_ns, node), parent, node)
+                    decision = b.at("orchestrator_decision", inst.start_ns, node, parent)
                     decision.decision = sc.DECISION_DELEGATE
                     set_to(decision, inst, inst.name)
-                spawn = b.add("spawn", start_key(inst.start_ns, node), parent, node)
+                spawn = b.at("spawn", inst.start_ns, node, parent)
                 spawn.decision_ev = decision
                 spawn.also_decided = chosen[1:] or None
                 set_to(spawn, inst, inst.name)
@@ -697,7 +690,7 @@ def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
     if decision is not None:
         b.used.add(id(decision))
     if decision is None:
-        decision = b.add("orchestrator_decision", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
+        decision = b.at("orchestrator_decision", sp.t_ns, sp.node, sp.owner)
         decision.decision = sp.decision
         set_to(decision, target, sp.name)
     elif b.spawns_of.get(id(decision)):
@@ -708,7 +701,7 @@ def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
     _reason(decision, sp.attrs)
     if sp.attrs.get(sc.ORCH_HANDOFF) is True:
         decision.handoff = True
-    spawn = b.add("spawn", start_key(sp.t_ns, sp.node), sp.owner, sp.node)
+    spawn = b.at("spawn", sp.t_ns, sp.node, sp.owner)
     spawn.decision_ev = decision
     set_to(spawn, target, sp.name)
     spawn.content_ref = b.store.ref(sp.attrs, sc.ORCH_CONTENT_REF, _EVENT_CONTENT)

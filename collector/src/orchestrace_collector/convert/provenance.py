@@ -150,7 +150,10 @@ def trace_provenance(events: list[Ev], turns: list[TurnRec], linked: TurnIndex,
         if ev.type in _NOT_CONSUMERS:
             continue
         held = taint.of_event(ev)
-        carriers = _first([held, influenced.pop(ev.index, [])])
+        influencing = influenced.pop(ev.index, None)
+        if not held and not influencing:
+            continue  # carries nothing (most events): no ``_first`` call
+        carriers = _first([held, influencing or []])
         if not carriers:
             continue
         untrusted.add(ev.index)
