@@ -665,6 +665,8 @@ class GraphApp:
     #: Nodes that are agents (compiled subgraphs): their output is captured as content, a plain node's
     #: state update is not.
     agents: set[str] = field(default_factory=set)
+    #: Agents that hand the run on (``Command.PARENT``), and the update each hands over: its output.
+    handed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def resumes(self) -> int:
@@ -792,6 +794,30 @@ class _GraphBuilder:
                 ran(app, output=_OPAQUE)
                 app.agents.add(node)
             self.steps.append(subgraph)
+        elif kind == "handoff":
+            # A compiled graph as a node whose last step hands the run on to the next node itself
+            # (``Command.PARENT`` with an update, as langgraph-swarm's agents transfer): an agent whose output
+            # is the update it hands over, its handoff a decision of its own.
+            inner = StateGraph(GraphState)
+            steps = [self.fresh() for _ in range(self.rng.randint(1, 2))]
+            handed = {"parts": [f"handed on by {node} ü"]}
+            for step in steps[:-1]:
+                inner.add_node(step, lambda state, n=step: {"parts": [n]})
+            inner.add_node(steps[-1],
+                           lambda state, to=nxt: Command(graph=Command.PARENT, goto=to, update=handed))
+            inner.add_edge(START, steps[0])
+            for before, after in itertools.pairwise(steps):
+                inner.add_edge(before, after)
+            self.graph.add_node(node, inner.compile(name=node), destinations=(nxt,))
+
+            def hands_off(app: GraphApp) -> None:
+                k = ran(app, output=_OPAQUE)
+                app.agents.add(node)
+                app.handed[node] = handed
+                # Options: none. The destinations the parent graph declares for the agent's node are not
+                # looked up for a Command.PARENT (a gap of the integration's handoff record, left for now).
+                app.choices.append(Choice(node, k, nxt, starts(app, nxt), None))
+            self.steps.append(hands_off)
         elif kind == "interrupt":
             # Asking a human (``interrupt()``) ``asks`` times, maybe after a model call. A resume runs the
             # asker again from its start (the answers so far returned by ``interrupt()``, the model called
@@ -888,14 +914,17 @@ class _ToolAsker(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def draw_graph(seed: int, *, asks: bool = False) -> GraphApp:
+def draw_graph(seed: int, *, asks: bool = False, hands_off: bool = False) -> GraphApp:
     """A random LangGraph graph of 1-5 segments and the truth of one run of it; ``asks``: at least one of
-    its segments asks a human."""
+    its segments asks a human; ``hands_off``: one more, before another, is an agent handing the run on to
+    the next node (``Command.PARENT``)."""
     rng = random.Random(seed)
     builder = _GraphBuilder(rng)
     kinds = [rng.choice(GRAPH_SEGMENTS) for _ in range(rng.randint(1, 5))]
     if asks and "interrupt" not in kinds:
         kinds[rng.randrange(len(kinds))] = "interrupt"
+    if hands_off:  # never last: a handoff names the node it hands on to
+        kinds.insert(rng.randrange(len(kinds)), "handoff")
     entry: str = END
     for kind in reversed(kinds):
         entry = builder.segment(kind, entry)

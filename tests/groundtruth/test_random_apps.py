@@ -304,6 +304,12 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
         if ref is not None:
             assert (read_content(out, ref) is not None) == (e["agent"] in app.agents), e
     assert {e["agent"] for e in nodes if e["agent"] in app.opaque and e.get("content_ref")} == app.opaque
+    # An agent handing the run on: its output is the update it handed over, its handoff a decision of its own.
+    handed = {e["agent"]: _captured_text(out, e["content_ref"]) for e in nodes if e["agent"] in app.handed}
+    assert handed == {name: json.dumps(update, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+                      for name, update in app.handed.items()}
+    assert Counter((e["agent"], e["to"]) for e in events if e.get("handoff")) == Counter(
+        (name, choice.choice) for choice in app.choices for name in app.handed if choice.decider == name)
     humans = Counter((e["agent"], e["label"]) for e in events if e["type"] == "human_intervention")
     assert humans == app.humans
     # Active time: what the invocations took at most; the human's pauses before the resumes are idle.
@@ -346,6 +352,23 @@ def test_a_graph_that_asks_a_human_is_one_episode_across_its_resumes(
     provider = TracerProvider(shutdown_on_exit=False)
     outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
                              capture_content=True)
+    for way in WAYS:
+        trace, turns = outputs[way].only()
+        (tmp_path / f"exports-{way}").mkdir()
+        check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_graph_handing_off_is_written_with_what_it_handed_on(
+        tmp_path: Path, collector: RunningCollector, seed: int) -> None:
+    """A random graph with an agent (a subgraph) whose last step hands the run on to the next node with
+    ``Command.PARENT`` and an update: its return carries the update it handed on, its handoff is a decision
+    to that node, and the graph's other nodes are written as they ran."""
+    app = draw_graph(2000 + seed, hands_off=True)
+    provider = TracerProvider(shutdown_on_exit=False)
+    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
+                             capture_content=True)
+    assert app.handed
     for way in WAYS:
         trace, turns = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
