@@ -27,6 +27,7 @@ with that command.
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -144,10 +145,18 @@ class Gateway:
                   for path in _ENDPOINTS for prefix in ("", "/e/{episode}")]
         return Starlette(routes=routes)
 
+    def _known(self, authorization: str) -> bool:
+        """Whether ``authorization`` carries one of the callers' tokens; every token compared in constant
+        time (a set lookup's timing would tell a guesser how close a guess hashes)."""
+        presented = authorization.removeprefix("Bearer ").encode()
+        found = False
+        for token in self.tokens:
+            found |= hmac.compare_digest(presented, token.encode())
+        return found
+
     def _handler(self, endpoint: str) -> Any:
         async def handle(request: Request) -> Response:
-            bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-            if self.tokens and bearer not in self.tokens:
+            if self.tokens and not self._known(request.headers.get("authorization", "")):
                 return PlainTextResponse("missing or wrong bearer token", status_code=401,
                                          headers={"WWW-Authenticate": "Bearer"})
             try:
