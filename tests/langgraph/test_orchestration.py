@@ -92,6 +92,37 @@ async def test_send_fan_out_spawns_and_aggregate_links(spans: Spans, use_async: 
     assert_no_errors(spans)
 
 
+class CountedPacket:
+    """A Send payload that counts its serializations (a content ref serializes it through ``model_dump``)."""
+
+    def __init__(self, item: str) -> None:
+        self.item = item
+        self.dumps = 0
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        self.dumps += 1
+        return {"item": self.item}
+
+
+def test_a_send_payload_is_serialized_once_for_its_spawn_and_its_worker(spans: Spans) -> None:
+    """The spawn's ref is the worker's input ref (the same object reaches the worker): hashed once."""
+    packets = [CountedPacket(item) for item in "xyz"]
+
+    def work(packet: Any) -> dict[str, Any]:
+        return {"results": [packet.item.upper()]}
+
+    g = StateGraph(MapState)
+    g.add_node("work", work)
+    g.add_conditional_edges(START, lambda state: [Send("work", p) for p in packets], ["work"])
+    g.add_edge("work", END)
+    assert g.compile(name="fan").invoke({"items": [], "results": []})["results"] == ["X", "Y", "Z"]
+    assert [p.dumps for p in packets] == [1, 1, 1]
+    refs = {content_ref({"item": item}) for item in "xyz"}
+    spawns = spans.events(spans.one("invoke_workflow fan"), sc.EVENT_SPAWN)
+    assert {s[sc.ORCH_CONTENT_REF] for s in spawns} == refs
+    assert {w.attributes[sc.ORCH_INPUT_REF] for w in spans.named("work")} == refs
+
+
 def test_each_send_is_the_spawn_of_the_worker_that_took_its_packet(spans: Spans) -> None:
     map_reduce().invoke({"items": [], "results": []})
     written, _ = convert(spans.all)

@@ -55,11 +55,12 @@ class Events:
         # Every caller checked that the span records before building the attributes.
         self.span.add_event(name, attributes)
 
-    def _content(self, attributes: Attributes, content: Any) -> None:
-        """The content's ref always; the (redacted, truncated) content itself only with capture on."""
+    def _content(self, attributes: Attributes, content: Any, ref: str | None = None) -> None:
+        """The content's ref always (``ref``: computed by the caller already); the (redacted, truncated)
+        content itself only with capture on."""
         if content is None:
             return
-        attributes[sc.ORCH_CONTENT_REF] = content_ref(content)
+        attributes[sc.ORCH_CONTENT_REF] = ref or content_ref(content)
         captured = capture_value(content, self.capture)
         if captured is not None:
             attributes.update(captured.attributes(sc.ORCH_CONTENT))
@@ -75,12 +76,13 @@ class Events:
 
     @failsafe(default=None)
     def spawn(self, agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
-              reason: str | None = None, content: Any = None) -> None:
+              reason: str | None = None, content: Any = None, ref: str | None = None) -> None:
         """A new agent instance is created (matched to that agent's next span by the collector);
-        ``content``: what it is given (e.g. a fan-out's payload)."""
+        ``content``: what it is given (e.g. a fan-out's payload), ``ref``: its content ref when the caller
+        computed it already."""
         if self.span.is_recording():
             attributes = self._target(agent, agent_id, role, reason)
-            self._content(attributes, content)
+            self._content(attributes, content, ref)
             self._emit(sc.EVENT_SPAWN, attributes)
 
     @failsafe(default=None)
@@ -122,9 +124,11 @@ class Events:
         aggregate, stop) or a free label, with the chosen target and the options considered."""
         if self.span.is_recording():
             attributes: Attributes = {sc.ORCH_DECISION_KIND: str(kind)}
-            if target is not None:
-                attributes[sc.ORCH_TARGET_AGENT] = agent_name_role(target)[0]
-            _put(attributes, sc.ORCH_REASON, reason)
+            if target is not None:  # a name (an integration's routes) is the common case: no lookup
+                name = target if type(target) is str else agent_name_role(target)[0]
+                attributes[sc.ORCH_TARGET_AGENT] = name
+            if reason is not None:
+                attributes[sc.ORCH_REASON] = reason
             if options is not None:
                 attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
             self._emit(sc.EVENT_DECISION, attributes)
@@ -136,11 +140,12 @@ class Events:
         ``options``: the alternatives it had."""
         if self.span.is_recording():
             attributes: Attributes = {}
-            _put(attributes, sc.ORCH_REASON, reason)
+            if reason is not None:
+                attributes[sc.ORCH_REASON] = reason
             if options is not None:
                 attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
             if sender is not None:
-                attributes[sc.ORCH_FROM] = agent_name_role(sender)[0]
+                attributes[sc.ORCH_FROM] = sender if type(sender) is str else agent_name_role(sender)[0]
             self._emit(sc.EVENT_STOP, attributes)
 
     @failsafe(default=None)

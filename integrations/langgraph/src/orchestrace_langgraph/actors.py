@@ -105,6 +105,8 @@ class Run(Actor):
     #: Fixed routes taken by completed nodes and not recorded yet: (step, target).
     _wiring: list[tuple[object, str]] = field(default_factory=list)
     _sends: list[SendResult] = field(default_factory=list)
+    #: id() of a Send's payload -> (the payload, its content ref), until the task it starts reads it.
+    _packets: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def top(self) -> Run:
@@ -150,6 +152,20 @@ class Run(Actor):
         with self._lock:
             self._sends.append(result)
 
+    def sent(self, packet: Any, ref: str) -> None:
+        """A ``Send``'s payload was hashed for its spawn: the task it starts takes that ref (the same object
+        reaches it) instead of hashing it again. Bounded: a payload whose task never reads it (a ToolNode's)
+        is dropped with the others past ``_MAX_PACKETS``."""
+        packets = self._packets
+        if len(packets) >= _MAX_PACKETS:
+            packets.clear()
+        packets[id(packet)] = (packet, ref)
+
+    def packet_ref(self, packet: Any) -> str | None:
+        """The ref :meth:`sent` recorded for this very object, once (single dict operations: no lock)."""
+        found = self._packets.pop(id(packet), None)
+        return found[1] if found is not None and found[0] is packet else None
+
     def take_aggregate_inputs(self, triggers: Collection[str]) -> list[SpanContext]:
         """Span contexts of the pushed tasks whose writes trigger a node; each is handed out once."""
         if not self._sends:  # most nodes of most runs: no lock, no set
@@ -160,6 +176,10 @@ class Run(Actor):
             if hits:
                 self._sends = [s for s in self._sends if not (s.channels & wanted)]
         return [s.span_context for s in hits]
+
+
+#: Send payloads a run keeps for the tasks they start (see ``Run.sent``).
+_MAX_PACKETS = 1024
 
 
 def _later(step: object, before: object) -> bool:

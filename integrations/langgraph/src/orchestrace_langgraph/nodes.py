@@ -141,7 +141,7 @@ class NodeTracer:
         elif not isinstance(read.first_step, ToolNode):
             # What its Send gave it (the Send's spawn has the same ref): the collector gives each spawn of a
             # fan-out to the task that took its payload, whichever started first.
-            packet = _packet_ref(read.input)
+            packet = (run.packet_ref(read.input) if run is not None else None) or _packet_ref(read.input)
             if packet is not None:
                 attrs[sc.ORCH_INPUT_REF] = packet
         step = read.step
@@ -186,7 +186,7 @@ class NodeTracer:
             if actor is not None:
                 sends = compat.sends_written(started.task)
                 if sends:
-                    routing.record_sends(actor, sends)
+                    routing.record_sends(actor, sends, started.run)
             if exc is None and started.run is not None and started.run.edges:
                 routing.record_wiring(started.run, read.name, read.step)
             if isinstance(exc, ParentCommand):

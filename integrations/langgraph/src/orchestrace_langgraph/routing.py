@@ -42,6 +42,7 @@ from orchestrace_langgraph.actors import (
     current_actor,
     current_run,
 )
+from orchestrace_langgraph.content import content_ref
 from orchestrace_langgraph.values import handed_off
 
 #: ``orchestrace.reason`` of a stop: how the route to ``END`` was taken.
@@ -64,7 +65,9 @@ def _goto_list(goto: Any) -> list[Any]:
     return list(goto) if isinstance(goto, (list, tuple)) else [goto]
 
 
-def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
+def record_sends(actor: Actor, sends: Sequence[Send], run: Run | None = None) -> None:
+    """A spawn decision and a spawn per packet; ``run`` (the graph run the packets' tasks belong to) keeps
+    each payload's ref for the task it starts."""
     if not sends:
         return
     targets = sorted({s.node for s in sends})
@@ -72,7 +75,10 @@ def record_sends(actor: Actor, sends: Sequence[Send]) -> None:
     events.decide(sc.DECISION_SPAWN, target=targets[0] if len(targets) == 1 else None,
                   options=targets[:_MAX_OPTIONS])
     for send in sends:
-        events.spawn(send.node, content=send.arg)
+        ref = content_ref(send.arg)
+        if run is not None:
+            run.sent(send.arg, ref)
+        events.spawn(send.node, content=send.arg, ref=ref)
 
 
 def record_wiring(run: Run, source: str, step: object) -> None:
