@@ -80,6 +80,47 @@ def test_compiled_and_pure_python_write_the_same_bytes(tmp_path: Path) -> None:
     assert written == _files(tmp_path / "pure")
 
 
+# What code does with a span (the decoder builds it, tests replace fields, Ray pickles it), printed.
+_SPAN = """
+import dataclasses
+import pickle
+
+import orchestrace_collector.spans as spans
+from orchestrace_collector.spans import Span, SpanEvent
+
+bare = Span("ab" * 16, "01" * 8, None, "root", 1, 9)
+full = Span("ab" * 16, "02" * 8, "01" * 8, "child", 2, 3, 3, {"k": (1, "v")}, (SpanEvent("e", 2),), (), 2,
+            "x", {"service.name": "s"}, "scope")
+other = Span("ab" * 16, "01" * 8, None, "root", 1, 9)
+print(repr(bare), repr(full))
+print(bare == other, bare.attributes is not other.attributes, bare.resource is not other.resource)
+print(dataclasses.replace(full, name="renamed", attributes={}))
+print(pickle.loads(pickle.dumps(full)) == full, [f.name for f in dataclasses.fields(Span)])
+print(spans.__file__.endswith(".py"))
+"""
+
+
+@needs_build
+def test_a_compiled_span_is_the_dataclass_pure_python_has() -> None:
+    """``Span`` is compiled (a native class, its own ``__init__``): built, compared, replaced, pickled and
+    printed as the pure-Python dataclass is."""
+    manifest = _compiled.read_manifest()
+    assert manifest is not None and _compiled.is_current(manifest), _MISSING
+    outputs = {}
+    for pure in (False, True):
+        env = {k: v for k, v in os.environ.items() if k != _compiled.PURE_PYTHON_ENV}
+        if pure:
+            env[_compiled.PURE_PYTHON_ENV] = "1"
+        done = subprocess.run([sys.executable, "-c", _SPAN], capture_output=True, text=True, timeout=60,
+                              check=False, env=env)
+        assert done.returncode == 0, done.stderr
+        *lines, source = done.stdout.splitlines()
+        assert source == str(pure), "compiled spans.py in use unless pure Python is forced"
+        outputs[pure] = lines
+    assert outputs[False] == outputs[True]
+    assert outputs[True][1] == "True True True" and outputs[True][3].startswith("True")
+
+
 def _stale_copy(tmp_path: Path) -> dict[str, Any]:
     manifest = _compiled.read_manifest()
     assert manifest is not None, _MISSING
@@ -102,7 +143,7 @@ def test_a_stale_build_is_not_used_and_says_so_once(tmp_path: Path, caplog: pyte
     current = _compiled.CompiledFinder(_compiled.BUILD_DIR, _compiled.read_manifest() or {})
     spec = current.find_spec("orchestrace_collector.convert.events")
     assert spec is not None and spec.origin is not None and spec.origin.endswith(_compiled.SUFFIX)
-    assert current.find_spec("orchestrace_collector.decode") is None  # not compiled
+    assert current.find_spec("orchestrace_collector.assemble") is None  # not compiled
 
 
 @needs_build
@@ -142,7 +183,8 @@ def test_the_manifest_covers_what_the_compiled_code_reads() -> None:
     # Not what a function imports when it runs (``convert_spans``'s Assembler): editing it keeps the build.
     assert "collector/src/orchestrace_collector/assemble.py" not in sources
     assert "orchestrace_collector.convert.events" in manifest["modules"]
-    assert "orchestrace_collector.decode" not in manifest["modules"]
+    assert "orchestrace_collector.spans" in manifest["modules"]
+    assert "orchestrace_collector.assemble" not in manifest["modules"]
 
 
 def _build_script() -> ModuleType:

@@ -130,10 +130,13 @@ def may_exceed(turns: Sequence[Mapping[str, Any]], max_bytes: int = DEFAULT_MAX_
 
 
 def _long(fields: Mapping[str, Any], names: Sequence[str]) -> bool:
+    # ``in`` and ``[]``, not ``.get``: compiled, a Mapping's ``get`` is a method looked up and called per name
+    # (most names are absent), the operators one C call each.
     for name in names:
-        value = fields.get(name)
-        if value is not None and len(value) > ID_CHARS:
-            return True
+        if name in fields:
+            value = fields[name]
+            if value is not None and len(value) > ID_CHARS:
+                return True
     return False
 
 

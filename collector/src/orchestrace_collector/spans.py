@@ -8,7 +8,7 @@ its fields are trusted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from orchestrace_semconv import ORCH_LINK_TYPE
@@ -36,7 +36,10 @@ class SpanLink:
     attributes: Attributes = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+# Its own ``__init__`` (the fields' defaults again): compiled by mypyc (``collector/build_mypyc.py``) it is
+# native, where the one ``dataclass`` generates runs interpreted, through a checked setattr per field (most of
+# what decoding a received span cost).
+@dataclass(slots=True, init=False)
 class Span:
     trace_id: str  # 32 lowercase hex
     span_id: str  # 16 lowercase hex
@@ -54,6 +57,42 @@ class Span:
     status_message: str = ""
     resource: Attributes = field(default_factory=dict)
     scope: str = ""
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        kind: int = 1,
+        attributes: Attributes | None = None,
+        events: Sequence[SpanEvent] = (),
+        links: Sequence[SpanLink] = (),
+        status_code: int = STATUS_UNSET,
+        status_message: str = "",
+        resource: Attributes | None = None,
+        scope: str = "",
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.kind = kind
+        self.attributes = {} if attributes is None else attributes
+        self.events = events
+        self.links = links
+        self.status_code = status_code
+        self.status_message = status_message
+        self.resource = {} if resource is None else resource
+        self.scope = scope
+
+    def __reduce__(self) -> tuple[type[Span], tuple[Any, ...]]:
+        # Compiled, the class makes its instances through ``__init__``: pickle (Ray) passes it the fields.
+        return Span, tuple([getattr(self, f.name) for f in fields(self)])
 
 
 def continued_link(span: Span) -> tuple[str, str] | None:
