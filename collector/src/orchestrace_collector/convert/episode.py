@@ -17,7 +17,7 @@ from .content import ContentStore
 from .credit import Credit, Shape, assign, causal_path, check_strategy, uncredited
 from .edges import EdgeRec, build_edges
 from .events import Ev, EventSet, build_events
-from .forest import Forest, Node, build_forest
+from .forest import Forest, build_forest
 from .gcpause import gc_paused
 from .kinds import Decision, EventType
 from .metrics import active_wall_clock_ns, recorded_waits, structural_metrics
@@ -214,11 +214,6 @@ def _activation_waits(ev: Ev, t0: int) -> list[float] | None:
     return [_seconds(t, t0) for pairs in recorded for pair in pairs for t in pair]
 
 
-def _concurrent(node: Node | None) -> bool:
-    """Its span ran beside its parent (handed to a worker): not time its parent spent on it."""
-    return node is not None and node.span.attributes.get(sc.ORCH_CONCURRENT) is True
-
-
 def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: float | None,
            trusted: bool | None) -> dict[str, Any]:
     """The event's record: ``model.Event``'s fields in declaration order, those with a value (``tokens`` of
@@ -276,8 +271,12 @@ def _event(ev: Ev, t0: int, tokens: int | None, reward: float | None, credit: fl
         if waits is not None:
             out["waits"] = waits
     node = ev.node
-    if ev.type in _LASTING and _concurrent(ev.owner.node if ev.type == "return" else node):
-        out["concurrent"] = True
+    if ev.type in _LASTING:
+        # Its span ran beside its parent (handed to a worker): not time its parent spent on it. Read inline,
+        # as for a turn: no call per event.
+        lasting = ev.owner.node if ev.type == "return" else node
+        if lasting is not None and lasting.span.attributes.get(sc.ORCH_CONCURRENT) is True:
+            out["concurrent"] = True
     if node is not None:
         out["span_id"] = node.span.span_id
         out["otel_trace_id"] = node.span.trace_id
@@ -326,7 +325,7 @@ def _turn(rec: TurnRec, trace_id: str, task_id: str, t0: int, events: list[Ev], 
         out["provider"] = rec.provider
     out["t"] = (rec.node.start_ns - t0) / _NS  # its span's: at or after t0 (see ``_event``)
     out["t_end"] = (rec.node.end_ns - t0) / _NS
-    if _concurrent(rec.node):
+    if rec.node.span.attributes.get(sc.ORCH_CONCURRENT) is True:  # ran beside its parent (see ``_event``)
         out["concurrent"] = True
     if rec.input_tokens is not None:
         out["input_tokens"] = rec.input_tokens
