@@ -386,6 +386,7 @@ def test_decoded_batches_waiting_for_assembly_are_bounded(
     """Past ``max_queued_bytes`` of decoded batches queued for assembly, a request waits, before it is
     decoded or logged, until the assembly thread takes batches off; one that waits too long is refused
     unlogged (503, the sender retries). Every accepted span is written, once."""
+    assert (ingest_module.MAX_QUEUED_BYTES, ingest_module.QUEUE_WAIT_S) == (32 << 20, 5), "docs/collector.md"
     monkeypatch.setattr(ingest_module, "QUEUE_WAIT_S", 0.2)
     wal = WriteAheadLog(tmp_path / "wal")
     writer = TraceDirWriter(tmp_path)
