@@ -134,8 +134,9 @@ def test_sampling_parameters_and_tools_reach_the_turn(tmp_path: Path) -> None:
             },
         },
     ]
-    written = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
-    assert written and not any("sk-not-recorded" in text for text in written)
+    # Every file, the collector's binary write-ahead log too: the key must be nowhere on disk.
+    written = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not any(b"sk-not-recorded" in data for data in written)
 
 
 def test_long_prompt_and_completion_are_kept_whole(tmp_path: Path) -> None:
