@@ -260,3 +260,14 @@ def test_a_second_collector_on_the_same_output_is_refused(collector: RunningColl
     done = runner.invoke(app, ["collect", "--out", str(collector.out), "--port", "0", "--grpc-port", "0"])
     assert done.exit_code == 1 and "in use by another process" in done.output, done.output
     assert collector.process.poll() is None  # the first one runs on
+
+
+def test_the_ray_engine_refuses_an_output_that_holds_written_episodes(tmp_path: Path) -> None:
+    """Ray's engine does not replay ``OUT/wal``: into a directory a local convert wrote, a straggler's span
+    would be an episode of its own, so it is refused before anything starts (docs/provenance.md)."""
+    dump, out = str(GOLDEN / "autogen_spans.jsonl"), tmp_path / "out"
+    assert runner.invoke(app, ["convert", dump, "--out", str(out)]).exit_code == 0
+    before = latest_traces([out])
+    done = runner.invoke(app, ["convert", dump, "--out", str(out), "--engine", "ray"])
+    assert done.exit_code == 1 and "--engine local" in done.output, done.output
+    assert latest_traces([out]) == before

@@ -372,7 +372,9 @@ def convert(
     credit: CreditOption = "causal",
 ) -> None:
     """Convert span dumps offline into the same output directory that collect writes."""
+    from orchestrace_collector.assemble import WRITTEN_INDEX
     from orchestrace_collector.offline import input_files, load_engine
+    from orchestrace_collector.output import WAL_DIR
 
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
@@ -381,6 +383,11 @@ def convert(
         raise _fail("no input files")
     if address is not None and engine != "ray":
         raise _fail("--address is for --engine ray")
+    if engine == "ray" and (out / WAL_DIR / WRITTEN_INDEX).exists():
+        # Ray's engine does not replay what the directory remembers: a late span of an episode written
+        # there would become an episode of its own (the one rule, docs/provenance.md, would not hold).
+        raise _fail(f"{out} already holds written episodes ({WAL_DIR}/{WRITTEN_INDEX}), which --engine ray "
+                    "does not read: use --engine local to add to it, or a new --out")
     try:
         run = load_engine(engine)
     except ValueError as exc:
