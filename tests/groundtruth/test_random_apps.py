@@ -329,9 +329,8 @@ def check_graph_app(app: GraphApp, trace: dict[str, Any], turns: list[dict[str, 
     assert all(r["agent"] == app.name and r["turn_id"] is None for r in fixed)  # the graph's wiring
 
 
-@pytest.mark.parametrize("seed", range(16))
-def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
-    app = draw_graph(seed)
+def _check_graph_three_ways(tmp_path: Path, collector: RunningCollector, app: GraphApp) -> None:
+    """Run ``app`` through trace_dir, convert and collect, and check each one episode against its truth."""
     provider = TracerProvider(shutdown_on_exit=False)
     outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
                              capture_content=True)
@@ -339,6 +338,11 @@ def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningC
         trace, turns = outputs[way].only()
         (tmp_path / f"exports-{way}").mkdir()
         check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_random_graph_is_written_as_it_ran(tmp_path: Path, collector: RunningCollector, seed: int) -> None:
+    _check_graph_three_ways(tmp_path, collector, draw_graph(seed))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -348,14 +352,7 @@ def test_a_graph_that_asks_a_human_is_one_episode_across_its_resumes(
     call that runs again on every resume), run with a checkpointer and resumed with ``Command(resume=...)``
     after a human's pause until it ends: one episode, each question and answer a human intervention, the
     asking node's reruns its activations and turns, the pauses not active time."""
-    app = draw_graph(1000 + seed, asks=True)
-    provider = TracerProvider(shutdown_on_exit=False)
-    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
-                             capture_content=True)
-    for way in WAYS:
-        trace, turns = outputs[way].only()
-        (tmp_path / f"exports-{way}").mkdir()
-        check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
+    _check_graph_three_ways(tmp_path, collector, draw_graph(1000 + seed, asks=True))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -365,14 +362,8 @@ def test_a_graph_handing_off_is_written_with_what_it_handed_on(
     ``Command.PARENT`` and an update: its return carries the update it handed on, its handoff is a decision
     to that node, and the graph's other nodes are written as they ran."""
     app = draw_graph(2000 + seed, hands_off=True)
-    provider = TracerProvider(shutdown_on_exit=False)
-    outputs = run_three_ways(tmp_path, collector, lambda: run_graph_app(app, provider), provider=provider,
-                             capture_content=True)
+    _check_graph_three_ways(tmp_path, collector, app)
     assert app.handed
-    for way in WAYS:
-        trace, turns = outputs[way].only()
-        (tmp_path / f"exports-{way}").mkdir()
-        check_graph_app(app, trace, turns, outputs[way].out, tmp_path / f"exports-{way}")
 
 
 @pytest.mark.parametrize("seed", range(4))
