@@ -46,10 +46,12 @@ def every_field() -> list[Span]:
     """An episode whose records carry the fields no golden dump has: a decision with options and a label,
     a safety finding's severity and source, failed tools and model calls, an orphan (incomplete), tool
     answers with names, a cut stream, completion token ids, a policy version, a prompt whose stored prefix is
-    missing (prompt_incomplete)."""
+    missing (prompt_incomplete), a lead that handed work out (waits), a model call and a tool that ran
+    beside it (concurrent)."""
     s = Spans("cd" * 16)
     root = s.workflow("team", 0, 10, **{sc.ORCH_TASK_ID: "task"})
-    lead = s.agent("lead", 0.5, 9, root, role="orchestrator", **{sc.GEN_AI_AGENT_ID: "lead-1"}, events=[
+    lead = s.agent("lead", 0.5, 9, root, role="orchestrator", **{sc.GEN_AI_AGENT_ID: "lead-1",
+                                                                   sc.ORCH_WAITS: ()}, events=[
         event(sc.EVENT_DECISION, 1.0, **{sc.ORCH_DECISION_KIND: "route",
                                          sc.ORCH_DECISION_OPTIONS: ("a", "b")}),
         event(sc.EVENT_SAFETY, 1.5, **{sc.ORCH_SAFETY_SEVERITY: "high", sc.ORCH_SAFETY_SOURCE: "c1"}),
@@ -62,10 +64,11 @@ def every_field() -> list[Span]:
         sc.GEN_AI_OUTPUT_MESSAGES: json.dumps(reply),
         sc.ORCH_COMPLETION_TOKEN_IDS: (4, 5), sc.ORCH_POLICY_VERSION: "v3",
         sc.ORCH_COMPLETION_INCOMPLETE: True,
-        sc.ORCH_PREFIX_SPAN_ID: "f" * 16, sc.ORCH_PREFIX_LENGTH: 2,
+        sc.ORCH_PREFIX_SPAN_ID: "f" * 16, sc.ORCH_PREFIX_LENGTH: 2, sc.ORCH_CONCURRENT: True,
     })
     s.chat(3.5, 4, lead, **{sc.ERROR_TYPE: "Timeout"}).status_code = STATUS_ERROR
-    s.tool("lookup", 4.5, 5, lead, **{sc.ERROR_TYPE: "ValueError"}).status_code = STATUS_ERROR
+    s.tool("lookup", 4.5, 5, lead,
+           **{sc.ERROR_TYPE: "ValueError", sc.ORCH_CONCURRENT: True}).status_code = STATUS_ERROR
     s.tool("lost", 6, 7, root).parent_span_id = "e" * 16
     return s.spans
 
