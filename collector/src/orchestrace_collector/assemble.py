@@ -309,8 +309,10 @@ class Assembler:
         self._written: OrderedDict[str, int] = OrderedDict()  # key -> last revision written (bounded)
         self._writes: dict[str, WriteRecord] = {}  # key -> its last write, for the keys of ``_written``
         self._written_traces: dict[str, str] = {}  # OTel trace id -> key, from ``_writes[key].traces``
-        #: :func:`span_hash` of the spans of episodes let go (no longer retained), newest last; bounded.
-        self._released: dict[int, None] = {}
+        #: :func:`span_hash` of the spans of episodes let go (no longer retained), newest last; bounded. An
+        #: OrderedDict: dropping its oldest is O(1), where a dict's first live entry is found by skipping
+        #: every slot deleted before it (letting go was quadratic in the spans let go).
+        self._released: OrderedDict[int, None] = OrderedDict()
         self.remember_spans = remember_spans
         #: Spans absorbed as copies of spans already held or written (retries, re-sends).
         self.duplicates = 0
@@ -719,7 +721,7 @@ class Assembler:
         if self.remember_spans:
             self._released.update(dict.fromkeys(old.hashes))
             for _ in range(len(self._released) - self.remember_spans):
-                del self._released[next(iter(self._released))]
+                self._released.popitem(last=False)
         for trace_id in old.otel_traces:
             if self._trace_keys.get(trace_id) == old_key:
                 del self._trace_keys[trace_id]
