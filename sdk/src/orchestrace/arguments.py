@@ -127,7 +127,7 @@ class ToolArguments:
     ``*args`` is a list under its name, ``**kwargs`` are merged in; the ``tool_call_id`` keyword (the call's
     id, not an argument) is left out. Built once per decorated function."""
 
-    __slots__ = ("signature",)
+    __slots__ = ("_names", "_plain", "signature")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         try:
@@ -139,10 +139,21 @@ class ToolArguments:
             if parameters and parameters[0].name in ("self", "cls"):  # a method's calls come without it
                 signature = signature.replace(parameters=parameters[1:])
         self.signature = signature
+        # Plain parameters only (no *args, **kwargs, positional- or keyword-only, nor one named tool_call_id):
+        # a call is bound by position and name directly, as Signature.bind would (which costs about as much
+        # as the rest of the span).
+        params = list(signature.parameters.values()) if signature is not None else []
+        plain = signature is not None and "tool_call_id" not in signature.parameters and all(
+            p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        self._plain = tuple((p.name, p.default) for p in params) if plain else None
+        self._names = frozenset(p.name for p in params)
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         if self.signature is None:
             return call_input(args, kwargs)
+        plain = self._plain
+        if plain is not None and len(args) <= len(plain):
+            return self._bind_plain(plain, args, kwargs)
         given = {name: value for name, value in kwargs.items() if name != "tool_call_id"}
         try:
             bound = self.signature.bind(*args, **given)
@@ -159,3 +170,20 @@ class ToolArguments:
             else:
                 arguments[name] = list(value) if kind is inspect.Parameter.VAR_POSITIONAL else value
         return arguments
+
+    def _bind_plain(self, plain: tuple[tuple[str, Any], ...], args: Sequence[Any],
+                    kwargs: Mapping[str, Any]) -> Any:
+        arguments = dict(zip((name for name, _ in plain), args, strict=False))
+        for name, value in kwargs.items():
+            if name == "tool_call_id":
+                continue
+            if name in arguments or name not in self._names:  # refused by the function: as it was made
+                return call_input(args, kwargs)
+            arguments[name] = value
+        if len(arguments) < len(plain):
+            for name, default in plain:
+                if name not in arguments:
+                    if default is inspect.Parameter.empty:  # missing: refused by the function
+                        return call_input(args, kwargs)
+                    arguments[name] = default
+        return {name: arguments[name] for name, _ in plain}  # the signature's order, as bind gives it
