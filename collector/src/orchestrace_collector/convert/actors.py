@@ -121,7 +121,9 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
     top_level: dict[str, Instance] = {}
     stand_in: Instance | None = None
     tool_nodes: set[str] = set()
-    tools_in_run: dict[int, list[Node]] = {}  # id(run instance) -> tool calls of the agents directly in it
+    # id(run instance) -> the tool calls of the agents directly in it, by lower-cased tool name (a run holds
+    # few names and may hold thousands of calls: each agent looks only at the names it could be).
+    tools_in_run: dict[int, dict[str, list[Node]]] = {}
     # By node.pre, the nodes' position in forest.nodes: each set in the loop below, in that order (an
     # assignment, no call per span).
     owners = cast("list[Instance]", [None] * len(forest.nodes))
@@ -132,7 +134,7 @@ def assign_instances(forest: Forest, fallback_name: str) -> Actors:
             if node.kind is K_TOOL and enclosing is not None:
                 run = enclosing.parent
                 if run is not None and run.sub_kind == WORKFLOW:
-                    tools_in_run.setdefault(id(run), []).append(node)
+                    tools_in_run.setdefault(id(run), {}).setdefault(node.name.lower(), []).append(node)
             if node.sub_kind == TOOL_NODE and enclosing is not None:
                 name = node.name
                 tool_nodes.add(name)
@@ -251,17 +253,22 @@ def _numbering_key(inst: Instance, sent: _Sent) -> tuple[int, int, int]:
     return inst.start_ns, 0, inst.start_ns
 
 
-def _caller_by_tool(tools: list[Node], owners: list[Instance], node: Node, name: str) -> Instance | None:
-    """The agent that called ``node`` (an agent named ``name`` the run holds directly) as a tool: one whose
-    tool call, named after it, was running the whole time it ran. OpenLLMetry's OpenAI Agents instrumentation
-    puts an agent called as a tool (``as_tool``) beside its caller in the run instead of under the tool's
-    span."""
+def _caller_by_tool(tools: dict[str, list[Node]], owners: list[Instance], node: Node,
+                    name: str) -> Instance | None:
+    """The agent that called ``node`` (an agent named ``name`` the run holds directly) as a tool: the latest
+    tool call named after it that was running the whole time it ran. OpenLLMetry's OpenAI Agents
+    instrumentation puts an agent called as a tool (``as_tool``) beside its caller in the run instead of under
+    the tool's span."""
     name = name.lower()
-    for tool in reversed(tools):
-        running = tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns
-        if running and name in tool.name.lower():
-            return owners[tool.pre]
-    return None
+    found: Node | None = None
+    for tool_name, calls in tools.items():
+        if name in tool_name:
+            for tool in reversed(calls):
+                if tool.start_ns <= node.start_ns and node.end_ns <= tool.end_ns:
+                    if found is None or tool.pre > found.pre:
+                        found = tool
+                    break
+    return owners[found.pre] if found is not None else None
 
 
 def _named_after_its_root_agent(parent: Node, node: Node) -> bool:
