@@ -206,7 +206,11 @@ _LASTING: frozenset[EventType] = frozenset({"return", "tool_call", "aggregate"})
 def _activation_waits(ev: Ev, t0: int) -> list[float] | None:
     """A ``return``'s activation's recorded waits for work it handed out (its spans' ``orchestrace.waits``),
     flat ``[start, end, ...]`` seconds; None when none of its spans records them."""
-    nodes = [n for n in dict.fromkeys((ev.owner.node, ev.owner.last)) if n is not None]
+    first, last = ev.owner.node, ev.owner.last
+    if (first is None or sc.ORCH_WAITS not in first.span.attributes) and (
+            last is None or sc.ORCH_WAITS not in last.span.attributes):
+        return None  # most returns: no span of theirs handed work out (no call, list or generator made)
+    nodes = [n for n in dict.fromkeys((first, last)) if n is not None]
     waits = (recorded_waits(n.span.attributes.get(sc.ORCH_WAITS)) for n in nodes)
     recorded = [w for w in waits if w is not None]
     if not recorded:
