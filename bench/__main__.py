@@ -1,7 +1,8 @@
 """Run the benchmarks: ``python -m bench`` (full sizes, as ``make bench``) or ``python -m bench --quick``.
 
 Writes ``results.json`` and ``results.md`` (and the scaling plot, and profiles) to ``--out``
-(default ``bench/results``). A benchmark that fails is recorded with its error and the others still run.
+(default ``bench/results``, and then the README's performance row too). A benchmark that fails is
+recorded with its error and the others still run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ BENCHMARKS: dict[str, Callable[[Path, bool], dict[str, Any]]] = {
     "long_episode": long_episode.run,
 }
 RESULTS_DIR = Path(__file__).parent / "results"
+#: Its performance row shows the figures of ``RESULTS_DIR`` (tests/test_readme.py checks they agree).
+README = Path(__file__).parent.parent / "README.md"
 
 
 def main() -> None:
@@ -73,6 +76,8 @@ def main() -> None:
     json_path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     (args.out / "results.md").write_text(report.markdown(results))
     print(f"wrote {json_path} and {args.out / 'results.md'}")
+    if args.out == RESULTS_DIR and not args.quick:
+        README.write_text(report.with_readme_row(README.read_text(), results))
 
 
 if __name__ == "__main__":

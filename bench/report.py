@@ -484,3 +484,37 @@ def markdown(results: dict[str, Any]) -> str:
         ]
         lines += [f"Not measured: `{r['error']}`", ""] if "error" in r else render(r)
     return "\n".join(lines) + "\n"
+
+
+#: The README's row for docs/performance.md: its figures come from ``results.json`` (a test compares them).
+README_ROW_START = "| [Performance](docs/performance.md) | "
+_ORDER = ("chain3", "supervisor3", "fanout8", "fanout64")
+
+
+def readme_row(results: dict[str, Any]) -> str:
+    """The README's performance row: the issue's two LangGraph figures with the floor and both peers beside
+    them, and the collector's whole-pipeline figure, from one run's results."""
+    lg, collector = results["langgraph"], results["collector"]["ingest"]
+    graphs = [g for g in _ORDER if g in lg["graphs"]]
+
+    def ratios(mode: str) -> str:
+        return " / ".join(f"{lg['graphs'][g][mode]['paired_ratio']:.2f}x" for g in graphs)
+
+    fractions = " / ".join(f"{lg['target'][g]['fraction_of_lighter']:.2f}" for g in graphs)
+    target = lg["ratio_targets"]["orchestrace"]
+    return (
+        f"{README_ROW_START}LangGraph ({', '.join(graphs)}), capture off: {ratios('orchestrace')} "
+        f"uninstrumented (target {target}x; floor {ratios('spans_only')}; OpenInference "
+        f"{ratios('openinference')}; OpenLLMetry {ratios('openllmetry')}); capture on: {fractions} of the "
+        f"lighter peer's added time (target {lg['peer_fraction_target']}); collector "
+        f"{collector['spans_per_collector_cpu_s']:,.0f} spans per CPU-second (target 50,000) |"
+    )
+
+
+def with_readme_row(readme: str, results: dict[str, Any]) -> str:
+    """``readme`` with its performance row replaced by ``results``' (unchanged when a figure is missing)."""
+    try:
+        row = readme_row(results)
+    except KeyError:
+        return readme
+    return "\n".join(row if line.startswith(README_ROW_START) else line for line in readme.split("\n"))

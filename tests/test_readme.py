@@ -4,6 +4,7 @@ moved to docs/ (tests/test_docs.py); its commands run on a fresh clone (test_rea
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -61,3 +62,16 @@ def test_openai_agents_section_is_ten_lines_that_import() -> None:
     run = subprocess.run([sys.executable, "-c", imports + "\nOpenAIAgentsInstrumentor().instrument()"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+def test_the_performance_row_shows_the_last_bench_run() -> None:
+    # `make bench` rewrites the row from its results; a hand edit or a stale row fails here.
+    from bench import report
+
+    results = json.loads((ROOT / "bench" / "results" / "results.json").read_text())
+    row = report.readme_row(results)
+    assert row in README.splitlines()
+    assert report.with_readme_row(README, results) == README
+    changed = json.loads(json.dumps(results))
+    changed["collector"]["ingest"]["spans_per_collector_cpu_s"] += 1000
+    assert report.with_readme_row(README, changed) != README
