@@ -39,10 +39,11 @@ from orchestrace_collector.ingest import Ingest
 from orchestrace_collector.malloc import release_large_blocks
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES
+from orchestrace_collector.output_log import OutputLog
 from orchestrace_collector.receiver_grpc import bind_grpc_server, serve_grpc
 from orchestrace_collector.receiver_http import create_app
 from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
-from orchestrace_collector.wal import FsyncPolicy, WriteAheadLog
+from orchestrace_collector.wal import FsyncPolicy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,31 +162,31 @@ def run_collector(options: CollectorOptions) -> None:
     writer = TraceDirWriter(
         options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
     )
-    try:
-        wal = WriteAheadLog(
-            options.out / WAL_DIR,
+    try:  # another collector or a convert on OUT: LogInUse
+        output = OutputLog(
+            options.out,
+            lambda wal: Assembler(
+                writer,
+                quiet_period_s=options.quiet_period_s,
+                idle_timeout_s=options.idle_timeout_s,
+                converter=options.converter,
+                hook=options.hook,
+                wal=wal,
+                max_open_episodes=options.max_open_episodes,
+            ),
             fsync=options.fsync,
             # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
             segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
             if options.wal_max_bytes and not options.spool_only
             else options.wal_segment_bytes,
             max_bytes=0 if options.spool_only else options.wal_max_bytes,
-            exclusive=True,  # another collector or a convert on OUT: LogInUse
         )
     except OSError:
         http_socket.close()
         grpc_server.stop(None)
         writer.close()
         raise
-    assembler = Assembler(
-        writer,
-        quiet_period_s=options.quiet_period_s,
-        idle_timeout_s=options.idle_timeout_s,
-        converter=options.converter,
-        hook=options.hook,
-        wal=wal,
-        max_open_episodes=options.max_open_episodes,
-    )
+    wal, assembler = output.wal, output.assembler
     forwarder = None
     if options.forward:
         forwarder = Forwarder(
@@ -248,7 +249,7 @@ def run_collector(options: CollectorOptions) -> None:
         deadline = time.monotonic() + options.shutdown_timeout_s
         grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
         left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
-        _step("write-ahead log", wal.close)
+        _step("write-ahead log", output.close)
         _step("output files", writer.close)
         if forwarder is not None:
             _step("forwarding", lambda: forwarder.close(_until(deadline)))

@@ -7,25 +7,25 @@ completes episodes after the quiet period; ``force_flush`` writes every episode 
 ``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the
 application.
 
-What earlier runs wrote into the directory: as ``convert`` does (``offline.py``), the exporter replays
-``OUT/wal`` at start-up, so a span of an episode an earlier process wrote there makes its next revision, and
-logs the spans it retains there at shutdown. Another process writing the directory meanwhile holds it: the
-exporter then writes as if the directory were new (logged).
+What earlier runs wrote into the directory: as every writer of it does (``output_log.OutputLog``), the
+exporter replays ``OUT/wal`` at start-up, so a span of an episode an earlier process wrote there makes its
+next revision, and logs the spans it retains there at shutdown. Another process writing the directory
+meanwhile holds it: the exporter then writes as if the directory were new (logged).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeConverter, EpisodeHook
-from orchestrace_collector.ingest import replay
-from orchestrace_collector.output import WAL_DIR, TraceDirWriter
+from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.output_log import OutputLog
 from orchestrace_collector.spans import Span, SpanEvent, SpanLink
 from orchestrace_collector.wal import WriteAheadLog
 
@@ -75,20 +75,24 @@ class TraceDirExporter(SpanExporter):
         hook: EpisodeHook | None = None,
     ) -> None:
         self._writer = TraceDirWriter(Path(out_dir))
-        self._wal = _open_log(self._writer.out_dir / WAL_DIR)
-        self._assembler = Assembler(
-            self._writer,
-            quiet_period_s=quiet_period_s,
-            idle_timeout_s=idle_timeout_s,
-            converter=converter or EpisodeConverter(credit),
-            hook=hook,
-            wal=self._wal,
-        )
-        if self._wal is not None:
+
+        def build(wal: WriteAheadLog | None) -> Assembler:
+            return Assembler(
+                self._writer,
+                quiet_period_s=quiet_period_s,
+                idle_timeout_s=idle_timeout_s,
+                converter=converter or EpisodeConverter(credit),
+                hook=hook,
+                wal=wal,
+            )
+
+        self._output = _open_output(self._writer.out_dir, build)
+        self._assembler = self._output.assembler if self._output is not None else build(None)
+        if self._output is not None:
             try:
-                replay(self._assembler, self._wal)
+                self._output.replay()
             except Exception:
-                log.exception("orchestrace: TraceDirExporter could not read %s", self._wal.directory)
+                log.exception("orchestrace: TraceDirExporter could not read %s", self._output.wal.directory)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="orchestrace-trace-dir", daemon=True)
         self._ticker.start()
@@ -120,14 +124,13 @@ class TraceDirExporter(SpanExporter):
         self._stop.set()
         self._ticker.join(timeout=5.0)
         try:
-            self._assembler.flush()
-            if self._wal is not None:
-                self._assembler.keep_retained()
+            if self._output is not None:
+                self._output.finish()
+            else:
+                self._assembler.flush()
         except Exception:
             self._warn("could not write traces at shutdown")
         finally:
-            if self._wal is not None:
-                self._wal.close()
             self._writer.close()
 
     def _tick_loop(self) -> None:
@@ -145,9 +148,9 @@ class TraceDirExporter(SpanExporter):
             log.exception("orchestrace: TraceDirExporter %s in %s", what, self.out_dir)
 
 
-def _open_log(directory: Path) -> WriteAheadLog | None:
+def _open_output(out_dir: Path, build: Callable[[WriteAheadLog], Assembler]) -> OutputLog | None:
     try:
-        return WriteAheadLog(directory, fsync="none", exclusive=True)
+        return OutputLog(out_dir, build)
     except OSError as exc:  # held by another process (LogInUse), or not writable
         # Info, not a warning: processes of one run sharing a directory (parallel rollouts) is a usual setup,
         # and each still writes all it gets, as before.

@@ -2,9 +2,10 @@
 
 What was written before. The output directory remembers, as ``collect`` does, in ``OUT/wal``: the episodes
 written (``written.idx``) and the spans of the newest ones (the assembler's retention budget, logged again
-at the end: :meth:`Assembler.keep_retained`). The local engine replays that first, so a span of an episode
-an earlier convert wrote (a straggler's dump converted later) makes its next revision, and a span already
-written (the same dump again) is absorbed: one rule with the collector's (see ``assemble.py``).
+at the end: :meth:`Assembler.keep_retained`). The local engine replays that first, through the one
+``output_log.OutputLog`` every writer of the directory uses, so a span of an episode an earlier convert wrote
+(a straggler's dump converted later) makes its next revision, and a span already written (the same dump
+again) is absorbed: one rule with the collector's (see ``assemble.py``).
 
 Engines share one signature, ``engine(inputs, writer, *, converter=..., hook=None) -> ConvertResult``, and
 are looked up by name in :data:`ENGINES`: ``local`` (:func:`convert_local`: one process, every span in
@@ -23,10 +24,9 @@ from typing import Protocol
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.convert.gcpause import gc_paused
 from orchestrace_collector.decode import PayloadError, decode_file
-from orchestrace_collector.ingest import replay
-from orchestrace_collector.output import WAL_DIR, TraceDirWriter
+from orchestrace_collector.output import TraceDirWriter
+from orchestrace_collector.output_log import OutputLog
 from orchestrace_collector.spans import Span
-from orchestrace_collector.wal import WriteAheadLog
 
 
 class ConvertResult(Protocol):
@@ -97,10 +97,11 @@ def convert_local(
     spans: list[Span] = []
     files = input_files(inputs)
     before = writer.written
-    wal = WriteAheadLog(writer.out_dir / WAL_DIR, fsync="none", exclusive=True)
-    try:
-        assembler = Assembler(writer, converter=converter, hook=hook, wal=wal)
-        replay(assembler, wal)
+    with OutputLog(
+        writer.out_dir, lambda wal: Assembler(writer, converter=converter, hook=hook, wal=wal)
+    ) as output:
+        assembler = output.assembler
+        output.replay()
         replayed = assembler.duplicates
         # Decoding a dump allocates a few objects per span that all live until the end: without a pause the
         # cyclic collector's full passes over them cost a third of the run (see convert/gcpause.py).
@@ -111,10 +112,6 @@ def convert_local(
                 except PayloadError as exc:
                     bad.append(f"{path}: {exc}")
             assembler.add(spans)
-        assembler.flush()
-        assembler.keep_retained()
-    finally:
-        wal.close()
     return LocalConvertResult(
         files=len(files),
         spans=len(spans),

@@ -55,6 +55,8 @@ MAGIC = b"OWL1"
 _HEADER = struct.Struct("<4sIIB")
 _SUFFIX = ".wal"
 _LOCK = "LOCK"
+#: A segment's size before the log rotates to the next, unless told otherwise.
+SEGMENT_BYTES = 64 << 20
 
 
 class LogInUse(OSError):
@@ -67,7 +69,7 @@ class WriteAheadLog:
         directory: Path,
         *,
         fsync: FsyncPolicy = "batch",
-        segment_bytes: int = 64 << 20,
+        segment_bytes: int = SEGMENT_BYTES,
         interval_s: float = 0.05,
         max_bytes: int = 0,
         suffix: str = _SUFFIX,
