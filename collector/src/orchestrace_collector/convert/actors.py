@@ -40,25 +40,44 @@ from .classify import AGENT, K_ACTOR, K_OTHER, K_TOOL, NODE, TOOL_NODE, WORKFLOW
 from .forest import Forest, Node
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class Instance:
     name: str
     sub_kind: str
     node: Node | None  # the first (outermost) span; None for the stand-in owner of actor-less spans
     start_ns: int
     end_ns: int
-    parent: Instance | None = None
-    label: str = ""
-    activation: int = 0
-    index: int = 0  # position in ``Actors.instances`` (start order)
-    role: str | None = None
-    agent_id: str | None = None
-    children: list[Instance] = field(default_factory=list)
-    last: Node | None = None  # the span that ended last (its output is the instance's result)
-    incomplete: bool = False
+    parent: Instance | None
+    label: str
+    activation: int
+    index: int  # position in ``Actors.instances`` (start order)
+    role: str | None
+    agent_id: str | None
+    children: list[Instance]
+    last: Node | None  # the span that ended last (its output is the instance's result)
+    incomplete: bool
     #: Names of the graph nodes that ran inside this agent as its inner working (routing between them is
     #: the agent's own control flow, not orchestration).
-    inner_nodes: set[str] = field(default_factory=set)
+    inner_nodes: set[str]
+
+    def __init__(self, name: str, sub_kind: str, node: Node | None, start_ns: int, end_ns: int,
+                 parent: Instance | None = None) -> None:
+        # Written out, as ``events.Ev``'s: mypyc compiles this one, where the dataclass's runs interpreted.
+        self.name = name
+        self.sub_kind = sub_kind
+        self.node = node
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.parent = parent
+        self.label = ""
+        self.activation = 0
+        self.index = 0
+        self.role = None
+        self.agent_id = None
+        self.children = []
+        self.last = None
+        self.incomplete = False
+        self.inner_nodes = set()
 
 
 #: How many earlier-started instances of a name ``resolve`` checks for one still running (bounds the cost).

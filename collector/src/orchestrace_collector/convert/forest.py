@@ -53,29 +53,49 @@ _RETOLD_UNDER: Final = {
 
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class Node:
     span: Span
     start_ns: int
     end_ns: int  # never before start_ns
-    parent: Node | None = None
-    children: list[Node] = field(default_factory=list)
-    depth: int = 0
-    pre: int = 0  # position in the depth-first order of the forest
-    post: int = 0  # the last position of its subtree in that order
-    kind: Kind = Kind.OTHER
-    sub_kind: str = ""
-    incomplete: bool = False
+    parent: Node | None
+    children: list[Node]
+    depth: int
+    pre: int  # position in the depth-first order of the forest
+    post: int  # the last position of its subtree in that order
+    kind: Kind
+    sub_kind: str
+    incomplete: bool
     #: For a model call, the first model call recorded inside it (the same call told again: a gateway's span,
     #: e.g. ``orchestrace proxy``, or an SDK-level instrumentation's): its token ids complete the turn.
-    inner_model: Node | None = None
+    inner_model: Node | None
     #: Its names, by its kind once the forest is built: an actor's agent name (a tool node's node name), a
     #: tool's name, the agent a ``CREATE_AGENT`` span spawns or hands off to (``""``: not said); an actor's
     #: raw id; a model call's model and provider.
-    name: str = ""
-    agent_id: str | None = None
-    model: str | None = None
-    provider: str | None = None
+    name: str
+    agent_id: str | None
+    model: str | None
+    provider: str | None
+
+    def __init__(self, span: Span, start_ns: int, end_ns: int) -> None:
+        # Written out, as ``events.Ev``'s: mypyc compiles this one, where the dataclass's runs interpreted
+        # (a seventh of a compiled conversion: one node per span).
+        self.span = span
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.parent = None
+        self.children = []
+        self.depth = 0
+        self.pre = 0
+        self.post = 0
+        self.kind = Kind.OTHER
+        self.sub_kind = ""
+        self.incomplete = False
+        self.inner_model = None
+        self.name = ""
+        self.agent_id = None
+        self.model = None
+        self.provider = None
 
 
 @dataclass(slots=True)

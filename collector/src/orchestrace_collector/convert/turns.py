@@ -31,7 +31,7 @@ from .forest import Node
 from .vocabularies import INPUT_TOKENS, OUTPUT_TOKENS
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class TurnRec:
     node: Node
     owner: Instance
@@ -43,11 +43,31 @@ class TurnRec:
     output_ref: str | None
     prompt: list[ChatMessage] | None
     completion: list[ChatMessage] | None
-    prompt_incomplete: bool = False  # the prompt could not be rebuilt whole (see the module docstring)
-    error: bool | None = None  # the model call ended with status ERROR
-    error_type: str | None = None
+    prompt_incomplete: bool  # the prompt could not be rebuilt whole (see the module docstring)
+    error: bool | None  # the model call ended with status ERROR
+    error_type: str | None
     #: The turn's other fields read from the span (``call_details``), only those it has.
-    details: dict[str, Any] | None = None
+    details: dict[str, Any] | None
+
+    def __init__(self, node: Node, owner: Instance, model: str | None, provider: str | None,
+                 input_tokens: int | None, output_tokens: int | None, input_ref: str | None,
+                 output_ref: str | None, prompt: list[ChatMessage] | None,
+                 completion: list[ChatMessage] | None) -> None:
+        # Written out, as ``events.Ev``'s: mypyc compiles this one, where the dataclass's runs interpreted.
+        self.node = node
+        self.owner = owner
+        self.model = model
+        self.provider = provider
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.input_ref = input_ref
+        self.output_ref = output_ref
+        self.prompt = prompt
+        self.completion = completion
+        self.prompt_incomplete = False
+        self.error = None
+        self.error_type = None
+        self.details = None
 
     @property
     def tokens(self) -> int:
