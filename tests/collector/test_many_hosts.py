@@ -46,9 +46,6 @@ RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # never reach the internet
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",  # workers share this interpreter's environment (see ray_engine)
     "RAY_AUTH_MODE": "token",
-    # Several hosts: Ray's multi-node clusters on (test_ray_engine turns them off in this process, which
-    # every command here would inherit, to keep its local clusters on 127.0.0.1).
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
     # On a loaded machine a node's agents take longer to start than Ray waits for them by default (30 s).
     "RAY_agent_register_timeout_ms": "240000",
     "RAY_raylet_start_wait_time_s": "240",

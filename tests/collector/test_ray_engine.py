@@ -30,27 +30,28 @@ from orchestrace_collector.output import TraceDirWriter
 # Slow (each test starts a Ray cluster): `make test-slow` runs it (CI: after `make test`).
 pytestmark = pytest.mark.slow
 
-# Read when ray is first imported, so set before it. As convert_with_ray does for the local cluster it
-# starts, workers share this interpreter's environment. With Ray's `uv run` hook on, workers start through
-# the driver's `uv` command line, which fails where that `uv` was a relative path (`.tools/bin/uv`). And the
-# cluster listens on loopback only (ray_engine's docstring: why that takes turning multi-node clusters off).
-os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster() -> Iterator[None]:
-    ray.init(
-        "local",
-        num_cpus=2,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        include_dashboard=False,
-        configure_logging=False,
-    )
-    yield
-    ray.shutdown()
+    """Started as convert_with_ray starts a local cluster: its workers share this interpreter's environment
+    (with Ray's `uv run` hook on they start through the driver's `uv` command line, which fails where that
+    `uv` was a relative path, `.tools/bin/uv`), and it listens on loopback only; those settings hold for its
+    life, never for the tests' process after it (test_many_hosts starts multi-node clusters from it)."""
+    from orchestrace_collector.ray_engine import local_cluster_settings
+
+    with local_cluster_settings():
+        ray.init(
+            "local",
+            num_cpus=2,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            include_dashboard=False,
+            configure_logging=False,
+        )
+        yield
+        ray.shutdown()
 
 
 def _listening(root: int) -> dict[str, set[str]]:
@@ -100,11 +101,16 @@ def test_the_tests_cluster_listens_on_loopback_only() -> None:
 
 
 def test_a_cluster_convert_starts_listens_on_loopback_only(tmp_path: Path, dumps: list[Path]) -> None:
-    """``convert_with_ray`` in a process of its own (no Ray imported before it) starts its own cluster; while
-    it writes, every server of that cluster (GCS, raylet, workers, agents, the driver) listens on loopback."""
+    """``convert_with_ray`` in a process of its own starts its own cluster; while it writes, every server of
+    that cluster (GCS, raylet, workers, agents, the driver) listens on loopback. After it, the process's
+    environment and Ray's reading of it are Ray's defaults again: multi-node clusters on, for a later
+    connection to a real cluster and for the programs the process starts."""
     program = textwrap.dedent("""
+        import os
         import sys
         from pathlib import Path
+        import ray
+        from ray._private import ray_constants
         from orchestrace_collector.output import TraceDirWriter
         from orchestrace_collector.ray_engine import convert_with_ray
 
@@ -117,8 +123,12 @@ def test_a_cluster_convert_starts_listens_on_loopback_only(tmp_path: Path, dumps
                 super().write_raw(*lines)
 
         writer = Paused(Path(sys.argv[1]))
+        before = dict(os.environ)
         print("written", convert_with_ray([Path(sys.argv[2])], writer).written, flush=True)
         writer.close()
+        print("environment unchanged", dict(os.environ) == before, flush=True)
+        print("multi-node", ray_constants.ENABLE_RAY_CLUSTER, ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV,
+              flush=True)
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     process = subprocess.Popen([sys.executable, "-c", program, str(tmp_path / "out"), str(dumps[0])], env=env,
@@ -130,6 +140,8 @@ def test_a_cluster_convert_starts_listens_on_loopback_only(tmp_path: Path, dumps
         process.stdin.write("go\n")
         process.stdin.flush()
         assert process.stdout.readline() == "written 4\n"
+        assert process.stdout.readline() == "environment unchanged True\n"
+        assert process.stdout.readline() == "multi-node True True\n"
         assert process.wait(120) == 0
     finally:
         if process.poll() is None:

@@ -34,13 +34,18 @@ readable from every node (a shared filesystem).
 A local cluster listens on loopback only. Ray turns a node address of 127.0.0.1 into the host's own address
 (so that other nodes could reach it), and its gRPC servers (GCS, raylet, workers, the driver) then listen on
 every address; only with its multi-node clusters off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the default on
-macOS and Windows) does the node keep 127.0.0.1, and every server binds it. The variable is read when ``ray``
-is first imported, and holds for the process: this module sets it (unless set) before its first import of
-``ray`` for a local cluster, and warns when ``ray`` was imported before and the node took another address.
+macOS and Windows) does the node keep 127.0.0.1, and every server binds it. Ray reads the variable twice:
+each process it starts reads its environment, and this one read it into a constant when it imported ``ray``.
+So :func:`local_cluster_settings` sets it (unless the user did) only for the life of the cluster, in the
+environment the cluster's processes inherit and in that constant, and puts both back after, with what Ray set
+in the environment for the cluster: a later connection from this process to a real cluster, and the programs
+it starts, see what they would have seen without the convert (the engine warns if a Ray without that
+constant left the node on another address).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import os
@@ -86,6 +91,14 @@ _LOOPBACK = "127.0.0.1"
 # A convert task sends its lines back in batches of about this size: the driver writes while workers convert,
 # and neither side holds a task's whole output.
 _BATCH_BYTES = 8 << 20
+#: Ray's settings a local cluster of ours turns off (``local_cluster_settings``), with the constant of
+#: ``ray._private.ray_constants`` that holds each in the driver: multi-node clusters (so that it listens on
+#: loopback only, module docstring), and the ``uv run`` hook (the workers share this interpreter's
+#: environment; the hook would package the working directory and start every worker through uv).
+_LOCAL_SETTINGS = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "ENABLE_RAY_CLUSTER",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "RAY_ENABLE_UV_RUN_RUNTIME_ENV",
+}
 
 
 class TraceIndex(NamedTuple):
@@ -404,37 +417,62 @@ def convert_with_ray(
 ) -> RayConvertResult:
     """Convert the dump files ``inputs`` (files, or directories of them) on Ray into ``writer``."""
     local = address is None and "RAY_ADDRESS" not in os.environ
-    if local:
-        # A local cluster's workers share this interpreter's environment: Ray's `uv run` hook would only
-        # package the working directory and start every worker through uv (read when ray is first imported).
-        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (module docstring)
     import ray
 
     files = [str(path) for path in input_files(inputs)]
     if not files:
         return RayConvertResult(files=0, spans=0, written=0, failed=0, bad_files=())
     started = not ray.is_initialized()
-    if started:
-        # "local": a cluster of our own, even when `ray start` left the address of another one in Ray's temp
-        # directory (which a bare ray.init() would join); address None with RAY_ADDRESS: ray.init reads it.
-        ray.init(
-            address="local" if local else address,
-            # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
-            _node_ip_address=_LOOPBACK if local else None,
-            log_to_driver=False,
-            include_dashboard=False,
-            configure_logging=False,
-        )
-        if local and ray.util.get_node_ip_address() != _LOOPBACK:
-            log.warning("orchestrace: ray was imported before the local cluster started, without "
-                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers listen on every address of this "
-                        "host")
-    try:
-        return _run(files, writer, converter, hook)
-    finally:
+    with local_cluster_settings() if started and local else contextlib.nullcontext():
         if started:
-            ray.shutdown()
+            # "local": a cluster of our own, even when `ray start` left the address of another one in Ray's
+            # temp directory (which a bare ray.init() would join); address None with RAY_ADDRESS: ray.init
+            # reads it.
+            ray.init(
+                address="local" if local else address,
+                # A cluster of our own listens on loopback only (a real cluster is the user's to configure).
+                _node_ip_address=_LOOPBACK if local else None,
+                log_to_driver=False,
+                include_dashboard=False,
+                configure_logging=False,
+            )
+            if local and ray.util.get_node_ip_address() != _LOOPBACK:
+                log.warning("orchestrace: the local Ray cluster took another address than %s: its servers "
+                            "listen on every address of this host", _LOOPBACK)
+        try:
+            return _run(files, writer, converter, hook)
+        finally:
+            if started:
+                ray.shutdown()
+
+
+@contextlib.contextmanager
+def local_cluster_settings() -> Iterator[None]:
+    """Around the life of a local cluster of our own, from ``ray.init`` to ``ray.shutdown`` (module
+    docstring): each of :data:`_LOCAL_SETTINGS` the user left unset is off, in this process's environment
+    (which the cluster's processes inherit) and in the constant this process's Ray read it into. After it,
+    both are as they were before, and so is every variable Ray set in this process's environment for the
+    cluster (its auth mode, its breakpoint hook): they went with the cluster."""
+    from ray._private import ray_constants
+
+    environment = dict(os.environ)
+    unset = {name: constant for name, constant in _LOCAL_SETTINGS.items() if name not in os.environ}
+    # Feature-detected: a Ray without one of these constants reads the environment only.
+    read = {c: getattr(ray_constants, c) for c in unset.values() if hasattr(ray_constants, c)}
+    try:
+        for name in unset:
+            os.environ[name] = "0"
+        for constant in read:
+            setattr(ray_constants, constant, False)
+        yield
+    finally:
+        for constant, value in read.items():
+            setattr(ray_constants, constant, value)
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        for name, value in environment.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
 
 
 def _run(
