@@ -19,7 +19,7 @@ from orchestrace import semconv as sc
 from orchestrace_collector.convert import Episode, convert_episode
 from orchestrace_collector.output import TraceDirWriter, episode_lines
 from orchestrace_collector.output_limit import DEFAULT_MAX_BYTES as MAX_BYTES
-from orchestrace_collector.output_limit import ID_CHARS
+from orchestrace_collector.output_limit import ID_CHARS, may_cut
 from orchestrace_collector.spans import Span
 from pydantic_core import PydanticSerializationError
 from test_convert_fuzz import mutated_runs
@@ -146,6 +146,38 @@ def test_what_the_amplification_limit_cuts_is_cut_alike(build: Callable[[], list
         assert first_turn["truncated"]["prompt"] > 12 and "completion" in first_turn["truncated"]
     else:
         assert first_turn["truncated"] == {"prompt": 12}
+
+
+_EVENT_IDENTIFIERS = ("agent", "role", "from", "to", "tool", "agent_id", "label", "error_type")
+_TURN_IDENTIFIERS = ("trace_id", "task_id", "agent", "agent_id", "model", "provider", "response_model",
+                     "finish_reason", "error_type")
+
+
+def written_records() -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """The trace and turns of the rich episode as its lines hold them, and their size in bytes."""
+    trace_line, turn_lines = episode_lines(convert_episode(rich_episode()), 0, MAX_BYTES)
+    size = len(trace_line) + sum(map(len, turn_lines))
+    return json.loads(trace_line), [json.loads(t) for t in turn_lines], size
+
+
+@pytest.mark.parametrize("where", [
+    *(f"event.{name}" for name in _EVENT_IDENTIFIERS), "event.options",
+    *(f"turn.{name}" for name in _TURN_IDENTIFIERS), "turn.credit",
+])
+def test_a_long_identifier_anywhere_sends_the_episode_to_the_limit(where: str) -> None:
+    """``may_cut`` says an episode may be cut when any identifier a record holds is over the limit (each
+    event's and turn's fields, a decision's options, a turn's credit keys), and not for long texts that are
+    no identifier (a reason, a message's content)."""
+    trace, turns, size = written_records()
+    assert not may_cut(trace, turns, size)
+    trace["events"][-1]["reason"] = "r" * 1000
+    turns[0]["prompt"][0]["content"] = "c" * 1000
+    assert not may_cut(trace, turns, size)
+    record, name = where.split(".")
+    fields = trace["events"][0] if record == "event" else turns[-1]
+    long = "x" * (ID_CHARS + 1)
+    fields[name] = [long] if name == "options" else {long: 1.0} if name == "credit" else long
+    assert may_cut(trace, turns, size)
 
 
 def test_what_a_hook_changes_on_the_models_is_what_is_written(tmp_path: Path) -> None:

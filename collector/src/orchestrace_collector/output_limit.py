@@ -37,24 +37,24 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from orchestrace_collector.model import Message, ToolCall, Trace, Turn
 
 log = logging.getLogger(__name__)
 
-ID_CHARS = 256
-SHORT_ID_CHARS = 24
-DEFAULT_MAX_BYTES = 64 << 20
+ID_CHARS: Final = 256
+SHORT_ID_CHARS: Final = 24
+DEFAULT_MAX_BYTES: Final = 64 << 20
 TRUNCATED = "truncated"
 TRUNCATED_BYTES = "truncated_bytes"
 TRUNCATED_EVENTS = "truncated_events"
 
-_DIGEST_CHARS = 16
+_DIGEST_CHARS: Final = 16
 _PARTS = re.compile(r"([.:#])")
-_EVENT_IDS = ("agent", "role", "from_", "to", "tool", "agent_id", "label", "error_type")
-_TURN_IDS = ("agent", "agent_id", "model", "provider", "response_model", "finish_reason", "error_type")
+_EVENT_IDS: Final = ("agent", "role", "from_", "to", "tool", "agent_id", "label", "error_type")
+_TURN_IDS: Final = ("agent", "agent_id", "model", "provider", "response_model", "finish_reason", "error_type")
 # Rough JSON bytes of what the estimate does not walk: an event's or turn's numbers and field names, an edge.
 _EVENT_BYTES, _EDGE_BYTES, _TURN_BYTES, _MESSAGE_BYTES, _CALL_BYTES = 160, 48, 400, 40, 64
 
@@ -86,14 +86,14 @@ def limit_output(trace: Trace, turns: Sequence[Turn], max_bytes: int = DEFAULT_M
 
 #: :func:`_upper_bound` over the JSON bytes actually written, at most: a token id written in 2 bytes (``1,``)
 #: is counted 24; everything else at most 6 times (a character, a minimal event, turn or edge).
-_UPPER_BOUND_PER_BYTE = 12
+_UPPER_BOUND_PER_BYTE: Final = 12
 #: The identifier fields of written events and turns (``_EVENT_IDS``, ``_TURN_IDS`` by their JSON names).
-_TRACE_ID_KEYS = ("trace_id", "task_id", "system")
-_EVENT_ID_KEYS = tuple("from" if name == "from_" else name for name in _EVENT_IDS)
-_TURN_ID_KEYS = ("trace_id", "task_id", *_TURN_IDS)
+_TRACE_ID_KEYS: Final = ("trace_id", "task_id", "system")
+_EVENT_ID_KEYS: Final = tuple("from" if name == "from_" else name for name in _EVENT_IDS)
+_TURN_ID_KEYS: Final = ("trace_id", "task_id", *_TURN_IDS)
 
 
-def may_cut(trace: Mapping[str, Any], turns: Sequence[Mapping[str, Any]], written_bytes: int,
+def may_cut(trace: dict[str, Any], turns: list[dict[str, Any]], written_bytes: int,
             max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
     """Whether :func:`limit_output` could change an episode, judged on what it writes (the dicts of its
     JSON lines, ``written_bytes`` in all; ``convert/written.py``): ``False`` only when it certainly would
@@ -103,15 +103,22 @@ def may_cut(trace: Mapping[str, Any], turns: Sequence[Mapping[str, Any]], writte
     if _long(trace, _TRACE_ID_KEYS) or any(len(k) > ID_CHARS for k in (*trace["rewards"], *trace["metrics"])):
         return True
     for event in trace["events"]:
-        if _long(event, _EVENT_ID_KEYS) or any(len(o) > ID_CHARS for o in event.get("options") or ()):
+        # One pass over the event's values finds most events clear; only one with a long string or a list
+        # (a decision's options) has its identifier fields looked up one by one.
+        if _long_or_list(event) and (
+            _long(event, _EVENT_ID_KEYS) or any(len(o) > ID_CHARS for o in event.get("options") or ())
+        ):
             return True
     for turn in turns:
-        if _long(turn, _TURN_ID_KEYS) or any(len(key) > ID_CHARS for key in turn.get("credit") or ()):
+        if _long_or_list(turn, lists=False) and _long(turn, _TURN_ID_KEYS):
+            return True
+        credit = turn.get("credit")
+        if credit and any(len(key) > ID_CHARS for key in credit):
             return True
     return False
 
 
-def may_exceed(turns: Sequence[Mapping[str, Any]], max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
+def may_exceed(turns: list[dict[str, Any]], max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
     """Whether the turns' message texts alone (fewer characters than their JSON bytes) make :func:`may_cut`
     true, found before serializing them: each turn writes its whole prompt, so a long conversation's turns
     are quadratic in its length."""
@@ -121,7 +128,8 @@ def may_exceed(turns: Sequence[Mapping[str, Any]], max_bytes: int = DEFAULT_MAX_
     chars = 0
     for turn in turns:
         for key in ("prompt", "completion"):
-            for message in turn.get(key) or ():
+            messages: list[dict[str, Any]] | None = turn.get(key)
+            for message in messages or ():
                 content = message.get("content")
                 chars += len(content) if isinstance(content, str) else 0
         if chars > budget:
@@ -129,14 +137,22 @@ def may_exceed(turns: Sequence[Mapping[str, Any]], max_bytes: int = DEFAULT_MAX_
     return False
 
 
-def _long(fields: Mapping[str, Any], names: Sequence[str]) -> bool:
-    # ``in`` and ``[]``, not ``.get``: compiled, a Mapping's ``get`` is a method looked up and called per name
-    # (most names are absent), the operators one C call each.
-    for name in names:
-        if name in fields:
-            value = fields[name]
-            if value is not None and len(value) > ID_CHARS:
+def _long_or_list(fields: dict[str, Any], lists: bool = True) -> bool:
+    """Whether a value of ``fields`` is a string longer than :data:`ID_CHARS` (or, ``lists``, a list)."""
+    for value in fields.values():
+        if isinstance(value, str):
+            if len(value) > ID_CHARS:
                 return True
+        elif lists and isinstance(value, list):
+            return True
+    return False
+
+
+def _long(fields: dict[str, Any], names: Sequence[str]) -> bool:
+    for name in names:
+        value = fields.get(name)
+        if value is not None and len(value) > ID_CHARS:
+            return True
     return False
 
 
@@ -440,7 +456,7 @@ class _Sizer:
         return total
 
 
-_EVENT_FIELDS = (*_EVENT_IDS, "reason", "content_ref", "span_id", "otel_trace_id")
-_TURN_FIELDS = (
+_EVENT_FIELDS: Final = (*_EVENT_IDS, "reason", "content_ref", "span_id", "otel_trace_id")
+_TURN_FIELDS: Final = (
     "trace_id", "task_id", "turn_id", *_TURN_IDS, "input_ref", "output_ref", "response_id",
 )

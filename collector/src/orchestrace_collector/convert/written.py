@@ -16,7 +16,7 @@ writer (``output.episode_lines``) alone.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -33,7 +33,7 @@ _new_event = Constructor(Event)
 _new_edge = Constructor(Edge)
 _new_turn = Constructor(Turn)
 _new_message = Constructor(Message)
-_NEWLINE = orjson.OPT_APPEND_NEWLINE
+_NEWLINE: Final = orjson.OPT_APPEND_NEWLINE
 
 
 class Episode:
