@@ -32,7 +32,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import cast
+from typing import Final, cast
 
 import orchestrace_semconv as sc
 
@@ -81,7 +81,7 @@ class Instance:
 
 
 #: How many earlier-started instances of a name ``resolve`` checks for one still running (bounds the cost).
-RESOLVE_LOOKBACK = 16
+RESOLVE_LOOKBACK: Final = 16
 
 
 @dataclass(slots=True)
@@ -307,7 +307,7 @@ def _step_of_run(parent: Node, node: Node) -> bool:
 
 
 #: Span events that name where control goes next.
-_ROUTES = frozenset({sc.EVENT_DECISION, sc.EVENT_SPAWN, sc.EVENT_DELEGATE})
+_ROUTES: Final = frozenset({sc.EVENT_DECISION, sc.EVENT_SPAWN, sc.EVENT_DELEGATE})
 
 
 def _router(parent: Instance, target: str, t_ns: int) -> Instance | None:

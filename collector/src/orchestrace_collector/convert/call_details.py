@@ -27,10 +27,10 @@ CACHE_READ_INPUT_TOKENS: Final = tuple(key for v in VOCABULARIES for key in v.ca
 CACHE_WRITE_INPUT_TOKENS: Final = tuple(key for v in VOCABULARIES for key in v.cache_write_tokens)
 
 #: Turn field -> attribute holding how many bytes were cut from it.
-_CUTS = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))
-_REQUEST_PREFIXES = (sc.GEN_AI_REQUEST_PREFIX, sc.ORCH_REQUEST_PREFIX)
+_CUTS: Final = (("prompt", sc.ORCH_INPUT_CUT_BYTES), ("completion", sc.ORCH_OUTPUT_CUT_BYTES))
+_REQUEST_PREFIXES: Final = (sc.GEN_AI_REQUEST_PREFIX, sc.ORCH_REQUEST_PREFIX)
 #: Every attribute ``details`` reads but the request's: most model calls have none of them.
-_KEYS = frozenset({
+_KEYS: Final = frozenset({
     sc.GEN_AI_TOOL_DEFINITIONS, sc.ORCH_INPUT_CUT_BYTES, sc.ORCH_OUTPUT_CUT_BYTES,
     sc.ORCH_PROMPT_TOKEN_IDS, sc.ORCH_COMPLETION_TOKEN_IDS, sc.ORCH_COMPLETION_LOGPROBS,
     sc.ORCH_POLICY_VERSION,
@@ -65,12 +65,16 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
 
 
 #: The fields ``details`` returns, in ``model.Turn``'s order.
-_ORDER = ("tools", "truncated", "prompt_token_ids", "completion_token_ids", "completion_logprobs", "request",
-          "response_id", "response_model", "policy_version", "finish_reason", "cache_read_input_tokens",
-          "cache_creation_input_tokens", "completion_incomplete")
+_ORDER: Final[tuple[str, ...]] = (
+    "tools", "truncated", "prompt_token_ids", "completion_token_ids", "completion_logprobs", "request",
+    "response_id", "response_model", "policy_version", "finish_reason", "cache_read_input_tokens",
+    "cache_creation_input_tokens", "completion_incomplete",
+)
 #: What the engine returned beside the text, and the policy version that served it: a gateway recording
 #: the same call inside the app's record of it (``orchestrace proxy``) saw them; the app's record often not.
-_ENGINE_FIELDS = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "policy_version")
+_ENGINE_FIELDS: Final[tuple[str, ...]] = (
+    "prompt_token_ids", "completion_token_ids", "completion_logprobs", "policy_version",
+)
 
 
 def with_token_ids(outer: dict[str, Any] | None, inner: dict[str, Any] | None) -> dict[str, Any] | None:

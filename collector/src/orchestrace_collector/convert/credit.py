@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from orchestrace_semconv import OUTCOME_FAMILIES, REWARD_FAMILY_ALIASES, REWARD_UNIT_FAMILY
 
@@ -45,9 +45,9 @@ from ..model import Trace, Turn
 from .kinds import Decision, EdgeType, EventType, RewardUnit
 
 STRATEGIES = ("uniform", "causal")
-CREDIT_PREFIX = "credit:agent:"
+CREDIT_PREFIX: Final = "credit:agent:"
 #: Units credited to the whole team's turns by the credit strategy (the others go to the turns of their unit).
-TEAM_UNITS: frozenset[RewardUnit] = frozenset({"team", "orchestrator"})
+TEAM_UNITS: Final[frozenset[RewardUnit]] = frozenset({"team", "orchestrator"})
 K = TypeVar("K")
 
 
@@ -302,7 +302,7 @@ def _family(key: str) -> str:
     return REWARD_FAMILY_ALIASES.get(family, family)
 
 
-_TEAM_FAMILIES = frozenset({*OUTCOME_FAMILIES, REWARD_UNIT_FAMILY["orchestrator"]})
+_TEAM_FAMILIES: Final = frozenset({*OUTCOME_FAMILIES, REWARD_UNIT_FAMILY["orchestrator"]})
 
 
 def recredit(trace: Trace, turns: Sequence[Turn], strategy: str, key: str | None = None,

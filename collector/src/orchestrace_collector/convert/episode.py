@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, Final
 
 import orchestrace_semconv as sc
 
@@ -27,7 +27,7 @@ from .topology import infer_topology
 from .turns import TurnIndex, TurnRec, build_turns, embedding_tokens, link_turns, turn_starts
 from .written import Episode, MessageRecord, TraceRecord, TurnRecord, message_record
 
-_NS = 1e9
+_NS: Final = 1e9
 
 
 def convert_episode(spans: Sequence[Span], *, task_id: str | None = None, credit: str = "causal") -> Episode:
@@ -200,7 +200,7 @@ def _seconds(t_ns: int, t0: int) -> float:
 
 
 #: The events that stand for a span's time: what ``examples/recompute_trace.py`` rebuilds busy time from.
-_LASTING: frozenset[EventType] = frozenset({"return", "tool_call", "aggregate"})
+_LASTING: Final[frozenset[EventType]] = frozenset({"return", "tool_call", "aggregate"})
 
 
 def _activation_waits(ev: Ev, t0: int) -> list[float] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Final
 
 import orchestrace_semconv as sc
 
@@ -36,7 +37,7 @@ from .content import INPUT_CONTENT, OUTPUT_CONTENT, ContentStore
 from .forest import Forest, Node
 from .kinds import DECISIONS, Decision, EventType
 
-RANK: dict[EventType, int] = {
+RANK: Final[dict[EventType, int]] = {
     "orchestrator_decision": 0,
     "spawn": 1,
     "aggregate": 2,
@@ -48,10 +49,11 @@ RANK: dict[EventType, int] = {
     "return": 8,
     "despawn": 9,
 }
-_EVENT_CONTENT = (sc.ORCH_CONTENT,)
+_EVENT_CONTENT: Final = (sc.ORCH_CONTENT,)
 #: What another library's handoff span says, as orchestrace's own handoff delegate would.
-_HANDOFF: Attributes = {sc.ORCH_HANDOFF: True, sc.ORCH_REASON: "handoff"}
-_AFTER_STARTS = 1 << 30  # a zero-length span's end sorts after the starts at its subtree's last position
+_HANDOFF: Final[Attributes] = {sc.ORCH_HANDOFF: True, sc.ORCH_REASON: "handoff"}
+#: A zero-length span's end sorts after the starts at its subtree's last position.
+_AFTER_STARTS: Final = 1 << 30
 
 
 @dataclass(slots=True, eq=False, init=False)
@@ -137,7 +139,7 @@ class Ev:
 
 
 #: How many unmatched explicit spawns of a name are searched for one whose content is an instance's input.
-MATCH_LOOKAHEAD = 64
+MATCH_LOOKAHEAD: Final = 64
 
 
 @dataclass(slots=True)
@@ -171,7 +173,7 @@ class EventSet:
         return self.returns.get(id(inst))
 
 
-_KEY = attrgetter("key")
+_KEY: Final = attrgetter("key")
 
 
 class _Builder:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
+from typing import Final
 
 import orchestrace_semconv as sc
 
@@ -30,13 +31,13 @@ from .events import Ev
 from .forest import Forest, Node
 from .kinds import EventType
 
-ORCHESTRATION_TYPES: frozenset[EventType] = frozenset(
+ORCHESTRATION_TYPES: Final[frozenset[EventType]] = frozenset(
     {"orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate"}
 )
-WORK_TYPES: frozenset[EventType] = frozenset({"tool_call", "tool_result"})
-_START = attrgetter("start_ns")
+WORK_TYPES: Final[frozenset[EventType]] = frozenset({"tool_call", "tool_result"})
+_START: Final = attrgetter("start_ns")
 #: A span's ``(start_ns, end_ns)``, read in C: no Python frame per child.
-_INTERVAL: Callable[[Node], tuple[int, int]] = attrgetter("start_ns", "end_ns")
+_INTERVAL: Final[Callable[[Node], tuple[int, int]]] = attrgetter("start_ns", "end_ns")
 
 
 def active_wall_clock_ns(forest: Forest) -> int:

@@ -28,16 +28,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from .events import Ev
 from .kinds import EdgeType, EventType
 from .turns import TurnIndex, TurnRec
 
 #: At most this many carriers link into one event, and this many events of one tainted model call.
-SAFETY_FLOW_FANOUT = 32
+SAFETY_FLOW_FANOUT: Final = 32
 #: Events whose trust is not their agent's content: a tool's result, a parent's bookkeeping, a human's act,
 #: a finding (linked from the source it names).
-_NOT_CONSUMERS: frozenset[EventType] = frozenset(
+_NOT_CONSUMERS: Final[frozenset[EventType]] = frozenset(
     {"tool_result", "despawn", "human_intervention", "safety_event"})
 
 FlowRec = tuple[int, int, EdgeType]

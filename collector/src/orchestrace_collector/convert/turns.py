@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orchestrace_semconv as sc
 
@@ -75,8 +75,8 @@ class TurnRec:
 
 
 #: Larger token counts are not counts (OTLP ints are int64; a sum of doubles near 1e308 overflows a float).
-_MAX_COUNT = 2**63 - 1
-_NUMBER = (int, float)
+_MAX_COUNT: Final = 2**63 - 1
+_NUMBER: Final = (int, float)
 
 
 def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
