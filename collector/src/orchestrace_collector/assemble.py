@@ -213,32 +213,16 @@ class _Episode:
         self.closed_at = len(self.spans)
         return False
 
-    def add(
-        self,
-        span: Span,
-        hashed: int,
-        now: float,
-        segment: int | None,
-        nbytes: int = 0,
-        at: tuple[int, int] | None = None,
-    ) -> None:
-        previous = self.spans.get(span.span_id)
-        if previous is not None:
-            if previous != span:
-                self.conflicts += 1
-            return
-        self.put(span, hashed, now, segment, nbytes, at)
-
     def put(
         self,
         span: Span,
         hashed: int,
         now: float,
         segment: int | None,
-        nbytes: int = 0,
-        at: tuple[int, int] | None = None,
+        nbytes: int,
+        at: tuple[int, int] | None,
     ) -> None:
-        """:meth:`add` a span whose id it does not hold yet."""
+        """Add a span whose id it does not hold yet (``Assembler.add`` checks that)."""
         self.spans[span.span_id] = span
         self.hashes.append(hashed)
         self.nbytes += nbytes
@@ -376,9 +360,12 @@ class Assembler:
                     self.duplicates += 1
                     continue
                 episode = self._episode_for(span)
-                before = episode.nbytes
-                episode.add(span, hashed, now, segment, each, at)
-                self.open_bytes += episode.nbytes - before
+                previous = episode.spans.get(span.span_id)
+                if previous is None:
+                    episode.put(span, hashed, now, segment, each, at)
+                    self.open_bytes += each
+                elif previous != span:
+                    episode.conflicts += 1  # the first copy is kept
 
     def _is_copy(self, span: Span, hashed: int) -> bool:
         """Whether ``span`` (whose :func:`span_hash` is ``hashed``) is one already held with the same content,
