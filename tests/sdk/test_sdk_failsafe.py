@@ -141,10 +141,11 @@ def test_internal_failure_leaves_the_call_untraced_and_logs_once(
     assert len([r for r in caplog.records if "Spec.start" in r.getMessage()]) == 1  # once per site
 
 
-@pytest.mark.parametrize("broken", ["attach", "with_span"])
+@pytest.mark.parametrize("broken", ["attach", "Invocation"])
 def test_a_failure_after_the_span_started_still_runs_the_call_and_ends_the_span(
         spans: Spans, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
-    """``attach``: the call runs outside its span; ``with_span`` (in ``_begin``): it runs untraced."""
+    """``attach``: the call runs outside its span; ``Invocation`` (in ``Spec.open``, after the span started):
+    it runs untraced."""
     import orchestrace.invocation as invocation
     from opentelemetry import context as otel_context
 

@@ -51,12 +51,6 @@ def traced_by_caller(spec: object) -> dict[str, object]:
 SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))
 
 
-def with_span(span: Span, parent: Context, values: Mapping[str, object] | None = None) -> Context:
-    """``parent`` with ``span`` current and ``values`` set: one copy of the context, where
-    ``set_span_in_context`` and each ``set_value`` would copy it whole."""
-    return Context({**parent, SPAN_KEY: span, **values} if values else {**parent, SPAN_KEY: span})
-
-
 class AgentFrame(NamedTuple):
     """An agent instance that is running (a named tuple: made on every agent call, and cheap to make)."""
 

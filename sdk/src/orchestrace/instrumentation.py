@@ -66,7 +66,7 @@ from typing import Any, ParamSpec
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Link, SpanContext
+from opentelemetry.trace import INVALID_SPAN, Link, SpanContext, SpanKind
 
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
@@ -146,9 +146,16 @@ _P = ParamSpec("_P")
 _UNTRACED = StepSpec("untraced")
 
 
+def _untraced(where: str, exc: Exception, context: object) -> Invocation:
+    """What a ``start_*`` returns on an internal failure (logged once): a non-recording invocation in the
+    parent context, so the integration runs the work as usual, untraced."""
+    log_once(where, exc)
+    parent = context if isinstance(context, Context) else otel_context.get_current()
+    return Invocation(_UNTRACED, INVALID_SPAN, parent, DEFAULT)
+
+
 def _guarded(start: Callable[_P, Invocation]) -> Callable[_P, Invocation]:
-    """A ``start_*`` that never raises: on an internal failure (logged once) it returns a non-recording
-    invocation in the parent context, so the integration runs the work as usual, untraced."""
+    """A ``start_*`` that never raises (see :func:`_untraced`)."""
     where = f"{start.__module__}.{start.__qualname__}"
 
     @functools.wraps(start)
@@ -156,10 +163,7 @@ def _guarded(start: Callable[_P, Invocation]) -> Callable[_P, Invocation]:
         try:
             return start(*args, **kwargs)
         except Exception as exc:
-            log_once(where, exc)
-            context = kwargs.get("context")
-            parent = context if isinstance(context, Context) else otel_context.get_current()
-            return Invocation(_UNTRACED, INVALID_SPAN, parent, DEFAULT)
+            return _untraced(where, exc, kwargs.get("context"))
 
     return guarded
 
@@ -240,7 +244,6 @@ def start_model_call(telemetry: Telemetry, model: str | None = None, *, provider
     return _open(telemetry, spec, context, input, attributes, links, values, extra)
 
 
-@_guarded
 def start_step(telemetry: Telemetry, name: str, *, operation: str = sc.OPERATION_NODE,
                context: Context | None = None, attributes: Mapping[str, Any] | None = None,
                links: Sequence[Link] | None = None, values: Mapping[str, object] | None = None,
@@ -248,7 +251,18 @@ def start_step(telemetry: Telemetry, name: str, *, operation: str = sc.OPERATION
     """``{name}``: a step of the orchestration that is not an agent (a graph node; ``operation``:
     ``orchestrace.operation``, e.g. ``tool_node``). An actor of the trace: its events are its decisions;
     ``stop(output)`` records the output's ref (a step's states are not captured as content)."""
-    return _open(telemetry, _step_spec(name, operation), context, NOTHING, attributes, links, values)
+    # Every node execution of a graph starts here: guarded inline and without ``describe`` (a step's span
+    # is its name and two fixed attributes), calls fewer than the other kinds' path.
+    try:
+        spec = _step_spec(name, operation)
+        parent = otel_context.get_current() if context is None else context
+        attrs = {**spec.fixed_attributes, **attributes} if attributes else {**spec.fixed_attributes}
+        return spec.open(telemetry, parent, name, SpanKind.INTERNAL, attrs, NOTHING, links, values)
+    except Exception as exc:
+        return _untraced(_START_STEP, exc, context)
+
+
+_START_STEP = f"{__name__}.start_step"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -27,12 +27,12 @@ from orchestrace.content import Captured, call_input, capture_value, content_ref
 from orchestrace.context import (
     AGENT_KEY,
     MODEL_CALL_KEY,
+    SPAN_KEY,
     TASK_KEY,
     TRACED_BY_CALLER_KEY,
     TURN_KEY,
     AgentFrame,
     TaskFrame,
-    with_span,
 )
 from orchestrace.errors import record_error
 from orchestrace.events import Events
@@ -291,9 +291,10 @@ class Spec:
         span = telemetry.start_span(name, parent, kind, attributes, links, start_time, suppressed=suppressed)
         try:
             invocation = Invocation(self, span, parent, telemetry, capture)
-            own = self.enter(invocation, attributes)
-            invocation.context = with_span(span, parent, {TELEMETRY_KEY: telemetry.root, **(own or _NONE),
-                                                          **(values or _NONE)})
+            own = self.enter(invocation, attributes) if self.enters else None
+            # One copy of the parent (not ``set_span_in_context`` and a ``set_value`` each), built inline.
+            invocation.context = Context({**parent, SPAN_KEY: span, TELEMETRY_KEY: telemetry.root,
+                                          **(own or _NONE), **(values or _NONE)})
         except BaseException:
             span.end()  # the call runs untraced, but a started span is never left open
             raise
@@ -307,6 +308,9 @@ class Spec:
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
         raise NotImplementedError
+
+    #: Whether :meth:`enter` adds context values (the kinds that override it); others skip the call.
+    enters = False
 
     def enter(self, invocation: Invocation, attributes: Attributes) -> dict[str, object] | None:
         """What the call's context holds besides its span (kinds add their agent, task or model call)."""
@@ -398,6 +402,8 @@ class AgentSpec(Spec):
     """``invoke_agent {name}``: one agent invocation, a fresh agent instance (``agent_id``: fixed, else
     ``{name}-{12 hex}`` per call), the calling agent its parent (``orchestrace.agent.parent_id``)."""
 
+    enters = True
+
     may_be_traced_by_caller = True
     shows_values = True
 
@@ -487,11 +493,12 @@ class StepSpec(Spec):
     def __init__(self, name: str, operation: str = sc.OPERATION_NODE) -> None:
         super().__init__(name)
         self.operation = operation
+        self.fixed_attributes: Attributes = {sc.ORCH_OPERATION: operation,
+                                             sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
 
     def describe(self, args: Sequence[Any], kwargs: Mapping[str, Any], parent: Context,
                  ) -> tuple[str, SpanKind, Attributes]:
-        return self.name, SpanKind.INTERNAL, {sc.ORCH_OPERATION: self.operation,
-                                              sc.OPENINFERENCE_SPAN_KIND: sc.SPAN_KIND_CHAIN}
+        return self.name, SpanKind.INTERNAL, {**self.fixed_attributes}
 
     def capture_input(self, value: Any, capture: CaptureConfig) -> Captured | None:
         return None
@@ -509,6 +516,8 @@ class LlmSpec(Spec):
     the function's signature (see :mod:`orchestrace.arguments`), the reply normalized (see
     :mod:`orchestrace.replies`): usage, response model / id, finish reason, with content capture the
     messages, tool definitions and token ids."""
+
+    enters = True
 
     def __init__(self, model: str | None, provider: str | None,
                  arguments: CallArguments | None = None, operation: str = sc.OP_CHAT,
@@ -640,6 +649,8 @@ class WorkflowSpec(Spec):
     episode id (``episode_id``, else the enclosing episode's, else a new one) and a task id (``task_id``,
     else the episode id), and the code inside it belongs to that episode. Otherwise ``episode_id`` only
     names the episode the run is part of."""
+
+    enters = True
 
     shows_values = True
 

@@ -45,7 +45,7 @@ class Telemetry:
     The ``start_*`` methods (see :mod:`orchestrace.instrumentation`) begin invocations with it.
     """
 
-    __slots__ = ("_capture", "_provider", "_root", "_scopes", "_tracer", "scope", "version")
+    __slots__ = ("_capture", "_provider", "_scopes", "_tracer", "root", "scope", "version")
 
     def __init__(self, tracer_provider: TracerProvider | None = None, capture: CaptureConfig | None = None,
                  *, scope: str = SDK_SCOPE, version: str = __version__) -> None:
@@ -54,7 +54,9 @@ class Telemetry:
         self.scope = scope
         self.version = version
         self._tracer: tuple[object, Tracer] | None = None  # (the provider it came from, the tracer)
-        self._root: Telemetry = self
+        #: The SDK-scope telemetry this one was scoped from (itself when not scoped). An attribute, not a
+        #: property: every invocation's context reads it.
+        self.root: Telemetry = self
         self._scopes: dict[tuple[str, str], Telemetry] = {}
 
     @property
@@ -81,18 +83,13 @@ class Telemetry:
         self._tracer = (provider, tracer)
         return tracer
 
-    @property
-    def root(self) -> Telemetry:
-        """The SDK-scope telemetry this one was scoped from (itself when not scoped)."""
-        return self._root
-
     def scoped(self, name: str, version: str) -> Telemetry:
         """The same provider and settings, for spans under the instrumentation scope ``name``."""
         key = (name, version)
         found = self._scopes.get(key)
         if found is None:
             found = Telemetry(self._provider, self._capture, scope=name, version=version)
-            found._root = self._root
+            found.root = self.root
             self._scopes[key] = found
         return found
 
@@ -101,7 +98,9 @@ class Telemetry:
                    start_time: int | None = None, *, suppressed: bool | None = None) -> Span:
         """A span of this telemetry's tracer; a non-recording one under ``suppress_instrumentation()``
         (``suppressed``: whether it is on, when the caller read it already; else read here)."""
-        if otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) if suppressed is None else suppressed:
+        if suppressed is None:  # the current context read directly: ``get_value`` is one more call
+            suppressed = bool(otel_context.get_current().get(_SUPPRESS_INSTRUMENTATION_KEY))
+        if suppressed:
             return INVALID_SPAN
         beside = context.get(BESIDE_KEY) if context else None
         if beside is not None and beside is context.get(SPAN_KEY):  # its parent handed it to a worker

@@ -103,7 +103,7 @@ class Run(Actor):
     destinations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes taken
     #: Fixed routes taken by completed nodes and not recorded yet: (step, target).
-    _wiring: list[tuple[object, str]] = field(default_factory=list)
+    pending_wiring: list[tuple[object, str]] = field(default_factory=list)
     _sends: list[SendResult] = field(default_factory=list)
     #: id() of a Send's payload -> (the payload, its content ref), until the task it starts reads it.
     _packets: dict[int, tuple[Any, str]] = field(default_factory=dict)
@@ -136,16 +136,17 @@ class Run(Actor):
             for target in targets:
                 if (step, target) not in self._wired:
                     self._wired.add((step, target))
-                    self._wiring.append((step, target))
+                    self.pending_wiring.append((step, target))
 
     def take_wiring(self, before: object = None) -> list[str]:
         """The targets of the fixed routes taken in steps before ``before`` (all of them when it is not a
         step number) not recorded yet, by name: which node of a step completed first was a race."""
-        if not self._wiring:  # most node starts: no lock
+        if not self.pending_wiring:  # most node starts: no lock
             return []
         with self._lock:
-            taken = [target for step, target in self._wiring if not _later(step, before)]
-            self._wiring = [(step, target) for step, target in self._wiring if _later(step, before)]
+            taken = [target for step, target in self.pending_wiring if not _later(step, before)]
+            self.pending_wiring = [(step, target) for step, target in self.pending_wiring
+                                   if _later(step, before)]
         return sorted(taken)
 
     def add_send_result(self, result: SendResult) -> None:

@@ -163,25 +163,38 @@ class Task(NamedTuple):
     step: object  # ``langgraph_step`` of its metadata (an int; ``None`` when absent)
 
 
-@_safe(None)
 def read_task(task: Any) -> Task | None:
     """The task a node execution runs, or ``None`` when ``task`` is not one LangGraph's runner passes."""
-    config = task.config
-    proc = task.proc
-    steps = getattr(proc, "steps", None)
-    path = task.path
-    metadata = config.get("metadata") or {}
-    # One read per node execution: plain tuples for isinstance (a union type is the slower check).
-    return Task(str(task.name), str(task.id), config, metadata, task.input,
-                tuple(map(str, task.triggers)), bool(path) and path[0] == PUSH, bool(task.subgraphs),
-                steps[0] if isinstance(steps, (list, tuple)) and steps else proc,
-                checkpoint_ns(config.get(CONF) or {}), metadata.get("langgraph_step"))
+    # One read per node execution, in as few calls as it takes (each costs as much as several reads): guarded
+    # inline, the tuple made without the named tuple's Python ``__new__``, plain tuples for isinstance (a
+    # union type is the slower check).
+    try:
+        config = task.config
+        proc = task.proc
+        steps = getattr(proc, "steps", None)
+        path = task.path
+        metadata = config.get("metadata") or {}
+        return tuple.__new__(Task, (
+            str(task.name), str(task.id), config, metadata, task.input, tuple(map(str, task.triggers)),
+            bool(path) and path[0] == PUSH, bool(task.subgraphs),
+            steps[0] if isinstance(steps, (list, tuple)) and steps else proc,
+            str((config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINT_NS, "")), metadata.get("langgraph_step")))
+    except Exception:
+        return None
 
 
-@_safe([])
 def sends_written(task: Any) -> list[Send]:
     """The ``Send`` packets a node execution wrote."""
-    return [value for channel, value in task.writes if channel == TASKS and isinstance(value, Send)]
+    # Every node execution's writes pass here: a loop guarded inline (a comprehension and a guard are a
+    # call each, and most executions write no Send).
+    sends: list[Send] = []
+    try:
+        for channel, value in task.writes:
+            if channel == TASKS and isinstance(value, Send):
+                sends.append(value)
+    except Exception:
+        return []
+    return sends
 
 
 @_safe(frozenset())

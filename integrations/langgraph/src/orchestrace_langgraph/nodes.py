@@ -117,9 +117,17 @@ class NodeTracer:
         self._finish(started, result, None)
         return result
 
-    # --- our own code: never raises -----------------------------------------------------------------------
-    @failsafe(None)
+    # --- our own code: never raises ------------------------------------------------------------------------
+    # Guarded inline rather than by @failsafe: every node execution passes here, and a call costs as much as
+    # several of the reads below.
     def _start(self, task: Any) -> _Started | None:
+        try:
+            return self._started(task)
+        except Exception as exc:
+            log_once(_WHERE_START, exc)
+            return None
+
+    def _started(self, task: Any) -> _Started | None:
         read = compat.read_task(task)
         if read is None:
             return None
@@ -147,11 +155,12 @@ class NodeTracer:
         step = read.step
         if isinstance(step, int):
             attrs[sc.LANGGRAPH_STEP] = step
+        links: list[Link] | None = None
         if run is not None:
-            routing.flush_wiring(run, step)  # the routes that led here, before this node's span starts
-        links: list[Link] = []
-        if run is not None and not read.pushed:
-            links = [Link(done, _LINK_AGGREGATE) for done in run.take_aggregate_inputs(triggers)]
+            if run.pending_wiring:  # most node starts: no call
+                routing.flush_wiring(run, step)  # the routes that led here, before this node's span starts
+            if not read.pushed:
+                links = [Link(done, _LINK_AGGREGATE) for done in run.take_aggregate_inputs(triggers)]
         parent = parent_context(context=ctx) or ctx
         node = Node(read.name, namespace=namespace)
         invocation: Invocation
@@ -177,42 +186,52 @@ class NodeTracer:
         self._namespaces.add(node)
         return _Started(task, read, node, run, invocation.context, tool_node)
 
-    @failsafe(None)
     def _finish(self, started: _Started, result: Any, exc: BaseException | None) -> None:
-        read, node = started.read, started.node
+        try:
+            self._finished(started, result, exc)
+        except Exception as error:
+            log_once(_WHERE_FINISH, error)
+
+    def _finished(self, started: _Started, result: Any, exc: BaseException | None) -> None:
+        read, node, run = started.read, started.node, started.run
         actor = node or current_actor()
+        invocation = node.own.invocation if node is not None else None
         ended = False
         try:
             if actor is not None:
                 sends = compat.sends_written(started.task)
                 if sends:
-                    routing.record_sends(actor, sends, started.run)
-            if exc is None and started.run is not None and started.run.edges:
-                routing.record_wiring(started.run, read.name, read.step)
+                    routing.record_sends(actor, sends, run)
+            if exc is None and run is not None and read.name in run.edges:
+                routing.record_wiring(run, read.name, read.step)
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
             elif isinstance(exc, GraphInterrupt):
-                if started.run is not None:
-                    started.run.top().interrupted = True
+                if run is not None:
+                    run.top().interrupted = True
                 if actor is not None:
                     thread_id = compat.configurable(read.config).get("thread_id")
                     routing.record_interrupt(actor, exc, self._interrupts,
                                              str(thread_id) if thread_id is not None else None)
-            if node is None or node.invocation is None or exc is not None:
+            if invocation is None or exc is not None:
                 return
             ref = content_ref(result)
-            if started.run is not None:
-                started.run.node_completed(read.name, read.step)
+            if run is not None:
+                run.node_completed(read.name, read.step)
                 if read.pushed and not started.tool_node:
                     channels = compat.channels_written(started.task)
-                    started.run.add_send_result(SendResult(node.span.get_span_context(), channels))
-            node.invocation.stop(result, ref=ref)  # an agent's output content too, with capture on
+                    run.add_send_result(SendResult(invocation.span.get_span_context(), channels))
+            invocation.stop(result, ref=ref)  # an agent's output content too, with capture on
             ended = True
         finally:
-            if node is not None and node.invocation is not None:
+            if node is not None and invocation is not None:
                 self._namespaces.remove(node)
                 if not ended:
-                    end(node.invocation, exc)
+                    end(invocation, exc)
+
+
+_WHERE_START = f"{__name__}.NodeTracer._start"
+_WHERE_FINISH = f"{__name__}.NodeTracer._finish"
 
 
 def config_context(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
