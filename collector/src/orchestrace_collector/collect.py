@@ -56,6 +56,11 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: under load (bench/, section 3) at no measurable cost in total CPU or time to written traces.
 SWITCH_INTERVAL_S = 0.0005
 GRPC_GRACE_S = 2.0  # for gRPC calls in flight at shutdown
+#: The cyclic collector's thresholds while serving. At CPython's (700, 10, 10) a burst ran a young pass every
+#: 700 new objects and a full pass, walking every held span, every few thousand requests: 5 % of the
+#: collector's CPU (bench/, section 3). The collector makes almost no cyclic garbage (what a pass finds is
+#: start-up's), so passes this rare cost a few MiB at most.
+GC_THRESHOLDS = (50_000, 10, 10)
 
 
 @dataclass(frozen=True)
@@ -205,11 +210,7 @@ def run_collector(options: CollectorOptions) -> None:
         spool_only=options.spool_only,
         owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
     )
-    # What exists now (modules, the collector's own parts) lives until exit: frozen, it is left out of the
-    # cyclic collector's full passes, which otherwise walk it every time the held spans grow by a quarter
-    # (bench/, section 3: those passes cost half as much).
-    gc.collect()
-    gc.freeze()
+    previous_gc_thresholds = freeze_and_tune_gc()
     replayed = ingest.replay()
     if replayed:
         print(
@@ -254,6 +255,7 @@ def run_collector(options: CollectorOptions) -> None:
         if forwarder is not None:
             _step("forwarding", lambda: forwarder.close(_until(deadline)))
         sys.setswitchinterval(previous_switch_interval)
+        gc.set_threshold(*previous_gc_thresholds)
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written"
@@ -281,6 +283,18 @@ def run_collector(options: CollectorOptions) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def freeze_and_tune_gc() -> tuple[int, ...]:
+    """Freeze what exists now and set :data:`GC_THRESHOLDS`; returns the thresholds to restore."""
+    # What exists now (modules, the collector's own parts) lives until exit: frozen, it is left out of the
+    # cyclic collector's full passes, which otherwise walk it every time the held spans grow by a quarter
+    # (bench/, section 3: those passes cost half as much).
+    gc.collect()
+    gc.freeze()
+    previous = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    return previous
 
 
 def _until(deadline: float) -> float:
