@@ -181,3 +181,42 @@ def test_reply_fields_of_pydantic_models_are_read_as_getattr_reads_them_without_
         field_of(reply, "usage")
         field_of(reply, "model")
     assert raised == []
+
+
+def test_a_langchain_reply_read_without_content_states_the_same_metadata() -> None:
+    # A model call through callbacks with capture off reads only the reply's metadata (usage, model, id,
+    # finish reason): the same as the whole read, every text and tool call left out.
+    from langchain_core.messages import AIMessage, AIMessageChunk
+    from orchestrace.replies import Reply, normalize
+
+    call = {"name": "lookup", "args": {"q": "x"}, "id": "call-1", "type": "tool_call"}
+    usage = {"input_tokens": 12, "output_tokens": 7, "total_tokens": 19}
+    cached = {**usage, "input_token_details": {"cache_read": 4, "cache_creation": 2}}
+    messages = [
+        AIMessage("plain"),
+        AIMessage("hi", id="msg-1", usage_metadata=usage),  # type: ignore[arg-type]
+        AIMessage("", tool_calls=[call], usage_metadata=cached,  # type: ignore[arg-type, list-item]
+                  response_metadata={"finish_reason": "tool_calls", "model_name": "m-1", "id": "resp-1"}),
+        AIMessage("stop", response_metadata={"stop_reason": "end_turn", "model_name": "m-2"}),
+        AIMessage("own", model="m-3", response_metadata={"model_name": "m-4", "finish_reason": ""}),
+        AIMessage([{"type": "thinking", "thinking": "why"}, {"type": "text", "text": "so"}],
+                  additional_kwargs={"reasoning_content": "r"}),
+        AIMessageChunk(content="chunk", response_metadata={"finish_reason": "length"}),
+    ]
+    for message in messages:
+        whole, meta = normalize(message), normalize(message, content=False)
+        assert whole is not None and meta is not None
+        assert (meta.usage, meta.response_model, meta.response_id, meta.finish_reason) == (
+            whole.usage, whole.response_model, whole.response_id, whole.finish_reason), message
+        assert (meta.text, meta.reasoning, meta.tool_calls) == ("", "", [])
+    stated = [normalize(m, content=False) for m in messages]
+    assert [(r.usage and tuple(r.usage), r.response_model, r.response_id, r.finish_reason)
+            for r in stated if isinstance(r, Reply)] == [
+        (None, None, None, None),
+        ((12, 7, None, None), None, "msg-1", None),
+        ((12, 7, 4, 2), "m-1", "resp-1", "tool_calls"),
+        (None, "m-2", None, "stop"),
+        (None, "m-3", None, None),
+        (None, None, None, None),
+        (None, None, None, "length"),
+    ]

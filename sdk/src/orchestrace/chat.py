@@ -22,6 +22,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_span_
 from orchestrace import history as _history
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
+from orchestrace.config import CaptureConfig
 from orchestrace.errors import record_error
 from orchestrace.failsafe import failsafe
 from orchestrace.fields import field_of
@@ -48,7 +49,8 @@ class ChatCall:
     __slots__ = ("attributes", "context", "history", "name", "prompt", "prompt_refs", "start_ns", "telemetry")
 
     def __init__(self, telemetry: Telemetry, name: str, context: Context, attributes: dict[str, Any],
-                 prompt: Sequence[Any], history: _history.PromptHistory | None) -> None:
+                 prompt: Sequence[Any], history: _history.PromptHistory | None,
+                 capture: CaptureConfig) -> None:
         self.telemetry = telemetry
         self.name = name
         self.context = context
@@ -57,7 +59,7 @@ class ChatCall:
         self.history = history
         self.start_ns = time.time_ns()
         self.prompt_refs: PromptRefs | None = None  # taken at the start when capturing, before clipping
-        if telemetry.capture.capture_content:
+        if capture.capture_content:  # ``telemetry.capture`` as the caller read it
             self.prompt_refs = prompt_refs(prompt)
             attributes[sc.ORCH_INPUT_REF] = self.prompt_refs.whole
         else:
@@ -68,29 +70,31 @@ class ChatCall:
         """The call returned ``message`` (its reply: a chat message or any reply shape
         :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the
         reply states none."""
+        capture = self.telemetry.capture
         reply = None
         if message is not None:
-            reply = normalize(message) or Reply(text=str(field_of(message, "content") or ""))
+            # Without capture only the reply's metadata goes on the span: its text is not read.
+            reply = (normalize(message, capture.capture_content)
+                     or Reply(text=str(field_of(message, "content") or "")))
             if reply.usage is None:
                 reply.usage = usage
-            self.attributes.update(reply_attributes(reply, self.telemetry.capture.capture_content))
+            self.attributes.update(reply_attributes(reply, capture.capture_content))
             self.attributes[sc.ORCH_OUTPUT_REF] = message_ref(message)
-        span = self._span(reply)
+        span = self._span(reply, capture)
         span.set_status(_OK)
         span.end()
 
     @failsafe(None)
     def fail(self, exc: BaseException) -> None:
         """The call raised ``exc``."""
-        span = self._span(None)
+        span = self._span(None, self.telemetry.capture)
         record_error(span, exc)
         span.end()
 
-    def _span(self, completion: Reply | None) -> Span:
+    def _span(self, completion: Reply | None, capture: CaptureConfig) -> Span:
         """The call's span, started now with its start time; with content capture, the prompt's messages that
         no earlier call of the trace exported, and the completion."""
         attrs = self.attributes
-        capture = self.telemetry.capture
         chained: list[str] = []  # the prompt's running digests (``history.chain``), when a history needs them
         if capture.capture_content:
             given = self.prompt_refs  # None when capture was off at the start
@@ -157,12 +161,13 @@ UNTRACED = _Untraced()
 def chat_call(telemetry: Telemetry, messages: Sequence[Any], context: Context, *, model: str | None,
               label: str | None, provider: str | None, operation: str, request: Mapping[str, Any] | None,
               history: _history.PromptHistory | None) -> ChatCall:
+    capture = telemetry.capture
     attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation}
     if model:
         attributes[sc.GEN_AI_REQUEST_MODEL] = model
     if provider:
         attributes[sc.GEN_AI_PROVIDER_NAME] = provider
     if request:  # sampling parameters, and with capture the tools offered
-        attributes.update(request_attributes(request, telemetry.capture.capture_content))
+        attributes.update(request_attributes(request, capture.capture_content))
     name = f"{operation} {label or model or 'model'}"
-    return ChatCall(telemetry, name, context, attributes, messages, history)
+    return ChatCall(telemetry, name, context, attributes, messages, history, capture)

@@ -54,8 +54,10 @@ def _from_usage_block(block: Any) -> Usage | None:
     read: Callable[[str], Any] = block.get if type(block) is dict else functools.partial(field_of, block)
     input_tokens = _int(read("input_tokens"))
     # Anthropic's names; LiteLLM puts them beside ``prompt_tokens``, which counts the whole prompt already.
-    cache_read = _int(read("cache_read_input_tokens"))
-    cache_creation = _int(read("cache_creation_input_tokens"))
+    cache_read = read("cache_read_input_tokens")
+    cache_creation = read("cache_creation_input_tokens")
+    if cache_read is not None or cache_creation is not None:  # absent (the common case): nothing to convert
+        cache_read, cache_creation = _int(cache_read), _int(cache_creation)
     if input_tokens is None:
         input_tokens = _int(read("prompt_tokens"))
         cached = _int(field_of(read("prompt_tokens_details"), "cached_tokens"))
@@ -74,16 +76,21 @@ def _from_usage_block(block: Any) -> Usage | None:
         output_tokens = _int(read("completion_tokens"))
     if input_tokens is None and output_tokens is None and cache_read is None and cache_creation is None:
         return None
-    return Usage(input_tokens, output_tokens, cache_read, cache_creation)
+    # tuple.__new__ directly: a NamedTuple's own __new__ is Python code.
+    return tuple.__new__(Usage, (input_tokens, output_tokens, cache_read, cache_creation))
 
 
 def usage_attributes(usage: Usage) -> dict[str, int]:
     """The span attributes of ``usage`` (its stated counts): the one place usage attributes are named. The
     cache-write count goes under the name of the GenAI conventions' version in use (``sc.gen_ai_names``)."""
-    named = ((sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
-             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
-             (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens))
-    attributes = {key: count for key, count in named if count is not None}
+    # Plain tests rather than a comprehension over (name, count) pairs: this runs at every model call.
+    attributes: dict[str, int] = {}
+    if usage.input_tokens is not None:
+        attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+    if usage.output_tokens is not None:
+        attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+    if usage.cache_read_input_tokens is not None:
+        attributes[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_input_tokens
     if usage.cache_creation_input_tokens is not None:
         attributes[sc.gen_ai_names().cache_write_input_tokens] = usage.cache_creation_input_tokens
     return attributes

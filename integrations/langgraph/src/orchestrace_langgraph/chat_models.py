@@ -53,7 +53,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         super().__init__()
         self._telemetry = telemetry
         self._namespaces = namespaces
-        self._calls: dict[UUID, ChatCall] = {}  # by LangChain run id: single dict operations, no lock needed
+        # By LangChain run id, as its integer (a UUID's ``__hash__`` is Python code): single dict operations,
+        # no lock needed.
+        self._calls: dict[int, ChatCall] = {}
         self._history = PromptHistory()
         self.enabled = True
 
@@ -92,7 +94,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
                           provider=str(provider) if provider else None, operation=operation, request=params,
                           context=parent_context(self._namespaces, metadata, current) or current,
                           history=self._history)
-        self._calls[run_id] = call
+        self._calls[run_id.int] = call
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
@@ -100,7 +102,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
 
     @failsafe(None)
     def _end(self, run_id: UUID, response: LLMResult) -> None:
-        call = self._calls.pop(run_id, None)
+        call = self._calls.pop(run_id.int, None)
         if call is None:
             return
         first = response.generations[0] if response.generations else []
@@ -116,7 +118,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
                      **kwargs: Any) -> None:
-        call = self._calls.pop(run_id, None)
+        call = self._calls.pop(run_id.int, None)
         if call is not None:
             call.fail(error)
 

@@ -24,10 +24,12 @@ __all__ = ["Reply", "ReplyStream", "StreamedText", "ToolCall", "finish_reason", 
 _NOT_REPLIES = (bytes, int, float, list, tuple)
 
 
-def normalize(result: Any) -> Reply | None:
+def normalize(result: Any, content: bool = True) -> Reply | None:
     """The reply ``result`` holds, or ``None`` when it is none of the known shapes: a string, an OpenAI
     Chat Completions response (object or dict, LiteLLM's too), an OpenAI Responses API response, an
-    Anthropic ``Message``, a LangChain ``AIMessage``."""
+    Anthropic ``Message``, a LangChain ``AIMessage``. ``content``: false when only the reply's metadata
+    (usage, response model and id, finish reason) will be read: a reader may then skip the text, reasoning
+    and tool calls (the LangChain one does: a model call through callbacks, capture off, reads no more)."""
     if isinstance(result, str):
         return Reply(text=result)
     if result is None or isinstance(result, _NOT_REPLIES):
@@ -35,7 +37,7 @@ def normalize(result: Any) -> Reply | None:
     # First the one shape told apart by its type alone (no other shape's type is "ai"): asking a LangChain
     # message (a pydantic model) for another shape's fields costs a raised AttributeError each.
     if langchain.is_ai_message(result):
-        return langchain.from_ai_message(result)
+        return langchain.from_ai_message(result, content)
     if isinstance(field_of(result, "choices"), list | tuple):
         return openai_chat.from_chat_completion(result)
     if openai_responses.is_response(result):

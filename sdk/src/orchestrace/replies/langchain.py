@@ -8,7 +8,7 @@ from typing import Any
 from orchestrace.fields import field_of
 from orchestrace.replies.reply import Reply, ToolCall, finish_reason, text_of
 from orchestrace.replies.stream import ReplyStream
-from orchestrace.usage import Usage, extract_usage, response_model
+from orchestrace.usage import Usage, extract_usage
 
 AI_TYPES = frozenset({"ai", "AIMessageChunk"})
 
@@ -19,18 +19,34 @@ def is_ai_message(result: Any) -> bool:
 
 def _meta(reply: Reply, message: Any) -> None:
     metadata = field_of(message, "response_metadata") or {}
-    reply.finish_reason = finish_reason(field_of(metadata, "finish_reason")
-                                        or field_of(metadata, "stop_reason")) or reply.finish_reason
-    reply.response_model = response_model(message) or reply.response_model
-    response_id = field_of(metadata, "id") or field_of(message, "id")
+    if type(metadata) is dict:  # what LangChain gives: read without a call per key
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+        response_id = metadata.get("id")
+        name = metadata.get("model_name")
+    else:
+        reason = field_of(metadata, "finish_reason") or field_of(metadata, "stop_reason")
+        response_id = field_of(metadata, "id")
+        name = field_of(metadata, "model_name")
+    if reason:
+        reply.finish_reason = finish_reason(reason) or reply.finish_reason
+    # ``response_model``'s rule (the message's own ``model``, else the metadata's ``model_name``), with the
+    # metadata already in hand.
+    model = field_of(message, "model")
+    model = model if isinstance(model, str) else name if isinstance(name, str) else None
+    reply.response_model = model or reply.response_model
+    response_id = response_id or field_of(message, "id")
     if isinstance(response_id, str) and response_id:
         reply.response_id = response_id
     reply.usage = extract_usage(message) or reply.usage
 
 
-def from_ai_message(result: Any) -> Reply:
+def from_ai_message(result: Any, content: bool = True) -> Reply:
+    """``content``: false when only the reply's metadata (usage, model, id, finish reason) will be read; its
+    text, reasoning and tool calls are then left empty."""
     reply = Reply()
     _meta(reply, result)
+    if not content:
+        return reply
     reply.text, reply.reasoning = text_of(field_of(result, "content"))
     if not reply.reasoning:
         extra = field_of(result, "additional_kwargs") or {}

@@ -79,9 +79,8 @@ class Reply:
 def reply_attributes(reply: Reply, capture_content: bool, with_usage: bool = True) -> dict[str, Any]:
     """Span attributes of a reply: usage (unless ``with_usage`` is false: set by the user), response model,
     id and finish reason; with content capture, token ids and logprobs (the content in another form)."""
-    attributes: dict[str, Any] = {}
-    if with_usage and reply.usage is not None:
-        attributes.update(usage_attributes(reply.usage))
+    attributes: dict[str, Any] = (usage_attributes(reply.usage) if with_usage and reply.usage is not None
+                                  else {})
     if reply.response_model:
         attributes[sc.GEN_AI_RESPONSE_MODEL] = reply.response_model
     if reply.response_id:
