@@ -797,7 +797,11 @@ class _GraphBuilder:
         elif kind == "handoff":
             # A compiled graph as a node whose last step hands the run on to the next node itself
             # (``Command.PARENT`` with an update, as langgraph-swarm's agents transfer): an agent whose output
-            # is the update it hands over, its handoff a decision of its own.
+            # is the update it hands over, its handoff a decision of its own, whose options are the
+            # destinations the graph declares for the agent's node (the next node and one not taken).
+            spare = self.fresh()
+            self.graph.add_node(spare, lambda state, n=spare: {"parts": [n]})
+            self.graph.add_edge(spare, nxt)
             inner = StateGraph(GraphState)
             steps = [self.fresh() for _ in range(self.rng.randint(1, 2))]
             handed = {"parts": [f"handed on by {node} ü"]}
@@ -808,15 +812,14 @@ class _GraphBuilder:
             inner.add_edge(START, steps[0])
             for before, after in itertools.pairwise(steps):
                 inner.add_edge(before, after)
-            self.graph.add_node(node, inner.compile(name=node), destinations=(nxt,))
+            self.graph.add_node(node, inner.compile(name=node), destinations=(nxt, spare))
+            options = (str(nxt), spare)
 
             def hands_off(app: GraphApp) -> None:
                 k = ran(app, output=_OPAQUE)
                 app.agents.add(node)
                 app.handed[node] = handed
-                # Options: none. The destinations the parent graph declares for the agent's node are not
-                # looked up for a Command.PARENT (a gap of the integration's handoff record, left for now).
-                app.choices.append(Choice(node, k, nxt, starts(app, nxt), None))
+                app.choices.append(Choice(node, k, nxt, starts(app, nxt), options))
             self.steps.append(hands_off)
         elif kind == "interrupt":
             # Asking a human (``interrupt()``) ``asks`` times, maybe after a model call. A resume runs the

@@ -24,7 +24,7 @@ def test_every_orchestration_event(spans: Spans) -> None:
     @ot.agent
     def boss() -> None:
         ot.spawn(worker, agent_id="worker-1", reason="needs help")
-        ot.delegate("reviewer", role="critic", reason="check", handoff=True)
+        ot.delegate("reviewer", role="critic", reason="check", handoff=True, options=["reviewer", "worker"])
         ot.message(worker, "please start")
         ot.message("boss", "note to self", sender="auditor")
         ot.decide("delegate", target=worker, reason="best fit", options=["worker", "reviewer"])
@@ -44,7 +44,7 @@ def test_every_orchestration_event(spans: Spans) -> None:
                                               sc.ORCH_TARGET_ROLE: "worker", sc.ORCH_REASON: "needs help"}]
     assert _events(span, sc.EVENT_DELEGATE) == [{
         sc.ORCH_TARGET_AGENT: "reviewer", sc.ORCH_TARGET_ROLE: "critic", sc.ORCH_REASON: "check",
-        sc.ORCH_HANDOFF: True}]
+        sc.ORCH_HANDOFF: True, sc.ORCH_DECISION_OPTIONS: ("reviewer", "worker")}]
     first, second = _events(span, sc.EVENT_MESSAGE)
     assert first == {sc.ORCH_TO: "worker", sc.ORCH_CONTENT_REF: ot.content_ref("please start")}
     assert second[sc.ORCH_FROM] == "auditor" and sc.ORCH_CONTENT not in second  # capture is off

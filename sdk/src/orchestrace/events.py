@@ -88,13 +88,16 @@ class Events:
     @failsafe(default=None)
     def delegate(self, agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
                  reason: str | None = None, handoff: bool = False, sender: AgentRef | None = None,
-                 content: Any = None) -> None:
+                 content: Any = None, options: Sequence[str] | None = None) -> None:
         """Work is handed to ``agent``; ``handoff=True`` for a transfer of control without return;
         ``sender``: who hands off, when not the span's own agent (a handoff then names both ends,
-        ``orchestrace.from`` and ``orchestrace.to``); ``content``: the work handed over (as for a spawn)."""
+        ``orchestrace.from`` and ``orchestrace.to``); ``content``: the work handed over (as for a spawn);
+        ``options``: whom else it could have handed to (as :meth:`decide` records them)."""
         if self.span.is_recording():
             attributes = self._target(agent, agent_id, role, reason)
             self._content(attributes, content)
+            if options is not None:
+                attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
             if handoff:
                 attributes[sc.ORCH_HANDOFF] = True
             if sender is not None:

@@ -65,15 +65,18 @@ def spawn(agent: AgentRef, *, agent_id: str | None = None, role: str | None = No
 
 @failsafe(default=None)
 def delegate(agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
-             reason: str | None = None, handoff: bool = False, content: Any = None) -> None:
+             reason: str | None = None, handoff: bool = False, content: Any = None,
+             options: Sequence[str] | None = None) -> None:
     """The current agent hands work to ``agent``; ``handoff=True`` for a transfer of control without return.
 
     Calling an ``@ot.agent`` function is already a delegation with a return: this call adds the reason.
-    ``content``: the work handed over, paired with the instance whose input it is, as for :func:`spawn`.
+    ``content``: the work handed over, paired with the instance whose input it is, as for :func:`spawn`;
+    ``options``: the agents it could have handed to, as ``ot.decide`` records them.
     """
     events = _events()
     if events is not None:
-        events.delegate(agent, agent_id=agent_id, role=role, reason=reason, handoff=handoff, content=content)
+        events.delegate(agent, agent_id=agent_id, role=role, reason=reason, handoff=handoff, content=content,
+                        options=options)
 
 
 @failsafe(default=None)

@@ -400,9 +400,7 @@ def _span_event(
             ev.label = str(kind)
         if target:
             set_to(ev, b.actors.resolve(str(target), event.time_ns), str(target))
-        recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
-        if isinstance(recorded, tuple | list) and recorded:
-            ev.options = [str(o) for o in recorded]
+        _options(ev, attrs)
         chosen = ev.decision
         if chosen is not None and chosen in (sc.DECISION_SPAWN, sc.DECISION_DELEGATE) and options:
             b.routing = (node, frozenset(str(o) for o in options), chosen, ev)
@@ -416,9 +414,7 @@ def _span_event(
             return
         ev = b.at("orchestrator_decision", event.time_ns, node, owner)
         ev.decision = sc.DECISION_STOP
-        recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
-        if isinstance(recorded, tuple | list) and recorded:
-            ev.options = [str(o) for o in recorded]
+        _options(ev, attrs)
         decider = attrs.get(sc.ORCH_FROM)
         if decider:  # the node that decided, when the stop is recorded for it (a graph with no next node)
             set_from(ev, b.actors.decider(owner, str(decider), event.time_ns), str(decider))
@@ -456,6 +452,13 @@ def _span_event(
             set_to(ev, _addressee(b, str(target), attrs, event.time_ns), str(target))
     elif name == sc.EVENT_EVALUATION_RESULT:
         evaluations.append((node, event))
+
+
+def _options(ev: Ev, attrs: Attributes) -> None:
+    """The options a decision's event recorded (``orchestrace.decision.options``), if any."""
+    recorded = attrs.get(sc.ORCH_DECISION_OPTIONS)
+    if isinstance(recorded, tuple | list) and recorded:
+        ev.options = [str(o) for o in recorded]
 
 
 def _addressee(b: _Builder, name: str, attrs: Attributes, t_ns: int) -> Instance | None:
@@ -695,6 +698,7 @@ def _explicit(b: _Builder, sp: _Spawn, child: Instance | None) -> Ev:
         decision = b.at("orchestrator_decision", sp.t_ns, sp.node, sp.owner)
         decision.decision = sp.decision
         set_to(decision, target, sp.name)
+        _options(decision, sp.attrs)  # a delegate's (a handoff's destinations)
     elif b.spawns_of.get(id(decision)):
         set_to(decision, None, sp.name)  # one decision fanned out to several instances: it names the agent
     else:

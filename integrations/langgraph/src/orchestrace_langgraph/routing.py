@@ -14,7 +14,8 @@
   reason ``edge`` when that node's fixed edge to ``END`` took it (the graph's wiring, like any fixed edge).
 * ``Command(graph=Command.PARENT)`` (the ``ParentCommand`` exception; ``transfer_to_*`` tools of
   langgraph-supervisor and langgraph-swarm): a handoff delegate from the handing-off node to the target,
-  recorded on that node of the parent graph.
+  recorded on that node of the parent graph, with its options where the parent graph declares the node's
+  ``destinations``.
 * ``interrupt()`` (``GraphInterrupt``): a human intervention of kind ``interrupt``; a static breakpoint
   (``breakpoints.py``): one of kind ``interrupt_before`` / ``interrupt_after``. The resume: one of kind
   ``resume`` on the resumed run, and the graph's delegate (reason ``resume``) to each node that asked, which
@@ -154,11 +155,17 @@ def record_handoff(exc: ParentCommand, namespaces: NamespaceIndex, fallback: Act
     actor = namespaces.get(str(command.graph)) or fallback
     if actor is None:
         return
+    options: Sequence[str] | None = None
     if actor.invocation is not None:  # the node of the parent graph: LangGraph ends its task without raising
         handed_off(actor.invocation, command)
+        # Its options: the destinations the parent graph declares for it, as for a Command it returns.
+        run = current_run(actor.invocation.context) if isinstance(actor, Node) else None
+        declared = run.destinations.get(actor.name) if run is not None else None
+        options = list(declared)[:_MAX_OPTIONS] if declared else None
     targets = [g.node if isinstance(g, Send) else str(g) for g in _goto_list(command.goto) if g != ()]
     for target in targets or [""]:
-        actor.events.delegate(target, reason=REASON_PARENT_COMMAND, handoff=True, sender=actor.name)
+        actor.events.delegate(target, reason=REASON_PARENT_COMMAND, handoff=True, sender=actor.name,
+                              options=options)
 
 
 def record_interrupt(actor: Actor, exc: GraphInterrupt, log: InterruptLog, thread_id: str | None) -> None:
