@@ -9,7 +9,6 @@ span's own attributes winning. Message contents in a library's own form are read
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from ..spans import Attributes, Span
@@ -22,31 +21,32 @@ _CONTENT_PARTS: Final = tuple(v.content_parts for v in VOCABULARIES if v.content
 _OTHER_FORMS: Final = tuple(key for v in VOCABULARIES for key in v.other_forms)
 
 
-def _overlaid(overlays: tuple[Overlay, ...]) -> Callable[[Span], Attributes]:
-    """The reader of one kind of call's attributes: the span's own, with what ``overlays`` find in its
-    record's other forms under them. A span that records nothing in another form (most spans: no span event,
-    none of the vocabularies' ``other_forms`` keys) is its attributes, found without a further call."""
-
-    def overlaid(span: Span) -> Attributes:
-        attrs = span.attributes
-        if not span.events:
-            for key in _OTHER_FORMS:
-                if key in attrs:
-                    break
-            else:
-                return attrs
-        found: dict[str, object] = {}
-        for overlay in overlays:
-            overlay(span, found, content_parts)
-        return {**found, **attrs} if found else attrs
-
-    return overlaid
+def _overlaid(span: Span, overlays: tuple[Overlay, ...]) -> Attributes:
+    """The span's own attributes, with what ``overlays`` find in its record's other forms under them. A span
+    that records nothing in another form (most spans: no span event, none of the vocabularies'
+    ``other_forms`` keys) is its attributes, found without a further call."""
+    attrs = span.attributes
+    if not span.events:
+        for key in _OTHER_FORMS:
+            if key in attrs:
+                break
+        else:
+            return attrs
+    found: dict[str, object] = {}
+    for overlay in overlays:
+        overlay(span, found, content_parts)
+    return {**found, **attrs} if found else attrs
 
 
-#: A model call's attributes with its record's other forms overlaid.
-model_call: Final = _overlaid(_MODEL_CALL)
-#: A tool span's attributes with its record's other forms overlaid.
-tool_call: Final = _overlaid(_TOOL_CALL)
+# Plain functions, not closures made by a factory: compiled, a module-level closure is called generically.
+def model_call(span: Span) -> Attributes:
+    """A model call's attributes with its record's other forms overlaid."""
+    return _overlaid(span, _MODEL_CALL)
+
+
+def tool_call(span: Span) -> Attributes:
+    """A tool span's attributes with its record's other forms overlaid."""
+    return _overlaid(span, _TOOL_CALL)
 
 
 def content_parts(content: object) -> object:

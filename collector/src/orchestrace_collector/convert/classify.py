@@ -13,8 +13,8 @@ yields no event itself, but span events recorded on it still count for the actor
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Final, TypeVar
+from collections.abc import Mapping
+from typing import Final
 
 import orchestrace_semconv as sc
 
@@ -70,7 +70,7 @@ __all__ = [
 
 #: A step of classification: a table ``(attribute, value -> verdict, None, None)`` or a rule ``("", {}, rule,
 #: the attributes it needs, None: any span)``.
-_Step = tuple[str, Mapping[str, Verdict], KindRule | None, frozenset[str] | None]
+_Step = tuple[str, Mapping[str, Verdict], KindRule | None, tuple[str, ...] | None]
 _NO_TABLE: Final[Mapping[str, Verdict]] = {}
 
 
@@ -80,17 +80,16 @@ def _kind_steps() -> tuple[_Step, ...]:
     for v in VOCABULARIES:
         steps += [(key, table, None, None) for key, table in v.kind_tables]
         if v.kind is not None:
-            steps.append(("", _NO_TABLE, v.kind, frozenset(v.kind_keys) or None))
+            steps.append(("", _NO_TABLE, v.kind, tuple(dict.fromkeys(v.kind_keys)) or None))
     for v in VOCABULARIES:
         if v.fallback_kind is not None:
-            steps.append(("", _NO_TABLE, v.fallback_kind, frozenset(v.kind_keys) or None))
+            steps.append(("", _NO_TABLE, v.fallback_kind, tuple(dict.fromkeys(v.kind_keys)) or None))
     return tuple(steps)
 
 
 _KIND_STEPS: Final = _kind_steps()
 _GRAPH_RUN: Final = tuple(pair for v in VOCABULARIES for pair in v.graph_run)
 _HANDOFF_TO: Final = tuple(key for v in VOCABULARIES for key in v.handoff_to)
-_HANDOFF_TO_KEYS: Final = frozenset(_HANDOFF_TO)
 _HANDOFF_TOOLS: Final = {tool: arg for v in VOCABULARIES for tool, arg in v.handoff_tools.items()}
 #: A tuple: ``in`` compares, so a value of any type (even unhashable) is tested.
 _HANDOFF_TOOL_NAMES: Final = tuple(_HANDOFF_TOOLS)
@@ -121,7 +120,7 @@ def classify(span: Span, parent: Span | None) -> Verdict:
             # Only string values name kinds (attribute values may be of any type, even unhashable).
             value = attrs.get(key)
             found = table.get(value) if isinstance(value, str) else None
-        elif keys is None or not keys.isdisjoint(attrs):
+        elif keys is None or _has_any(attrs, keys):
             found = rule(span, parent)
         else:
             continue  # the span has none of the attributes the rule reads
@@ -129,7 +128,7 @@ def classify(span: Span, parent: Span | None) -> Verdict:
             # A tool span is a handoff only when it has what some vocabulary's handoff needs: checked here
             # without a call, as most tool spans have none of it.
             if found[0] is K_TOOL and (
-                not _HANDOFF_TO_KEYS.isdisjoint(attrs)
+                _has_any(attrs, _HANDOFF_TO)
                 or attrs.get(sc.GEN_AI_TOOL_NAME) in _HANDOFF_TOOL_NAMES
                 or span.name.startswith(_HANDOFF_PREFIXES)
             ) and _handoff_target(span) is not None:
@@ -142,6 +141,11 @@ def classify(span: Span, parent: Span | None) -> Verdict:
     return _NONE
 
 
+def _has_any(attrs: Attributes, keys: tuple[str, ...]) -> bool:
+    # A loop over a few keys: compiled, ``frozenset.isdisjoint`` is a method looked up and called per span.
+    return any(key in attrs for key in keys)
+
+
 def graph_run(attrs: Attributes) -> bool:
     """Whether some vocabulary says an actor span is a graph run, whatever agent operation it names."""
     return any(attrs.get(key) == value for key, value in _GRAPH_RUN)
@@ -149,7 +153,7 @@ def graph_run(attrs: Attributes) -> bool:
 
 def _handoff_target(span: Span) -> str | None:
     """The agent a handoff span hands over to (``""``: not said), ``None`` for a span that is no handoff."""
-    target = _handoff_to(span)
+    target = _first_text(span.attributes, _HANDOFF_TO)
     if target is not None:
         return target
     attrs = span.attributes
@@ -209,8 +213,8 @@ def actor_name(span: Span, sub_kind: str) -> str:
     every rollout to group them."""
     if sub_kind != NODE and sub_kind != WORKFLOW:
         sub_kind = AGENT
-    named = _node_name if sub_kind == NODE else _workflow_name if sub_kind == WORKFLOW else _agent_name
-    name = named(span)
+    keys = _NODE_NAMES if sub_kind == NODE else _WORKFLOW_NAMES if sub_kind == WORKFLOW else _AGENT_NAMES
+    name = _first_text(span.attributes, keys)
     if name:
         return name
     bare = _strip_operation(span.name)
@@ -229,38 +233,30 @@ def created_agent_name(span: Span, sub_kind: str) -> str:
     return actor_name(span, AGENT)
 
 
-_T = TypeVar("_T", str, str | None)
-
-
-def _first_text(keys: tuple[str, ...], otherwise: Callable[[Span], _T]) -> Callable[[Span], str | _T]:
-    """The reader of one name: the first non-empty attribute of ``keys`` on a span, as text, else what
-    ``otherwise`` says of the span. One function per name rather than a helper each name calls: a call less
-    per span."""
-
-    def first(span: Span) -> str | _T:
-        attrs = span.attributes
-        for key in keys:
-            value = attrs.get(key)
-            if value:
-                return str(value)
-        return otherwise(span)
-
-    return first
-
-
-def _unnamed(span: Span) -> str | None:
+def _first_text(attrs: Attributes, keys: tuple[str, ...]) -> str | None:
+    """The first non-empty attribute of ``keys``, as text."""
+    for key in keys:
+        value = attrs.get(key)
+        if value:
+            return str(value)
     return None
 
 
-def _tool_by_span_name(span: Span) -> str:
-    return _strip_operation(span.name) or "tool"
+# One plain function per name: compiled, a module-level closure is called generically (through Python's call
+# protocol) where a function is a native call.
+def model_name(span: Span) -> str | None:
+    return _first_text(span.attributes, _MODEL_NAMES)
 
 
-model_name: Final = _first_text(_MODEL_NAMES, _unnamed)
-provider_name: Final = _first_text(_PROVIDER_NAMES, _unnamed)
-agent_id: Final = _first_text(_AGENT_IDS, _unnamed)
-tool_name: Final = _first_text(_TOOL_NAMES, _tool_by_span_name)
-_agent_name: Final = _first_text(_AGENT_NAMES, _unnamed)
-_workflow_name: Final = _first_text(_WORKFLOW_NAMES, _unnamed)
-_node_name: Final = _first_text(_NODE_NAMES, _unnamed)
-_handoff_to: Final = _first_text(_HANDOFF_TO, _unnamed)
+def provider_name(span: Span) -> str | None:
+    return _first_text(span.attributes, _PROVIDER_NAMES)
+
+
+def agent_id(span: Span) -> str | None:
+    return _first_text(span.attributes, _AGENT_IDS)
+
+
+def tool_name(span: Span) -> str:
+    name = _first_text(span.attributes, _TOOL_NAMES)
+    return name if name is not None else _strip_operation(span.name) or "tool"
+
