@@ -103,7 +103,8 @@ class _Taint:
 
 
 def _first(groups: list[list[Ev]]) -> list[Ev]:
-    """The carriers of ``groups``, each once, in trace order (the latest ``SAFETY_FLOW_FANOUT``)."""
+    """The carriers of ``groups``, each once, in trace order (the latest ``SAFETY_FLOW_FANOUT``). Every list
+    of carriers ``_Taint`` holds is already that (one event, or made here): one such alone is only sliced."""
     seen: dict[int, Ev] = {}
     for group in groups:
         for ev in group:
@@ -154,7 +155,8 @@ def trace_provenance(events: list[Ev], turns: list[TurnRec], linked: TurnIndex,
         influencing = influenced.pop(ev.index, None)
         if not held and not influencing:
             continue  # carries nothing (most events): no ``_first`` call
-        carriers = _first([held, influencing or []])
+        # ``held`` is carriers as ``_first`` gives them; ``influencing`` gathers several calls' sources.
+        carriers = _first([held, influencing]) if influencing else held[-SAFETY_FLOW_FANOUT:]
         if not carriers:
             continue
         untrusted.add(ev.index)
@@ -178,7 +180,8 @@ def _turn(turn: TurnRec, events: list[Ev], taint: _Taint, pending: dict[int, lis
     """Follows a model call (``events``: those it links); whether it is tainted."""
     owner = id(turn.owner)
     received = pending.pop(owner, [])
-    carriers = taint.of_turn(turn) if turn.prompt is not None else _first([received])
+    # ``received``: appended in trace order, each event once (``_first`` of it is its latest ones).
+    carriers = taint.of_turn(turn) if turn.prompt is not None else received[-SAFETY_FLOW_FANOUT:]
     if not carriers:
         return False
     read = seen.setdefault(owner, set())
