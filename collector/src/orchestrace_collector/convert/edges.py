@@ -8,7 +8,6 @@ gets one here.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
 
 from .actors import Instance
 from .batches import Batches
@@ -16,7 +15,6 @@ from .events import Ev, EventSet
 from .kinds import EdgeType
 
 EdgeRec = tuple[int, int, EdgeType]  # (src index, dst index, type)
-_Add = Callable[[EdgeRec], None]
 
 
 class _Timelines:
@@ -48,8 +46,9 @@ def build_edges(
     Within a batch or a fan-out (``batches.py``) no edge follows the race between threads: every call or
     start follows the event before it (a fork), every result or start leads to the event after it (a join),
     and a return or a message into it leads to each of its calls or starts."""
+    # ``edges.append`` where an edge is made, not a bound method kept in a variable or a closure: compiled,
+    # those are called generically, the list's own append natively.
     edges: list[EdgeRec] = list(flows)
-    add = edges.append
     timelines = _Timelines(events_set)
     by_instance = events_set.timelines
 
@@ -57,70 +56,77 @@ def build_edges(
         kind = ev.type
         if kind == "spawn":
             if ev.decision_ev is not None:
-                add((ev.decision_ev.index, ev.index, "spawn"))
+                edges.append((ev.decision_ev.index, ev.index, "spawn"))
             for decision in ev.also_decided or ():
-                add((decision.index, ev.index, "spawn"))
+                edges.append((decision.index, ev.index, "spawn"))
             child = by_instance[ev.child.index] if ev.child is not None else None
             if child:  # every call of the batch it opens with
                 for first in batches.calls.get(child[0].index, child[:1]):
-                    add((ev.index, first.index, "causal"))
+                    edges.append((ev.index, first.index, "causal"))
         elif kind == "tool_call":
             for dep in batches.before.get(ev.index, ()):
-                add((dep.index, ev.index, "tool_dependency"))
+                edges.append((dep.index, ev.index, "tool_dependency"))
         elif kind == "tool_result":
             if ev.decision_ev is not None:
-                add((ev.decision_ev.index, ev.index, "return"))
+                edges.append((ev.decision_ev.index, ev.index, "return"))
         elif kind == "return":
             parent = ev.owner.parent
             nxt = timelines.next_after(parent, batches.returns_after(ev)) if parent is not None else None
             if nxt is not None:
-                _into(ev, nxt, batches, "return", add)
+                _into(ev, nxt, batches, "return", edges)
         elif kind == "message":
             if ev.recipient is not None:
                 nxt = timelines.next_after(ev.recipient, ev)
                 if nxt is not None:
-                    _into(ev, nxt, batches, "message", add)
+                    _into(ev, nxt, batches, "message", edges)
         elif kind == "safety_event" and ev.source is not None:
             origin = events_set.tool_calls.get(ev.source) or events_set.closing.get(ev.source)
             if origin is not None and origin.index < ev.index:
-                add((origin.index, ev.index, "safety_flow"))
-    _aggregate_edges(events_set, add)
+                edges.append((origin.index, ev.index, "safety_flow"))
+    _aggregate_edges(events_set, edges)
     made_by = batches.made_by
     for head, call in made_by.items():  # an agent called as a tool: its start follows its own call
-        add((call.index, head, "causal"))
-    typed = {(src, dst) for src, dst, _ in edges}
-
-    def temporal(pairs: Iterable[tuple[Ev, Ev]]) -> None:
-        for src, dst in pairs:
-            if (src.index, dst.index) not in typed and dst.index not in made_by:
-                add((src.index, dst.index, "temporal"))
-
+        edges.append((call.index, head, "causal"))
+    # Typed edges by ``src * n + dst``: a number, not a tuple made for every pair looked up.
+    n = len(events_set.events)
+    typed = {src * n + dst for src, dst, _ in edges}
     members = batches.members
-    temporal(  # consecutive events, but none that follows a race inside a batch
-        (timeline[k - 1], timeline[k])
-        for timeline in events_set.timelines
-        for k in range(1, len(timeline))
-        if timeline[k - 1].index not in members
-    )
-    temporal((ev, nxt) for ends, nxt in batches.joins for ev in ends)
-    temporal((ev, start) for follows, starts in batches.forks for ev in follows for start in starts)
+    for timeline in events_set.timelines:  # consecutive events, but none that follows a race inside a batch
+        for k in range(1, len(timeline)):
+            if timeline[k - 1].index not in members:
+                _temporal(timeline[k - 1], timeline[k], n, typed, made_by, edges)
+    for ends, nxt in batches.joins:
+        for ev in ends:
+            _temporal(ev, nxt, n, typed, made_by, edges)
+    for follows, starts in batches.forks:
+        for ev in follows:
+            for start in starts:
+                _temporal(ev, start, n, typed, made_by, edges)
     edges.sort()
     return edges
 
 
-def _into(src: Ev, nxt: Ev, batches: Batches, kind: EdgeType, add: _Add) -> None:
+def _temporal(src: Ev, dst: Ev, n: int, typed: set[int], made_by: dict[int, Ev],
+              edges: list[EdgeRec]) -> None:
+    """A ``temporal`` edge, unless a typed edge links the same two events or ``dst`` starts an agent called as
+    a tool (its start follows its own call)."""
+    if src.index * n + dst.index not in typed and dst.index not in made_by:
+        edges.append((src.index, dst.index, "temporal"))
+
+
+def _into(src: Ev, nxt: Ev, batches: Batches, kind: EdgeType, edges: list[EdgeRec]) -> None:
     """``src`` -> ``nxt``, the next event of a timeline after it; when ``nxt`` opens a batch or a fan-out,
     -> each of its calls or starts after ``src`` (which of them came first was a race)."""
     calls = batches.calls.get(nxt.index)
     if calls is None:
-        add((src.index, nxt.index, kind))
+        edges.append((src.index, nxt.index, kind))
         return
     for dst in calls:
         if dst.index > src.index:
-            add((src.index, dst.index, kind))
+            edges.append((src.index, dst.index, kind))
 
 
-def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
+def _aggregate_edges(events_set: EventSet, edges: list[EdgeRec]) -> None:
     """Linked inputs when the aggregate names them; else the returns of the aggregating instance's children
     that ended since its previous aggregate."""
     pending_returns: dict[int, tuple[list[Ev], list[int]]] = {}
@@ -128,7 +134,7 @@ def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
         if agg.inputs:
             sources = {events_set.closing.get(span_id) for span_id in agg.inputs}  # a span linked twice
             for src in sorted((e for e in sources if e is not None and e is not agg), key=lambda e: e.index):
-                add((src.index, agg.index, "aggregate"))
+                edges.append((src.index, agg.index, "aggregate"))
             continue
         owner = agg.owner
         state = pending_returns.get(id(owner))
@@ -138,5 +144,5 @@ def _aggregate_edges(events_set: EventSet, add: _Add) -> None:
             state = pending_returns[id(owner)] = (rets, [0])
         rets, cursor = state
         while cursor[0] < len(rets) and rets[cursor[0]].index < agg.index:
-            add((rets[cursor[0]].index, agg.index, "aggregate"))
+            edges.append((rets[cursor[0]].index, agg.index, "aggregate"))
             cursor[0] += 1
