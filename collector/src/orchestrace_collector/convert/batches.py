@@ -27,7 +27,7 @@ from bisect import bisect_right
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
-from .classify import Kind
+from .classify import K_TOOL
 from .events import Ev, EventSet
 from .forest import enclosing
 
@@ -156,7 +156,7 @@ class Batches:
     def _made_by(self, inst: Instance, head: Ev, child: Instance) -> None:
         """If ``child`` runs inside a tool call of ``inst``, its start ``head`` follows that call."""
         # Through spans that are nobody's (a framework's wrappers), not through another actor.
-        around = enclosing(child.node.parent, Kind.TOOL) if child.node is not None else None
+        around = enclosing(child.node.parent, K_TOOL) if child.node is not None else None
         if around is None:
             return
         result = self.closing.get(around.span.span_id)

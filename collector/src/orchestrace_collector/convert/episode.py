@@ -12,7 +12,7 @@ import orchestrace_semconv as sc
 from ..spans import Span
 from .actors import Actors, assign_instances
 from .batches import Batches
-from .classify import Kind
+from .classify import K_ACTOR
 from .content import ContentStore
 from .credit import Credit, Shape, assign, causal_path, check_strategy, uncredited
 from .edges import EdgeRec, build_edges
@@ -184,7 +184,7 @@ def _episode_attributes(forest: Forest) -> dict[str, object]:
     """Task-level attributes (task id, topology, success, ...): the roots' first, then other actors'."""
     keys = (sc.ORCH_EPISODE_ID, sc.ORCH_TASK_ID, sc.ORCH_SYSTEM, sc.ORCH_TOPOLOGY, sc.ORCH_TASK_SUCCESS)
     found: dict[str, object] = {}
-    for node in [*forest.roots, *(n for n in forest.nodes if n.kind is Kind.ACTOR)]:
+    for node in [*forest.roots, *(n for n in forest.nodes if n.kind is K_ACTOR)]:
         attrs = node.span.attributes
         for key in keys:
             if key not in found and attrs.get(key) is not None:

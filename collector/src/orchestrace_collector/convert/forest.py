@@ -88,7 +88,7 @@ class Node:
         self.depth = 0
         self.pre = 0
         self.post = 0
-        self.kind = Kind.OTHER
+        self.kind = K_OTHER
         self.sub_kind = ""
         self.incomplete = False
         self.inner_model = None
@@ -217,7 +217,8 @@ def build_forest(spans: Sequence[Span]) -> Forest:
         node.kind = kind
         node.pre = node.post = len(nodes)
         nodes.append(node)
-        stack.extend(reversed(node.children))
+        if node.children:  # most nodes are leaves: no call for them (compiled, ``reversed`` was one each)
+            stack.extend(node.children[::-1])
     if model_like:
         _decide_model_like(nodes)
     for node in nodes:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import orchestrace_semconv as sc
 
 from .actors import Actors, Instance
-from .classify import Kind
+from .classify import K_MODEL, K_TOOL
 from .credit import TEAM_UNITS, Channel, Part
 from .events import Ev, EventSet
 from .forest import Node
@@ -103,7 +103,7 @@ def collect_rewards(events_set: EventSet, actors: Actors, turns: list[TurnRec],
                 continue
         if unit is None:
             unit = (FAMILY_UNIT.get(family) if family else None) or (
-                "turn" if node.kind is Kind.MODEL and family_named is None else "team")
+                "turn" if node.kind is K_MODEL and family_named is None else "team")
         if family is None and family_named is None:
             family = UNIT_FAMILY[unit] if unit_named is None or unit_named in UNITS else "team"
         value = reward_value(attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE))
@@ -276,7 +276,7 @@ class _Resolver:
     def _turn(self, target: str | None, node: Node, t_ns: int) -> int | None:
         if target is not None:
             return self.turn_by_span.get(target)
-        if node.kind is Kind.MODEL:
+        if node.kind is K_MODEL:
             return self.turn_by_span.get(node.span.span_id)
         # The recording agent's latest model call so far.
         owned = self.turns_of.get(id(self.actors.of(node)), [])
@@ -285,7 +285,7 @@ class _Resolver:
 
     def _tool_result(self, target: str | None, node: Node, t_ns: int) -> Ev | None:
         if target is None:
-            return self.events_set.closing.get(node.span.span_id) if node.kind is Kind.TOOL else None
+            return self.events_set.closing.get(node.span.span_id) if node.kind is K_TOOL else None
         by_id = self.events_set.tool_calls.get(target) or self.events_set.closing.get(target)
         if by_id is not None:
             return by_id
@@ -330,6 +330,6 @@ def _span_event(events_set: EventSet, actors: Actors, node: Node) -> Ev | None:
     ev = events_set.closing.get(node.span.span_id)
     if ev is not None:
         return ev
-    if node.kind is Kind.MODEL:
+    if node.kind is K_MODEL:
         return None
     return events_set.ret(actors.of(node))
