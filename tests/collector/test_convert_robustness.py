@@ -267,3 +267,15 @@ def test_message_events_and_reply_attributes_of_bytes_still_give_the_turn() -> N
     checked(episode)
     (turn,) = episode.turns
     assert turn.prompt is not None and turn.prompt[0].content == "b'raw'"
+
+
+@pytest.mark.parametrize(("value", "counted"), [
+    (7, 7), (2**63 - 1, 2**63 - 1), (2**63, None), (-1, None), (True, None), (7.9, 7), (9.2e18, 9.2e18),
+    (2.0**63, None), (float("inf"), None), (float("nan"), None), (-0.5, None), ("7", None),
+])
+def test_a_token_count_is_a_non_negative_int64(value: object, counted: float | None) -> None:
+    """Token counts are ints or floats within int64 (a float of 2**63 is not, though it compares equal to
+    ``2**63 - 1`` as a C double): compiled and pure Python read them alike."""
+    s = Spans()
+    s.chat(1, 2, s.agent("lead", 0, 10), **{sc.GEN_AI_USAGE_INPUT_TOKENS: value})
+    assert convert_episode(s.spans).turns[0].input_tokens == counted

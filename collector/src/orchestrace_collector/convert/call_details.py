@@ -37,12 +37,14 @@ _KEYS: Final = frozenset({
     sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_RESPONSE_FINISH_REASONS, *FINISH_REASON_KEYS,
     *CACHE_READ_INPUT_TOKENS, *CACHE_WRITE_INPUT_TOKENS, sc.ORCH_COMPLETION_INCOMPLETE,
 })
+#: A bound method, called as it is: compiled, ``frozenset.isdisjoint`` is otherwise looked up on every call.
+_none_of_the_keys: Final = _KEYS.isdisjoint
 
 
 def details(attrs: Attributes) -> dict[str, Any] | None:
     """The turn's fields read here that the call has, in ``model.Turn``'s order (``None`` when none)."""
     params = request(attrs)
-    if _KEYS.isdisjoint(attrs):
+    if _none_of_the_keys(attrs):
         return {"request": params} if params is not None else None
     incomplete = attrs.get(sc.ORCH_COMPLETION_INCOMPLETE) is True
     found = {
@@ -132,11 +134,12 @@ def numbers(attrs: Attributes, key: str, kind: type) -> list[Any] | None:
 
 def request(attrs: Attributes) -> dict[str, Any] | None:
     params: dict[str, Any] = {}
-    for key, value in attrs.items():
+    for key in attrs:  # the keys only: most are no request parameter (no item tuple made for them)
         if not key.startswith(_REQUEST_PREFIXES) or key == sc.GEN_AI_REQUEST_MODEL:
             continue
         short = key[len(sc.GEN_AI_REQUEST_PREFIX if key.startswith(sc.GEN_AI_REQUEST_PREFIX)
                         else sc.ORCH_REQUEST_PREFIX):]
+        value = attrs[key]
         params[short] = list(value) if isinstance(value, tuple) else value
     return params or None
 

@@ -36,11 +36,14 @@ _FLAT_FIRST_KEYS: Final = frozenset(
     for prefix in (shape.input_prefix, shape.output_prefix)
     for suffix in (shape.role, shape.content)
 )
+#: Whether a span has no message at all, flattened or structured (most spans: content was not captured). A
+#: bound method, called as it is: compiled, ``frozenset.isdisjoint`` is otherwise looked up on every call.
+_without_messages: Final = frozenset(
+    {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, *_FLAT_FIRST_KEYS}).isdisjoint
 
 
 def prompt_and_completion(attrs: Attributes) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
-    has_structured = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
-    if not has_structured and _FLAT_FIRST_KEYS.isdisjoint(attrs):
+    if _without_messages(attrs):
         return None, None  # content was not captured (the common case)
     prompt = _structured(attrs.get(sc.GEN_AI_INPUT_MESSAGES))
     completion = _structured(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES))

@@ -76,13 +76,21 @@ class TurnRec:
 
 #: Larger token counts are not counts (OTLP ints are int64; a sum of doubles near 1e308 overflows a float).
 _MAX_COUNT: Final = 2**63 - 1
-_NUMBER: Final = (int, float)
+#: The floats that are at most ``_MAX_COUNT`` are those below this one (no float lies between the two).
+_FLOAT_LIMIT: Final = 2.0**63
 
 
 def _count(attrs: Attributes, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, _NUMBER) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+        # One type at a time: compiled, each test and comparison is then native (a tuple of types, or an
+        # untyped comparison, is a generic call).
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if 0 <= value <= _MAX_COUNT:
+                return int(value)
+        elif isinstance(value, float) and 0.0 <= value < _FLOAT_LIMIT:
             return int(value)
     return None
 
