@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypedDict
 import orchestrace as ot
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
@@ -117,6 +118,21 @@ def test_an_app_can_still_choose_the_episode(spans: Spans) -> None:
     assert episodes_of(spans.named("invoke_workflow pair")) == ["chosen", "chosen"]
     (trace,) = traces_of(spans)
     assert trace.trace_id == "chosen"
+
+
+def test_a_run_given_no_config_shows_the_chooser_langchains_default_config(spans: Spans) -> None:
+    """A top-level run given no config is read without LangChain's merging (most runs: a shortcut); the app's
+    chooser still sees what ``ensure_config`` makes, a fresh copy every run."""
+    seen: list[dict[str, Any]] = []
+    LangGraphInstrumentor().uninstrument()
+    LangGraphInstrumentor().instrument(tracer_provider=spans.provider,
+                                       episode_id=lambda config: seen.append(config) or None)
+    graph = two_step_graph(checkpointer=False)
+    for _ in range(2):
+        graph.invoke({"steps": []})
+    assert seen == [dict(ensure_config(None))] * 2
+    assert seen[0] is not seen[1] and seen[0]["metadata"] is not seen[1]["metadata"]
+    assert len(set(episodes_of(spans.named("invoke_workflow pair")))) == 2
 
 
 def test_a_run_without_a_thread_is_an_episode_too(spans: Spans) -> None:

@@ -18,7 +18,7 @@ from orchestrace.config import CaptureConfig
 from orchestrace.content import capture_value, content_ref
 from orchestrace.context import AgentFrame
 from orchestrace.declared import declared_agent_of
-from orchestrace.failsafe import failsafe
+from orchestrace.failsafe import failsafe, log_once
 
 Attributes = dict[str, Any]
 AgentRef = Any  # a name, an @ot.agent-decorated callable, or an instance handle (``ot.current_agent()``)
@@ -61,9 +61,10 @@ class Events:
         if content is None:
             return
         attributes[sc.ORCH_CONTENT_REF] = ref or content_ref(content)
-        captured = capture_value(content, self.capture)
-        if captured is not None:
-            attributes.update(captured.attributes(sc.ORCH_CONTENT))
+        if self.capture.capture_content:  # checked here too: a fan-out spawns many, most with capture off
+            captured = capture_value(content, self.capture)
+            if captured is not None:
+                attributes.update(captured.attributes(sc.ORCH_CONTENT))
 
     @staticmethod
     def _target(agent: AgentRef, agent_id: str | None, role: str | None, reason: str | None) -> Attributes:
@@ -74,16 +75,20 @@ class Events:
         _put(attributes, sc.ORCH_REASON, reason)
         return attributes
 
-    @failsafe(default=None)
+    # spawn, decide and stop are what an integration records at every route: guarded inline rather than by
+    # @failsafe, one call fewer each.
     def spawn(self, agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
               reason: str | None = None, content: Any = None, ref: str | None = None) -> None:
         """A new agent instance is created (matched to that agent's next span by the collector);
         ``content``: what it is given (e.g. a fan-out's payload), ``ref``: its content ref when the caller
         computed it already."""
-        if self.span.is_recording():
-            attributes = self._target(agent, agent_id, role, reason)
-            self._content(attributes, content, ref)
-            self._emit(sc.EVENT_SPAWN, attributes)
+        try:
+            if self.span.is_recording():
+                attributes = self._target(agent, agent_id, role, reason)
+                self._content(attributes, content, ref)
+                self.span.add_event(sc.EVENT_SPAWN, attributes)
+        except Exception as exc:
+            log_once(_SPAWN, exc)
 
     @failsafe(default=None)
     def delegate(self, agent: AgentRef, *, agent_id: str | None = None, role: str | None = None,
@@ -120,36 +125,40 @@ class Events:
             self._content(attributes, content)
             self._emit(sc.EVENT_MESSAGE, attributes)
 
-    @failsafe(default=None)
     def decide(self, kind: str, *, target: AgentRef | None = None, reason: str | None = None,
                options: Sequence[str] | None = None) -> None:
         """An orchestration decision: one of ``semconv.DECISION_KINDS`` (spawn, delegate, communicate,
         aggregate, stop) or a free label, with the chosen target and the options considered."""
-        if self.span.is_recording():
-            attributes: Attributes = {sc.ORCH_DECISION_KIND: str(kind)}
-            if target is not None:  # a name (an integration's routes) is the common case: no lookup
-                name = target if type(target) is str else agent_name_role(target)[0]
-                attributes[sc.ORCH_TARGET_AGENT] = name
-            if reason is not None:
-                attributes[sc.ORCH_REASON] = reason
-            if options is not None:
-                attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
-            self._emit(sc.EVENT_DECISION, attributes)
+        try:
+            if self.span.is_recording():
+                attributes: Attributes = {sc.ORCH_DECISION_KIND: str(kind)}
+                if target is not None:  # a name (an integration's routes) is the common case: no lookup
+                    name = target if type(target) is str else agent_name_role(target)[0]
+                    attributes[sc.ORCH_TARGET_AGENT] = name
+                if reason is not None:
+                    attributes[sc.ORCH_REASON] = reason
+                if options is not None:
+                    attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
+                self.span.add_event(sc.EVENT_DECISION, attributes)
+        except Exception as exc:
+            log_once(_DECIDE, exc)
 
-    @failsafe(default=None)
     def stop(self, reason: str | None = None, *, sender: AgentRef | None = None,
              options: Sequence[str] | None = None) -> None:
         """The decision to stop the run; ``sender``: who decided, when not the span's own agent;
         ``options``: the alternatives it had."""
-        if self.span.is_recording():
-            attributes: Attributes = {}
-            if reason is not None:
-                attributes[sc.ORCH_REASON] = reason
-            if options is not None:
-                attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
-            if sender is not None:
-                attributes[sc.ORCH_FROM] = sender if type(sender) is str else agent_name_role(sender)[0]
-            self._emit(sc.EVENT_STOP, attributes)
+        try:
+            if self.span.is_recording():
+                attributes: Attributes = {}
+                if reason is not None:
+                    attributes[sc.ORCH_REASON] = reason
+                if options is not None:
+                    attributes[sc.ORCH_DECISION_OPTIONS] = [str(option) for option in options]
+                if sender is not None:
+                    attributes[sc.ORCH_FROM] = sender if type(sender) is str else agent_name_role(sender)[0]
+                self.span.add_event(sc.EVENT_STOP, attributes)
+        except Exception as exc:
+            log_once(_STOP, exc)
 
     @failsafe(default=None)
     def human_intervention(self, kind: str = "feedback", *, actor: str | None = None, content: Any = None,
@@ -179,3 +188,8 @@ class Events:
                 if isinstance(target, AgentFrame):
                     attributes[sc.ORCH_TARGET_ID] = target.id  # that instance, not the latest of its name
             self._emit(sc.EVENT_SAFETY, attributes)
+
+
+_SPAWN = f"{__name__}.Events.spawn"
+_DECIDE = f"{__name__}.Events.decide"
+_STOP = f"{__name__}.Events.stop"

@@ -117,23 +117,29 @@ class Invocation:
         if token is not None:  # None: resume failed; OTel's detach logs its own failures, never raises
             otel_context.detach(token)  # type: ignore[arg-type]
 
-    @failsafe(default=None)
+    # set_input and set_output: guarded inline rather than by @failsafe, and without a ref nothing to do with
+    # capture off (an integration's runs and agent nodes call them every time).
     def set_input(self, value: Any, *, ref: bool = True) -> None:
         """The input, when not given at the start: its content ref (unless ``ref=False``: a large framework
         state not worth hashing) and, with capture on, its content."""
-        if self.span.is_recording():
-            self.spec.record_input(self, value, None if ref else "")
+        try:
+            if (ref or self.capture.capture_content) and self.span.is_recording():
+                self.spec.record_input(self, value, None if ref else "")
+        except Exception as exc:
+            log_once(_SET_INPUT, exc)
 
-    @failsafe(default=None)
     def set_output(self, value: Any, *, ref: bool = True) -> None:
         """The output, recorded as :meth:`stop` would (``ref=False``: its content only, with capture on)."""
-        if self.span.is_recording():
+        try:
             if ref:
-                self.spec.record_result(self, value)
-            else:
+                if self.span.is_recording():
+                    self.spec.record_result(self, value)
+            elif self.capture.capture_content and self.span.is_recording():
                 captured = self.spec.capture_output(value, self.capture)
                 if captured is not None:
                     self.span.set_attributes(self.spec.content_attributes(captured, output=True))
+        except Exception as exc:
+            log_once(_SET_OUTPUT, exc)
 
     @failsafe(default=None)
     def set_request(self, model: str | None = None, request: Mapping[str, Any] | None = None) -> None:
@@ -219,6 +225,10 @@ class Invocation:
         """A generator yielded ``item``."""
         if self.span.is_recording():
             self.spec.record_item(self, item)
+
+
+_SET_INPUT = f"{__name__}.Invocation.set_input"
+_SET_OUTPUT = f"{__name__}.Invocation.set_output"
 
 
 class Spec:

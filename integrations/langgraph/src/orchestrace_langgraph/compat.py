@@ -219,17 +219,21 @@ class Wiring(NamedTuple):
     #: Node -> the nodes a ``Command`` it returns may go to, where declared (``add_node(destinations=...)``
     #: or the ``Command[Literal[...]]`` return annotation): a ``Command``'s options.
     destinations: _Edges
+    #: The graph is a langgraph-swarm graph (:func:`is_swarm`).
+    swarm: bool = False
 
 
 NO_WIRING = Wiring({}, {})
-#: Compiled graph -> (its builder, the wiring read from it): a compiled graph's edges do not change
-#: (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads them.
+#: Compiled graph -> (its builder, the wiring read from it): a compiled graph's edges (and state schema) do
+#: not change (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads
+#: them.
 _WIRING: weakref.WeakKeyDictionary[Any, tuple[Any, Wiring]] = weakref.WeakKeyDictionary()
 
 
 @_safe(NO_WIRING)
 def graph_wiring(graph: Any) -> Wiring:
-    """A compiled ``StateGraph``'s fixed edges and declared ``Command`` destinations."""
+    """A compiled ``StateGraph``'s fixed edges, declared ``Command`` destinations, and whether it is a
+    swarm."""
     builder = getattr(graph, "builder", None)
     try:
         cached = _WIRING.get(graph)
@@ -237,7 +241,7 @@ def graph_wiring(graph: Any) -> Wiring:
         cached = None
     if cached is not None and cached[0] is builder:
         return cached[1]
-    wiring = Wiring(_read_fixed_edges(builder), _read_destinations(builder))
+    wiring = Wiring(_read_fixed_edges(builder), _read_destinations(builder), is_swarm(graph))
     with contextlib.suppress(TypeError):
         _WIRING[graph] = (builder, wiring)
     return wiring

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.types import Command
-from opentelemetry import trace
-from orchestrace.instrumentation import current_task, failsafe
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Span
+from orchestrace.instrumentation import SPAN_KEY, current_task, failsafe
 
 from orchestrace_langgraph import compat
 
@@ -51,10 +52,12 @@ class Episodes:
         thread_id = conf.get("thread_id")
         episode = self._chosen(config) if self._chosen is not None else None
         if episode is None:
-            task = current_task()
+            ctx = otel_context.get_current()  # read once, for the task and the span
+            task = current_task(ctx)
+            span = ctx.get(SPAN_KEY)
             if task is not None:
                 episode = task.episode_id
-            elif trace.get_current_span().get_span_context().is_valid:
+            elif isinstance(span, Span) and span.get_span_context().is_valid:
                 return None
             elif is_resume(args[0] if args else kwargs.get("input"), thread_id):
                 episode = self._of_thread(graph, config, thread_id)

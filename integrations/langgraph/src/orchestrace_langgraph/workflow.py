@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from langchain_core.runnables.config import ensure_config
+from langchain_core.runnables.config import DEFAULT_RECURSION_LIMIT, ensure_config, var_child_runnable_config
 from langgraph.types import Command
+from opentelemetry import context as otel_context
 from opentelemetry.util.types import AttributeValue
 from orchestrace import semconv as sc
 from orchestrace.instrumentation import Telemetry, failsafe, start_workflow
@@ -34,25 +35,30 @@ class WorkflowTracer:
 
     def stream(self, wrapped: Callable[..., Iterator[Any]], instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Iterator[Any]:
-        config = _run_config(args, kwargs)
-        if config is None:
+        prepared = self._prepare(instance, args, kwargs)
+        if prepared is None:
             return wrapped(*args, **kwargs)
-        prepared = self._episodes.prepare(instance, config, args, kwargs)
-        episode = None
-        if prepared is not None:
-            args, kwargs, episode = prepared
+        args, kwargs, config, episode = prepared
         return self._stream(wrapped(*args, **kwargs), instance, config, args, kwargs, episode)
 
     def astream(self, wrapped: Callable[..., AsyncIterator[Any]], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        config = _run_config(args, kwargs)
-        if config is None:
+        prepared = self._prepare(instance, args, kwargs)
+        if prepared is None:
             return wrapped(*args, **kwargs)
-        prepared = self._episodes.prepare(instance, config, args, kwargs)
-        episode = None
-        if prepared is not None:
-            args, kwargs, episode = prepared
+        args, kwargs, config, episode = prepared
         return self._astream(wrapped(*args, **kwargs), instance, config, args, kwargs, episode)
+
+    @failsafe(None)
+    def _prepare(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any], str | None] | None:
+        """The call's arguments (the episode id added where a checkpoint keeps it), the run's config as
+        LangGraph will see it (a copy, read once for the episode and the span) and the run's episode."""
+        config = _run_config(args[1] if len(args) > 1 else kwargs.get("config"))
+        prepared = self._episodes.prepare(graph, config, args, kwargs)
+        if prepared is None:
+            return args, kwargs, config, None
+        return (*prepared[:2], config, prepared[2])
 
     def _stream(self, inner: Iterator[Any], graph: Any, config: dict[str, Any], args: tuple[Any, ...],
                 kwargs: dict[str, Any], episode: str | None) -> Iterator[Any]:
@@ -63,29 +69,32 @@ class WorkflowTracer:
             return
         last: Any = None
         error: BaseException | None = None
+        ctx = invocation.context
         try:
             while True:
-                token = invocation.resume()
+                # Attached directly (what ``invocation.resume`` / ``suspend`` do, two calls fewer a chunk).
+                token = otel_context.attach(ctx)
                 try:
                     item = last = next(inner)
                 except StopIteration:
                     _finish(run, last, kwargs)
                     return
                 finally:
-                    invocation.suspend(token)
+                    otel_context.detach(token)
                 yield item
         except BaseException as exc:
             error = exc
             raise
         finally:
-            token = invocation.resume()
+            resumed = invocation.resume()
             try:
-                routing.record_run_abandoned(run)
+                if run.pending_wiring:  # a run that ended recorded them all already
+                    routing.record_run_abandoned(run)
                 close = getattr(inner, "close", None)
                 if close is not None:
                     close()
             finally:
-                end(invocation, error, token)
+                end(invocation, error, resumed)
 
     async def _astream(self, inner: AsyncIterator[Any], graph: Any, config: dict[str, Any],
                        args: tuple[Any, ...], kwargs: dict[str, Any], episode: str | None,
@@ -98,29 +107,31 @@ class WorkflowTracer:
             return
         last: Any = None
         error: BaseException | None = None
+        ctx = invocation.context
         try:
             while True:
-                token = invocation.resume()
+                token = otel_context.attach(ctx)
                 try:
                     item = last = await inner.__anext__()
                 except StopAsyncIteration:
                     _finish(run, last, kwargs)
                     return
                 finally:
-                    invocation.suspend(token)
+                    otel_context.detach(token)
                 yield item
         except BaseException as exc:
             error = exc
             raise
         finally:
-            token = invocation.resume()
+            resumed = invocation.resume()
             try:
-                routing.record_run_abandoned(run)
+                if run.pending_wiring:
+                    routing.record_run_abandoned(run)
                 aclose = getattr(inner, "aclose", None)
                 if aclose is not None:
                     await aclose()
             finally:
-                end(invocation, error, token)
+                end(invocation, error, resumed)
 
     @failsafe(None)
     def _start(self, graph: Any, config: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -148,7 +159,7 @@ class WorkflowTracer:
         # framework steers it); any other graph the application's workflow.
         run.own.invocation = invocation = start_workflow(
             self._telemetry, name, episode_id=episode, context=parent_context(), attributes=attrs,
-            links=links, values=run_values(run), runner=not nested and compat.is_swarm(graph))
+            links=links, values=run_values(run), runner=not nested and wiring.swarm)
         invocation.set_input(graph_input, ref=False)  # its messages, with capture on (the ref is above)
         if resume:
             value = graph_input.resume if isinstance(graph_input, Command) else None
@@ -156,10 +167,13 @@ class WorkflowTracer:
         return run
 
 
-@failsafe(None)
-def _run_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's config as LangGraph will see it (a copy), read once for the episode and the span."""
-    return dict(ensure_config(args[1] if len(args) > 1 else kwargs.get("config")))
+def _run_config(given: Any) -> dict[str, Any]:
+    """``ensure_config(given)`` as a copy of ours. Most top-level runs pass no config, outside any runnable:
+    LangChain's defaults then, made here without its merging and copies."""
+    if given is None and var_child_runnable_config.get() is None:
+        return {"tags": [], "metadata": {}, "callbacks": None, "recursion_limit": DEFAULT_RECURSION_LIMIT,
+                "configurable": {}}
+    return dict(ensure_config(given))
 
 
 @failsafe(None)
