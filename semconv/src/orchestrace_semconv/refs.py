@@ -11,18 +11,27 @@ hashed in one place matches the same value hashed in another:
 
 Large values are hashed in a stream: a 50 MB argument is never copied whole. ``to_text`` is the same
 serialization as text (what the SDK captures, before redaction and the size limit).
+
+That serialization is ``json``'s (``json.dumps(value, sort_keys=True, separators=(",", ":"),
+ensure_ascii=False, default=...)``). Values of plain JSON types, pydantic models among them, are written by
+``orjson`` instead, about ten times cheaper, only after a walk has seen nothing on which the two could differ
+(see ``_plain_json``); anything else takes ``json``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import hashlib
 import importlib
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
+
+import orjson
 
 REF_PREFIX = "sha256:"
 #: Strings are hashed, and values serialized, in pieces of this many characters.
@@ -109,6 +118,77 @@ def _is_small(value: Any) -> bool:
     return True
 
 
+#: orjson writes these floats as ``repr`` does (fixed notation, the shortest digits that read back); below
+#: and above, its exponent notation is not Python's (``1e-05``: ``0.00001``; other versions ``1e16`` for
+#: ``1e+16``), and it writes NaN and infinities as ``null``.
+_FLOAT_LOW = 1e-4
+_FLOAT_HIGH = 1e16
+#: Sorted keys; everything orjson would write its own way (dataclasses, datetimes, subclasses of str, int,
+#: dict and list) goes to ``default`` instead, where ``_plain_json`` has ruled it out.
+_ORJSON_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                   | orjson.OPT_PASSTHROUGH_SUBCLASS)
+#: Objects ``json`` writes without ``default`` (subclasses of its types, as their base type), or orjson does
+#: (Enum members and UUIDs by value, fragments as they are), even when they have a ``model_dump``.
+_NOT_DEFAULTED = (str, int, float, list, tuple, dict, enum.Enum, uuid.UUID, orjson.Fragment)
+
+
+def _plain_json(value: Any) -> bytes | None:
+    """``value``'s canonical JSON written by orjson, when it is surely ``json``'s byte for byte; else ``None``
+    (then ``json`` writes it).
+
+    One walk, within ``_is_small``'s bounds, accepts only what both write alike: dicts (orjson raises on keys
+    other than ``str``, and sorts their UTF-8 bytes: code point order), lists, tuples, ``str`` (it raises on
+    lone surrogates), ``int`` (it raises beyond 64 bits), ``bool``, ``None``, floats of the range above, all
+    of exact type, and objects with a ``model_dump`` (what ``_json_default`` writes first; its JSON-mode
+    output is walked too: it may hold NaN or small floats). Anything else (Enum and UUID, which orjson writes
+    by value, sets, bytes, dataclasses, subclasses, other objects) means ``None``, and so does a ``str``
+    value (its ref hashes the text itself, not its JSON). Raises what orjson or a ``model_dump`` raises.
+    """
+    dumps: dict[int, Any] = {}
+    stack = [value]
+    nodes = 0
+    size = 0
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        nodes += 1
+        if kind is dict:
+            nodes += 2 * len(item)
+            if nodes > _SMALL_NODES:
+                return None
+            for key, child in item.items():
+                size += len(key)  # orjson raises on keys other than str
+                kind = type(child)
+                if kind is str:
+                    size += len(child)
+                elif kind is not int and kind is not bool and child is not None:
+                    stack.append(child)
+        elif kind is list or kind is tuple:
+            nodes += len(item)
+            if nodes > _SMALL_NODES:
+                return None
+            for child in item:
+                kind = type(child)
+                if kind is str:
+                    size += len(child)
+                elif kind is not int and kind is not bool and child is not None:
+                    stack.append(child)
+        elif kind is float:
+            if not (_FLOAT_LOW <= abs(item) < _FLOAT_HIGH or item == 0.0):  # NaN fails both
+                return None
+        elif kind is not int and kind is not bool and item is not None:  # those only as the value itself
+            dump = None if isinstance(item, _NOT_DEFAULTED) else getattr(item, "model_dump", None)
+            if not callable(dump):
+                return None
+            dumps[id(item)] = dumped = dump(mode="json")  # held here, so no id is reused while orjson runs
+            stack.append(dumped)
+        if size > CHUNK:
+            return None
+    if not dumps:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+    return orjson.dumps(value, default=lambda item: dumps[id(item)], option=_ORJSON_OPTIONS)
+
+
 def _text_chunks(value: Any, encoder: json.JSONEncoder = _encoder) -> Iterator[str]:
     """The serialization of ``value`` as text: in one piece when small, else streamed in chunks so that a
     large value is never copied whole."""
@@ -176,6 +256,12 @@ def content_ref(value: Any) -> str:
         if ref is not None:
             return ref
     try:
+        plain = _plain_json(value)
+    except Exception:  # json decides (and raises or not) on its own
+        plain = None
+    if plain is not None:
+        return _ref(plain)
+    try:
         if kind in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
             # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
             return json_ref(_encode_small(value))
@@ -229,6 +315,14 @@ def to_text(value: Any, limit: int | None = None) -> tuple[str, bool]:
         raw = bytes(value[: None if limit is None else limit + 4])
         text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder)
         return text, cut or len(raw) < len(value)
+    if not isinstance(value, str):
+        try:
+            plain = _plain_json(value)
+        except Exception:
+            plain = None
+        if plain is not None:
+            text = plain.decode()
+            return (text, False) if limit is None or len(text) <= limit else (text[:limit], True)
     try:
         return _prefix(value, limit, _encoder)
     except TypeError:
