@@ -207,6 +207,55 @@ def test_prompt_refs_written_directly_equal_the_refs_of_converted_prompts(messag
     assert prompt_refs(_MESSAGES).converted is not None  # these are not all plain texts
 
 
+@pytest.mark.parametrize("message", _MESSAGES, ids=range(len(_MESSAGES)))
+def test_captured_messages_written_directly_equal_the_captured_converted_messages(message: Any) -> None:
+    from orchestrace.messages import capture_messages, captured_message_json, message_json
+
+    capture = CaptureConfig(capture_content=True, max_content_bytes=1 << 23)
+    direct = captured_message_json(message)
+    if message_json(message) is not None:  # every message written directly for its ref, for capture too
+        assert direct is not None
+    if direct is not None:
+        assert f"[{direct}]" == capture_messages([genai_message(message)], capture).text  # type: ignore[union-attr]
+
+
+def test_captured_replies_written_directly_equal_the_captured_reply_messages() -> None:
+    from orchestrace.messages import capture_messages, captured_reply_json
+    from orchestrace.replies import Reply, ToolCall, normalize
+
+    capture = CaptureConfig(capture_content=True, max_content_bytes=1 << 23)
+    replies = [normalize(m) for m in _MESSAGES if isinstance(m, AIMessage)]
+    replies += [Reply(), Reply(text="t", reasoning="r \ud800", finish_reason="length"),
+                Reply(tool_calls=[ToolCall("c", "f", '{"a": 1}'), ToolCall(None, "g", None),
+                                  ToolCall(7, "h", {"k": "v", "a": [1]})]),
+                Reply(tool_calls=[ToolCall("c", "f", {"b": 1, "a": "é"})], finish_reason="stop")]
+    written = 0
+    for reply in replies:
+        assert reply is not None
+        direct = captured_reply_json(reply)
+        if direct is not None:
+            written += 1
+            assert f"[{direct}]" == capture_messages([reply.message()], capture).text  # type: ignore[union-attr]
+    # All but four: a text over a MB, and calls with nested, float or over-long integer arguments.
+    assert written == len(replies) - 4
+
+
+def test_captured_lists_are_written_directly_only_when_nothing_is_cut_or_redacted() -> None:
+    from orchestrace.messages import capture_messages, captured_list, captured_message_json
+
+    forms = [captured_message_json(m) for m in _WRITTEN_DIRECTLY]
+    texts = [form for form in forms if form is not None]
+    assert len(texts) == len(forms)
+    size = sum(map(len, texts))
+    whole = CaptureConfig(capture_content=True, max_content_bytes=4 * size)
+    assert captured_list(texts, whole) == capture_messages([genai_message(m) for m in _WRITTEN_DIRECTLY],
+                                                           whole).text  # type: ignore[union-attr]
+    assert captured_list([], whole) == "[]"
+    assert captured_list([*texts, None], whole) is None  # one message not written directly: all converted
+    assert captured_list(texts, CaptureConfig(capture_content=True, max_content_bytes=4 * size - 1)) is None
+    assert captured_list(texts, CaptureConfig(capture_content=True, redact=lambda text: text)) is None
+
+
 def test_chat_spans_follow_the_genai_schemas_and_turns_get_tools_and_request(
     spans: Spans, capture_on: None
 ) -> None:

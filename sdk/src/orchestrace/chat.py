@@ -30,6 +30,9 @@ from orchestrace.messages import (
     Message,
     PromptRefs,
     capture_messages,
+    captured_list,
+    captured_message_json,
+    captured_reply_json,
     genai_message,
     message_ref,
     messages_ref,
@@ -117,16 +120,26 @@ class ChatCall:
                 if prefix is not None:
                     attrs[sc.ORCH_PREFIX_SPAN_ID], attrs[sc.ORCH_PREFIX_LENGTH] = prefix
                     start = prefix[1]
-            # Only the messages carried are converted (plain texts were not, for their refs).
-            messages = (converted[start:] if converted is not None
-                        else [genai_message(m) for m in self.prompt[start:]])
-            captured = capture_messages(messages, capture)
-            if captured is not None:
-                attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
-            if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
-                captured = capture_messages([completion.message()], capture)
+            # The messages carried, written directly when they were for their refs (none was converted) and
+            # nothing in them is cut or redacted; else converted (plain texts were not, for their refs).
+            text = (captured_list([captured_message_json(m) for m in self.prompt[start:]], capture)
+                    if converted is None else None)
+            if text is not None:
+                attrs[sc.GEN_AI_INPUT_MESSAGES] = text
+            else:
+                messages = (converted[start:] if converted is not None
+                            else [genai_message(m) for m in self.prompt[start:]])
+                captured = capture_messages(messages, capture)
                 if captured is not None:
-                    attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
+                    attrs.update(captured.attributes(sc.GEN_AI_INPUT_MESSAGES, sc.ORCH_INPUT_CUT_BYTES))
+            if completion is not None:  # the GenAI output-message shape, ``finish_reason`` included
+                text = captured_list([captured_reply_json(completion)], capture)
+                if text is not None:
+                    attrs[sc.GEN_AI_OUTPUT_MESSAGES] = text
+                else:
+                    captured = capture_messages([completion.message()], capture)
+                    if captured is not None:
+                        attrs.update(captured.attributes(sc.GEN_AI_OUTPUT_MESSAGES, sc.ORCH_OUTPUT_CUT_BYTES))
         span = self.telemetry.start_span(self.name, self.context, SpanKind.CLIENT, attrs,
                                          start_time=self.start_ns)
         if (completion is not None and self.history is not None and capture.capture_content

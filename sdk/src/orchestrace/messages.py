@@ -19,7 +19,7 @@ from orchestrace_semconv.refs import CHUNK
 from orchestrace.config import CaptureConfig
 from orchestrace.content import Captured, capture_text, content_ref, json_ref, to_text
 from orchestrace.fields import field_of
-from orchestrace.replies import normalize
+from orchestrace.replies import Reply, normalize
 
 Message = dict[str, Any]
 Part = dict[str, Any]
@@ -95,6 +95,27 @@ def to_message(value: Any, default_role: str = "user") -> Message | None:
     return {"role": role, "parts": parts}
 
 
+def _plain_fields(value: Any) -> tuple[str, Any, Any] | None:
+    """(role, content, tool calls, or for a tool result its call id) of a string or a LangChain-style message
+    (``.type``, ``.content``): the messages written directly (``message_json``, ``captured_message_json``);
+    ``None`` for any other value."""
+    if isinstance(value, str):
+        return "user", value, None
+    if type(value) not in _OBJECT_CLASSES:
+        if isinstance(value, tuple | Mapping):
+            return None
+        _OBJECT_CLASSES.add(type(value))
+    kind = getattr(value, "type", None)
+    content = getattr(value, "content", _MISSING)
+    if not isinstance(kind, str) or content is _MISSING:
+        return None
+    role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
+    if role == "tool":
+        return role, content, field_of(value, "tool_call_id")
+    # Only assistant messages make tool calls (as ``to_message`` reads them).
+    return role, content, getattr(value, "tool_calls", None) if role == "assistant" else None
+
+
 def message_json(value: Any) -> str | None:
     """The canonical JSON (``content_ref``'s serialization) of ``to_message(value)``, written directly for the
     commonest messages: a string, or a LangChain-style message (``.type``, ``.content``) with text content,
@@ -106,26 +127,14 @@ def message_json(value: Any) -> str | None:
     or completion costs half of ``content_ref(to_message(value))`` (an agent's prompt, full of tool calls
     and results, a fifth). Keys in sorted order: ``parts`` < ``role``; ``content`` < ``type``;
     ``id`` < ``response`` < ``type``; ``arguments`` < ``id`` < ``name`` < ``type``."""
-    content: Any
-    calls: Any = None
-    if isinstance(value, str):
-        role, content = "user", value
-    else:
-        if type(value) not in _OBJECT_CLASSES:
-            if isinstance(value, tuple | Mapping):
-                return None
-            _OBJECT_CLASSES.add(type(value))
-        kind = getattr(value, "type", None)
-        content = getattr(value, "content", _MISSING)
-        if not isinstance(kind, str) or content is _MISSING:
-            return None
-        role = _ROLE_BY_LANGCHAIN_TYPE.get(kind, kind)
-        if role == "tool":
-            return _tool_result_json(field_of(value, "tool_call_id"), content)
-        if role == "assistant":
-            calls = getattr(value, "tool_calls", None)
-    if calls:
-        return _tool_calls_json(content, calls)
+    fields = _plain_fields(value)
+    if fields is None:
+        return None
+    role, content, extra = fields
+    if role == "tool":
+        return _tool_result_json(extra, content)
+    if extra:
+        return _tool_calls_json(content, extra)
     if content is None or content == "":
         return f'{{"parts":[],"role":{encode_basestring(role)}}}'
     if type(content) is not str or len(content) > CHUNK:
@@ -181,20 +190,99 @@ def _tool_calls_json(content: Any, calls: Any) -> str | None:
     return f'{{"parts":[{",".join(parts)}],"role":"assistant"}}'
 
 
-def _flat_object_json(value: Any) -> str | None:
+def _flat_object_json(value: Any, canonical: bool = True) -> str | None:
     """The canonical JSON of a dict of texts, integers, booleans and nulls under text keys (keys sorted),
-    else ``None``."""
+    else ``None``; not ``canonical``: as ``json.dumps`` writes it (keys in their order, ``", "`` and
+    ``": "``)."""
     if type(value) is not dict:
         return None
     items: list[str] = []
-    for key in sorted(value) if all(type(k) is str for k in value) else ():
-        item = _json_scalar(value[key])
-        if item is None:
-            return None
-        items.append(f"{encode_basestring(key)}:{item}")
+    if all(type(k) is str for k in value):
+        separator = ":" if canonical else ": "
+        for key in sorted(value) if canonical else value:
+            item = _json_scalar(value[key])
+            if item is None:
+                return None
+            items.append(f"{encode_basestring(key)}{separator}{item}")
     if len(items) != len(value):
         return None
-    return f"{{{','.join(items)}}}"
+    return f"{{{','.join(items)}}}" if canonical else f"{{{', '.join(items)}}}"
+
+
+def captured_message_json(value: Any) -> str | None:
+    """``capture_messages``' JSON of ``to_message(value)`` alone (keys in their order, ``json.dumps``'
+    separators), for the messages ``message_json`` writes directly; its texts whole, as they are when
+    nothing is redacted or cut (see :func:`captured_list`). ``None`` for any other value.
+
+    With capture on, a model call's prompt is written twice, for its refs and for the span: directly both
+    times, never converted to GenAI dicts and encoded."""
+    fields = _plain_fields(value)
+    if fields is None:
+        return None
+    role, content, extra = fields
+    if role == "tool":
+        id_json = _json_scalar(extra)
+        if id_json is None or type(content) is not str or len(content) > CHUNK:
+            return None
+        return (f'{{"role": "tool", "parts": [{{"type": "tool_call_response", "id": {id_json}, '
+                f'"response": {encode_basestring(content)}}}]}}')
+    parts: list[str] = []
+    if content is not None and content != "":
+        if type(content) is not str or len(content) > CHUNK:
+            return None
+        parts.append(f'{{"type": "text", "content": {encode_basestring(content)}}}')
+    if extra:
+        if type(extra) is not list:
+            return None
+        for call in extra:
+            if type(call) is not dict or call.get("function") is not None:
+                return None  # OpenAI's form, or an object: converted
+            part = _captured_call(call.get("id"), call.get("name"), call.get("args", call.get("arguments")))
+            if part is None:
+                return None
+            parts.append(part)
+    return f'{{"role": {encode_basestring(role)}, "parts": [{", ".join(parts)}]}}'
+
+
+def _captured_call(call_id: Any, name: Any, arguments: Any) -> str | None:
+    """A ``tool_call`` part as ``capture_messages`` writes it: arguments given as JSON text or null are kept,
+    a flat dict is written in its order (its JSON round trip changes nothing)."""
+    id_json, name_json = _json_scalar(call_id), _json_scalar(name)
+    args_json = (_flat_object_json(arguments, canonical=False) if type(arguments) is dict
+                 else _json_scalar(arguments) if arguments is None or type(arguments) is str else None)
+    if id_json is None or name_json is None or args_json is None:
+        return None
+    return f'{{"type": "tool_call", "id": {id_json}, "name": {name_json}, "arguments": {args_json}}}'
+
+
+def captured_reply_json(reply: Reply) -> str | None:
+    """``capture_messages``' JSON of ``reply.message()`` alone, written directly (see
+    :func:`captured_message_json`); ``None`` when a text is too long or a call's arguments are not flat."""
+    parts: list[str] = []
+    for kind, text in (("reasoning", reply.reasoning), ("text", reply.text)):
+        if text:
+            if type(text) is not str or len(text) > CHUNK:
+                return None
+            parts.append(f'{{"type": "{kind}", "content": {encode_basestring(text)}}}')
+    for call in reply.tool_calls:
+        part = _captured_call(call.id, call.name, call.arguments)
+        if part is None:
+            return None
+        parts.append(part)
+    return (f'{{"role": "assistant", "parts": [{", ".join(parts)}], '
+            f'"finish_reason": {encode_basestring(reply.final_reason())}}}')
+
+
+def captured_list(texts: Sequence[str | None], capture: CaptureConfig) -> str | None:
+    """``capture_messages(messages, capture).text`` for messages whose captured forms (the functions above)
+    are ``texts``, when every one was written and nothing in them can be redacted or cut: no redaction hook,
+    and all of it within a quarter of the size limit (a text's UTF-8 bytes are at most four per character).
+    ``None`` otherwise."""
+    written = [text for text in texts if text is not None]
+    if (len(written) != len(texts) or capture.redact is not None
+            or 4 * sum(map(len, written)) > capture.max_content_bytes):
+        return None
+    return f"[{', '.join(written)}]"
 
 
 def genai_message(message: Any) -> Message:

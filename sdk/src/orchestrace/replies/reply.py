@@ -72,8 +72,11 @@ class Reply:
             parts.append({"type": "text", "content": self.text})
         parts.extend({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
                      for call in self.tool_calls)
-        reason = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
-        return {"role": "assistant", "parts": parts, "finish_reason": reason}
+        return {"role": "assistant", "parts": parts, "finish_reason": self.final_reason()}
+
+    def final_reason(self) -> str:
+        """The finish reason stated, else the one the reply shows (tool calls made, or a stop)."""
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
 def reply_attributes(reply: Reply, capture_content: bool, with_usage: bool = True) -> dict[str, Any]:
