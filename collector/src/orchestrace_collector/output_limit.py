@@ -102,18 +102,16 @@ def may_cut(trace: dict[str, Any], turns: list[dict[str, Any]], written_bytes: i
         return True
     if _long(trace, _TRACE_ID_KEYS) or any(len(k) > ID_CHARS for k in (*trace["rewards"], *trace["metrics"])):
         return True
-    for event in trace["events"]:
-        # One pass over the event's values finds most events clear; only one with a long string or a list
-        # (a decision's options) has its identifier fields looked up one by one.
-        if _long_or_list(event) and (
-            _long(event, _EVENT_ID_KEYS) or any(len(o) > ID_CHARS for o in event.get("options") or ())
+    events: list[dict[str, Any]] = trace["events"]
+    for event in events:
+        if _long(event, _EVENT_ID_KEYS) or (
+            "options" in event and any(len(option) > ID_CHARS for option in event["options"])
         ):
             return True
     for turn in turns:
-        if _long_or_list(turn, lists=False) and _long(turn, _TURN_ID_KEYS):
-            return True
-        credit = turn.get("credit")
-        if credit and any(len(key) > ID_CHARS for key in credit):
+        if _long(turn, _TURN_ID_KEYS) or (
+            "credit" in turn and any(len(key) > ID_CHARS for key in turn["credit"])
+        ):
             return True
     return False
 
@@ -129,26 +127,18 @@ def may_exceed(turns: list[dict[str, Any]], max_bytes: int = DEFAULT_MAX_BYTES) 
     for turn in turns:
         for key in ("prompt", "completion"):
             messages: list[dict[str, Any]] | None = turn.get(key)
-            for message in messages or ():
-                content = message.get("content")
-                chars += len(content) if isinstance(content, str) else 0
+            if messages:  # most turns: no content captured
+                for message in messages:
+                    content = message.get("content")
+                    chars += len(content) if isinstance(content, str) else 0
         if chars > budget:
             return True
     return False
 
 
-def _long_or_list(fields: dict[str, Any], lists: bool = True) -> bool:
-    """Whether a value of ``fields`` is a string longer than :data:`ID_CHARS` (or, ``lists``, a list)."""
-    for value in fields.values():
-        if isinstance(value, str):
-            if len(value) > ID_CHARS:
-                return True
-        elif lists and isinstance(value, list):
-            return True
-    return False
-
-
-def _long(fields: dict[str, Any], names: Sequence[str]) -> bool:
+def _long(fields: dict[str, Any], names: tuple[str, ...]) -> bool:
+    # ``get`` on a typed ``dict``: one C call per name when compiled (a ``Mapping``'s was a method looked up
+    # and called per name; ``in`` then ``[]``, two calls for each name present).
     for name in names:
         value = fields.get(name)
         if value is not None and len(value) > ID_CHARS:
