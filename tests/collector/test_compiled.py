@@ -175,7 +175,7 @@ def test_a_stale_build_is_not_used_and_says_so_once(tmp_path: Path, caplog: pyte
     current = _compiled.CompiledFinder(_compiled.BUILD_DIR, _compiled.read_manifest() or {})
     spec = current.find_spec("orchestrace_collector.convert.events")
     assert spec is not None and spec.origin is not None and spec.origin.endswith(_compiled.SUFFIX)
-    assert current.find_spec("orchestrace_collector.assemble") is None  # not compiled
+    assert current.find_spec("orchestrace_collector.ingest") is None  # not compiled
 
 
 @needs_build
@@ -212,11 +212,12 @@ def test_the_manifest_covers_what_the_compiled_code_reads() -> None:
         "collector/build_mypyc.py",
         "uv.lock",  # the mypyc version
     } <= sources
-    # Not what a function imports when it runs (``convert_spans``'s Assembler): editing it keeps the build.
-    assert "collector/src/orchestrace_collector/assemble.py" not in sources
+    # Not what a function imports when it runs (``Trace``'s HTML page): editing it keeps the build.
+    assert "collector/src/orchestrace_collector/view/export.py" not in sources
     assert "orchestrace_collector.convert.events" in manifest["modules"]
     assert "orchestrace_collector.spans" in manifest["modules"]
-    assert "orchestrace_collector.assemble" not in manifest["modules"]
+    assert "orchestrace_collector.assemble" in manifest["modules"]
+    assert "orchestrace_collector.ingest" not in manifest["modules"]
 
 
 def _build_script() -> ModuleType:

@@ -46,8 +46,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from orchestrace_collector.decode import spans_from_export
-from orchestrace_collector.ingest import resident_bytes
 from orchestrace_collector.output import iter_jsonl, jsonl_files, latest_traces
+from orchestrace_collector.spans import resident_bytes
 from orchestrace_collector.wal import KIND_BATCH, MAGIC, frame, records_at
 
 from bench.spangen import requests, trace_spans

@@ -58,7 +58,7 @@ episode's batches gone) left of that write, and is let go unwritten (:meth:`Asse
 
 Bounds. Memory is held by the open episodes plus the retention budget, not by the total traffic; both are
 bounded: above ``max_open_episodes`` or ``max_bytes`` (the estimated resident bytes of open and retained
-spans, ``ingest.resident_bytes``) retained episodes are let go and the oldest open ones written as they are;
+spans, ``spans.resident_bytes``) retained episodes are let go and the oldest open ones written as they are;
 so are they when a request that held spans keep out of the memory limit asks for room (:meth:`make_room`).
 Converting an episode costs a few times what its spans hold (about 5 KiB a span, most of it the trace's
 records and lines), so one whose spans pass a third of ``max_bytes`` is written as it is, in parts as it

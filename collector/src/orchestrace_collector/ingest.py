@@ -13,7 +13,6 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,7 @@ from orchestrace_collector.decode import (
     received_spans,
     spans_from_export,
 )
-from orchestrace_collector.spans import Span
+from orchestrace_collector.spans import Span, resident_bytes
 from orchestrace_collector.wal import KIND_BATCH, KIND_OPEN, KIND_WRITTEN, WriteAheadLog
 
 if TYPE_CHECKING:  # only the collector forwards and names senders: ``replay`` runs in-process too
@@ -37,12 +36,6 @@ if TYPE_CHECKING:  # only the collector forwards and names senders: ``replay`` r
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
-#: The memory limit's estimate of what a batch costs once decoded (queued for assembly and held as ``Span``
-#: objects): its wire bytes, plus these per span and per attribute (span, event and link attributes, each
-#: event and link counting as one). Fitted to resident-set growth of held SDK-shaped spans with 4 to 64
-#: attributes each (within 3 %; spans with fewer attributes are overestimated, up to 2.5 x for bare ones).
-SPAN_BYTES = 1200
-ATTRIBUTE_BYTES = 128
 #: Decoded batches waiting for the assembly thread, at most (their :func:`resident_bytes`): past it a request
 #: waits, before it decodes, until assembly catches up. Decoded spans cost several times their wire bytes, and
 #: a backlog of them (a burst of 200,000 spans) left the resident set up by 60 MiB after it was assembled.
@@ -52,17 +45,6 @@ QUEUE_WAIT_S = 5.0
 #: A request body being read or parsed, per byte: the body, plus its parse (measured 0.8 x for large
 #: attribute values to 7.5 x for small SDK spans) before the batch's own estimate is known.
 REQUEST_FACTOR = 8
-
-
-def resident_bytes(spans: Sequence[Span], wire_bytes: int) -> int:
-    """The memory limit's estimate for the decoded ``spans`` of one batch of ``wire_bytes`` (see
-    :data:`SPAN_BYTES`)."""
-    attributes = 0
-    for span in spans:
-        attributes += len(span.attributes) + len(span.events) + len(span.links)
-        for event in span.events:
-            attributes += len(event.attributes)
-    return wire_bytes + SPAN_BYTES * len(spans) + ATTRIBUTE_BYTES * attributes
 
 
 def _parsed(request: ExportTraceServiceRequest | None, raw: bytes) -> ExportTraceServiceRequest:
