@@ -84,7 +84,12 @@ class Events:
         computed it already."""
         try:
             if self.span.is_recording():
-                attributes = self._target(agent, agent_id, role, reason)
+                if type(agent) is str and agent_id is None and role is None:  # an integration's: no lookups
+                    attributes: Attributes = {sc.ORCH_TARGET_AGENT: agent}
+                    if reason is not None:
+                        attributes[sc.ORCH_REASON] = reason
+                else:
+                    attributes = self._target(agent, agent_id, role, reason)
                 self._content(attributes, content, ref)
                 self.span.add_event(sc.EVENT_SPAWN, attributes)
         except Exception as exc:

@@ -219,7 +219,9 @@ def parent_context(namespaces: NamespaceIndex | None = None, metadata: Mapping[s
     ctx = otel_context.get_current() if context is None else context
     current = ctx.get(SPAN_KEY)  # what trace.get_current_span reads, without its two calls
     own = ctx.get(_OWN_KEY)
-    own_span = own.span if type(own) is Own else None
+    own_span: Span | None = None
+    if type(own) is Own:  # ``own.span``, without the property's call
+        own_span = own.invocation.span if own.invocation is not None else INVALID_SPAN
     if current is None or current is INVALID_SPAN or current is own_span:
         return None
     scope = getattr(current, "instrumentation_scope", None)

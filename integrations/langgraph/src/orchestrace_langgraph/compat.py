@@ -197,9 +197,15 @@ def sends_written(task: Any) -> list[Send]:
     return sends
 
 
-@_safe(frozenset())
 def channels_written(task: Any) -> frozenset[str]:
-    return frozenset(str(channel) for channel, _ in task.writes)
+    """The channels a node execution wrote (read for every ``Send`` task: guarded inline, a plain loop)."""
+    channels: set[str] = set()
+    try:
+        for write in task.writes:
+            channels.add(str(write[0]))
+    except Exception:
+        return frozenset()
+    return frozenset(channels)
 
 
 def node_functions(first_step: Any) -> tuple[Any, Any]:
@@ -314,10 +320,13 @@ def interrupts_of(exc: BaseException) -> Collection[Any]:
 
 
 # --- the loop (static breakpoints) --------------------------------------------------------------------------
-@_safe(True)
 def may_interrupt_after(loop: Any) -> bool:
-    """Whether the loop has ``interrupt_after`` nodes (else ``after_tick`` never pauses)."""
-    return bool(loop.interrupt_after)
+    """Whether the loop has ``interrupt_after`` nodes (else ``after_tick`` never pauses); ``True`` when that
+    cannot be told. Read at every step: guarded inline."""
+    try:
+        return bool(loop.interrupt_after)
+    except Exception:
+        return True
 
 
 @_safe({})
