@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, Final
 
 import orchestrace_semconv as sc
@@ -146,10 +145,11 @@ def _written(st: _Stages, task_id: str | None) -> Episode:
         trace["system"] = str(system)
     trace["topology"] = infer_topology(st.actors, events, root_attrs.get(sc.ORCH_TOPOLOGY))
     event_rewards, untrusted = st.rewards.event_rewards, st.provenance.untrusted
+    tokens, shares = st.linked.tokens, credited.events  # by event position, as ``events``
     trace["events"] = [
-        _event(ev, t0, tokens, event_rewards.get(ev.index) if event_rewards else None, share,
-               False if untrusted and ev.index in untrusted else ev.trusted)
-        for ev, tokens, share in zip(events, st.linked.tokens, credited.events or repeat(None), strict=False)
+        _event(ev, t0, tokens[i], event_rewards.get(ev.index) if event_rewards else None,
+               shares[i] if shares else None, False if untrusted and ev.index in untrusted else ev.trusted)
+        for i, ev in enumerate(events)  # compiled, a native loop (a zip is iterated generically)
     ]
     trace["edges"] = [{"src": ids[s], "dst": ids[d], "type": kind} for s, d, kind in edges]
     trace["rewards"] = {**credited.channels, **credited.agents}

@@ -173,7 +173,9 @@ class EventSet:
         return self.returns.get(id(inst))
 
 
-_KEY: Final = attrgetter("key")
+def _key(ev: Ev) -> tuple[int, int, int, int, int, int]:
+    # A function, not ``attrgetter``: compiled, it reads the field natively (the getter looked it up).
+    return ev.key
 
 
 class _Builder:
@@ -275,7 +277,7 @@ def build_events(forest: Forest, actors: Actors, store: ContentStore) -> EventSe
     if not b.events and forest.nodes:
         _stand_in_return(b, model_nodes or forest.nodes)
     events = b.events
-    events.sort(key=_KEY)
+    events.sort(key=_key)
     timelines: list[list[Ev]] = [[] for _ in actors.instances]
     for i, ev in enumerate(events):
         ev.index = i
@@ -526,7 +528,7 @@ def _reason(ev: Ev, attrs: Attributes) -> None:
 
 def _spawns_and_returns(b: _Builder, actors: Actors, spawns: list[_Spawn]) -> None:
     for routes in b.routes.values():
-        routes.sort(key=_KEY)
+        routes.sort(key=_key)
     pending: dict[tuple[str, str], list[_Spawn]] = {}
     for sp in sorted(spawns, key=lambda s: (s.t_ns, s.node.depth)):
         pending.setdefault((sp.node.span.trace_id, sp.name), []).append(sp)
