@@ -8,12 +8,15 @@ import dataclasses
 import datetime
 import enum
 import hashlib
+import importlib.metadata
 import json
 import math
 import random
+import re
 import struct
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -345,3 +348,12 @@ def test_typical_langgraph_values_take_the_fast_path() -> None:
     for value in ({"messages": [reply]}, prompt, {"topic": "t", "index": 3}, {"query": "topic"},
                   {"results": ["part of t #3"]}, None, 7, 0.5, context):
         assert _same_as_json(value), value
+
+
+def test_the_readme_names_every_dependency() -> None:
+    readme = (Path(__file__).parents[2] / "semconv" / "README.md").read_text()
+    said = re.search(r"depending only on\s+`([^`]+)`\s+and\s+`([^`]+)`", readme)
+    assert said is not None
+    requires = importlib.metadata.requires("orchestrace-semconv") or []
+    required = {re.split(r"[<>=;\s\[]", r, maxsplit=1)[0] for r in requires}
+    assert required == set(said.groups())
