@@ -133,6 +133,15 @@ _NOT_DEFAULTED = (str, int, float, list, tuple, dict, enum.Enum, uuid.UUID, orjs
 
 
 def _plain_json(value: Any) -> bytes | None:
+    """``_orjson_walk``'s answer, or ``None`` where orjson or a ``model_dump`` raised: ``json`` then
+    decides (and raises or not) on its own, as for every value it writes."""
+    try:
+        return _orjson_walk(value)
+    except Exception:
+        return None
+
+
+def _orjson_walk(value: Any) -> bytes | None:
     """``value``'s canonical JSON written by orjson, when it is surely ``json``'s byte for byte; else ``None``
     (then ``json`` writes it).
 
@@ -255,10 +264,7 @@ def content_ref(value: Any) -> str:
         ref = quick_ref(value)
         if ref is not None:
             return ref
-    try:
-        plain = _plain_json(value)
-    except Exception:  # json decides (and raises or not) on its own
-        plain = None
+    plain = _plain_json(value)
     if plain is not None:
         return _ref(plain)
     try:
@@ -316,10 +322,7 @@ def to_text(value: Any, limit: int | None = None) -> tuple[str, bool]:
         text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder)
         return text, cut or len(raw) < len(value)
     if not isinstance(value, str):
-        try:
-            plain = _plain_json(value)
-        except Exception:
-            plain = None
+        plain = _plain_json(value)
         if plain is not None:
             text = plain.decode()
             return (text, False) if limit is None or len(text) <= limit else (text[:limit], True)
