@@ -293,6 +293,32 @@ def test_chat_spans_follow_the_genai_schemas_and_turns_get_tools_and_request(
     assert turns[1].prompt is not None and [m.role for m in turns[1].prompt] == ["user", "assistant", "tool"]
 
 
+def test_a_model_called_with_other_parameters_or_capture_gets_its_own_request_attributes(
+    spans: Spans,
+) -> None:
+    """What a model's calls share is made once per model (``chat_spec``) and reused while its parameters and
+    the capture setting stay the same: a call with other bound parameters, or after capture is turned on,
+    carries its own sampling parameters and tools, never the previous call's."""
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                "parameters": {"type": "object", "properties": {}}}}
+    llm = ScriptedChatModel(replies=[AIMessage("ok")])
+    calls = [llm.bind(temperature=0.1), llm.bind(temperature=0.1), llm.bind(temperature=0.9), llm,
+             llm.bind(tools=[weather], temperature=0.9)]
+    for index, model in enumerate([*calls, calls[-1]]):
+        if index == len(calls):
+            set_config(CaptureConfig(capture_content=True))
+        try:
+            model.invoke([HumanMessage("hi")])
+        finally:
+            set_config(None)
+    chats = sorted(spans.named("chat scripted-model"), key=lambda s: s.start_time or 0)
+    temperatures = [chat.attributes.get(sc.GEN_AI_REQUEST_TEMPERATURE) for chat in chats]
+    assert temperatures == [0.1, 0.1, 0.9, None, 0.9, 0.9]
+    tools = [chat.attributes.get(sc.GEN_AI_TOOL_DEFINITIONS) for chat in chats]
+    assert tools[:5] == [None] * 5 and [t["name"] for t in json.loads(str(tools[5]))] == ["get_weather"]
+    assert {chat.attributes[sc.GEN_AI_REQUEST_MODEL] for chat in chats} == {"scripted-model"}
+
+
 # --- full_prompt: the whole prompt on every chat span, for backends that show one span at a time ----------
 #: What differs between two runs of one app whatever the option: ids of spans, traces and runs, and times.
 _RUN_SPECIFIC = frozenset({"trace_id", "task_id", "span_id", "otel_trace_id", "turn_id", "agent_id",

@@ -53,7 +53,7 @@ class ChatCall:
 
     def __init__(self, telemetry: Telemetry, name: str, context: Context, attributes: dict[str, Any],
                  prompt: Sequence[Any], history: _history.PromptHistory | None,
-                 capture: CaptureConfig) -> None:
+                 capture_content: bool) -> None:
         self.telemetry = telemetry
         self.name = name
         self.context = context
@@ -62,7 +62,7 @@ class ChatCall:
         self.history = history
         self.start_ns = time.time_ns()
         self.prompt_refs: PromptRefs | None = None  # taken at the start when capturing, before clipping
-        if capture.capture_content:  # ``telemetry.capture`` as the caller read it
+        if capture_content:  # ``telemetry.capture`` as the caller read it
             self.prompt_refs = prompt_refs(prompt)
             attributes[sc.ORCH_INPUT_REF] = self.prompt_refs.whole
         else:
@@ -171,16 +171,45 @@ class _Untraced(ChatCall):
 UNTRACED = _Untraced()
 
 
-def chat_call(telemetry: Telemetry, messages: Sequence[Any], context: Context, *, model: str | None,
-              label: str | None, provider: str | None, operation: str, request: Mapping[str, Any] | None,
+class ChatSpec:
+    """What one model's calls share: the span's name and request attributes (operation, model, provider,
+    sampling parameters and, with capture, the tools offered). Made once per model and settings by a caller
+    that sees the same model called again (:func:`chat_spec`); each call then costs only what differs."""
+
+    __slots__ = ("attributes", "capture_content", "name")
+
+    def __init__(self, name: str, attributes: dict[str, Any], capture_content: bool) -> None:
+        self.name = name
+        self.attributes = attributes
+        self.capture_content = capture_content
+
+    @failsafe(UNTRACED)
+    def start(self, telemetry: Telemetry, messages: Sequence[Any], context: Context,
               history: _history.PromptHistory | None) -> ChatCall:
-    capture = telemetry.capture
+        """A call of this model with the prompt ``messages``, under ``context`` (see :func:`chat_call`); its
+        prompt refs follow this spec's capture setting. On an internal failure (logged once) the call runs
+        untraced."""
+        return ChatCall(telemetry, self.name, context, dict(self.attributes), messages, history,
+                        self.capture_content)
+
+
+def chat_spec(*, model: str | None, label: str | None, provider: str | None, operation: str,
+              request: Mapping[str, Any] | None, capture_content: bool) -> ChatSpec:
+    """The spec of a model's calls: ``{operation} {label or model}``, with ``request``'s sampling parameters
+    and, when ``capture_content``, its tool definitions."""
     attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation}
     if model:
         attributes[sc.GEN_AI_REQUEST_MODEL] = model
     if provider:
         attributes[sc.GEN_AI_PROVIDER_NAME] = provider
     if request:  # sampling parameters, and with capture the tools offered
-        attributes.update(request_attributes(request, capture.capture_content))
-    name = f"{operation} {label or model or 'model'}"
-    return ChatCall(telemetry, name, context, attributes, messages, history, capture)
+        attributes.update(request_attributes(request, capture_content))
+    return ChatSpec(f"{operation} {label or model or 'model'}", attributes, capture_content)
+
+
+def chat_call(telemetry: Telemetry, messages: Sequence[Any], context: Context, *, model: str | None,
+              label: str | None, provider: str | None, operation: str, request: Mapping[str, Any] | None,
+              history: _history.PromptHistory | None) -> ChatCall:
+    spec = chat_spec(model=model, label=label, provider=provider, operation=operation, request=request,
+                     capture_content=telemetry.capture.capture_content)
+    return ChatCall(telemetry, spec.name, context, spec.attributes, messages, history, spec.capture_content)

@@ -43,7 +43,8 @@ Invocations
 
     A model call that only callbacks see (nothing runs inside it): :func:`start_chat` gives a
     :class:`ChatCall` whose span is written whole at its end, with an optional :class:`PromptHistory` so that
-    an agent loop's history is exported once.
+    an agent loop's history is exported once; :func:`chat_spec` makes what a model's calls share once (a
+    :class:`ChatSpec`, whose ``start`` begins each call).
 
 Orchestration
     ``invocation.events`` (an :class:`Events`) records spawn, delegate (and handoffs), message, decide, stop,
@@ -70,7 +71,7 @@ from opentelemetry.trace import INVALID_SPAN, Link, SpanContext, SpanKind
 
 from orchestrace import semconv as sc
 from orchestrace.arguments import request_attributes
-from orchestrace.chat import UNTRACED, ChatCall, chat_call
+from orchestrace.chat import UNTRACED, ChatCall, ChatSpec, chat_call, chat_spec
 from orchestrace.config import CaptureConfig, quiet
 from orchestrace.content import content_ref
 from orchestrace.context import (
@@ -107,6 +108,7 @@ __all__ = [
     "AgentFrame",
     "CaptureConfig",
     "ChatCall",
+    "ChatSpec",
     "Declared",
     "Events",
     "Invocation",
@@ -117,6 +119,7 @@ __all__ = [
     "Usage",
     "already_traced",
     "as_agent",
+    "chat_spec",
     "configured",
     "content_ref",
     "current_agent",

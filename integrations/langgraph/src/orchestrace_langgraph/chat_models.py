@@ -1,5 +1,5 @@
 """``chat {model}`` (or ``text_completion {model}``) spans, from a LangChain callback handler that every
-callback manager carries (``orchestrace.instrumentation.start_chat``: one span written whole at the call's
+callback manager carries (``orchestrace.instrumentation.chat_spec``: one span written whole at the call's
 end, an agent loop's message history exported once).
 
 Callbacks see every model call whatever its entry point (``invoke``, ``stream``, LangGraph's
@@ -27,14 +27,18 @@ from opentelemetry import context as otel_context
 from orchestrace import semconv as sc
 from orchestrace.instrumentation import (
     ChatCall,
+    ChatSpec,
     PromptHistory,
     Telemetry,
+    chat_spec,
     extract_usage,
     failsafe,
-    start_chat,
 )
 
 from orchestrace_langgraph.actors import NamespaceIndex, parent_context
+
+#: Model specs kept by a handler: more than this many models seen, it starts again.
+_SPECS = 256
 
 
 class ChatModelCallbackHandler(BaseCallbackHandler):
@@ -57,6 +61,9 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         # no lock needed.
         self._calls: dict[int, ChatCall] = {}
         self._history = PromptHistory()
+        #: Per model (its serialized form, unique to it) and settings: (that form, the invocation parameters
+        #: the spec was made from, the spec).
+        self._specs: dict[tuple[Any, ...], tuple[Any, dict[str, Any], ChatSpec]] = {}
         self.enabled = True
 
     # The callbacks themselves are not guarded: the guard is on the methods they call, through which
@@ -85,16 +92,23 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         prompt: Sequence[BaseMessage | str] = [first] if isinstance(first, str) else first
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
-        model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
         provider = metadata.get("ls_provider")
+        ls_model = metadata.get("ls_model_name")
+        capture_content = self._telemetry.capture.capture_content
+        # The model's spec, made at its first call: what the spec is made of is compared (the parameters, a
+        # small dict, in C), not remade.
+        key = (id(serialized), operation, provider, ls_model, capture_content)
+        found = self._specs.get(key)
+        if found is not None and found[0] is serialized and found[1] == params:
+            spec = found[2]
+        else:
+            spec = _spec(operation, serialized, params, provider, ls_model, capture_content)
+            if len(self._specs) >= _SPECS:  # models made per request: forget the old ones
+                self._specs.clear()
+            self._specs[key] = (serialized, params, spec)
         current = otel_context.get_current()
-        # Sampling parameters, and with capture the tools bound to the model (``bind_tools``).
-        call = start_chat(self._telemetry, prompt, model=str(model) if model else None,
-                          label=str(model) if model else _class_name(serialized),
-                          provider=str(provider) if provider else None, operation=operation, request=params,
-                          context=parent_context(self._namespaces, metadata, current) or current,
-                          history=self._history)
-        self._calls[run_id.int] = call
+        context = parent_context(self._namespaces, metadata, current) or current
+        self._calls[run_id.int] = spec.start(self._telemetry, prompt, context, self._history)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
@@ -121,6 +135,17 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         call = self._calls.pop(run_id.int, None)
         if call is not None:
             call.fail(error)
+
+
+def _spec(operation: str, serialized: dict[str, Any] | None, params: dict[str, Any], provider: Any,
+          ls_model: Any, capture_content: bool) -> ChatSpec:
+    """The spec of a model's calls from what LangChain tells of it: sampling parameters, and with capture the
+    tools bound to the model (``bind_tools``)."""
+    model = params.get("model") or params.get("model_name") or ls_model
+    return chat_spec(model=str(model) if model else None,
+                     label=str(model) if model else _class_name(serialized),
+                     provider=str(provider) if provider else None, operation=operation, request=params,
+                     capture_content=capture_content)
 
 
 def _class_name(serialized: dict[str, Any] | None) -> str:
