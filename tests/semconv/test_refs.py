@@ -50,7 +50,7 @@ def _same_as_json(value: Any, limit: int | None = None) -> bool:
     """Whether ``content_ref`` and ``to_text`` of ``value`` are the oracle's (asserted); returns whether
     orjson wrote it (the fast path)."""
     try:
-        fast = refs._plain_json(value) is not None
+        fast = isinstance(refs._walk(value), bytes)
     except Exception:
         fast = False
     assert refs.content_ref(value) == _oracle_ref(value), value
@@ -333,8 +333,24 @@ def test_non_ascii_keys_sort_by_code_point() -> None:
 def test_large_values_are_streamed_not_written_whole() -> None:
     for value in ({"k": "v" * (refs.CHUNK + 1)}, ["x" * 700_000, ("y" * 400_000,)], list(range(3000)),
                   {"m": HumanMessage(content="z" * (refs.CHUNK + 1))}):
-        assert refs._plain_json(value) is None
+        assert refs._walk(value) is False
         assert _same_as_json(value, 100) is False
+
+
+@pytest.mark.parametrize(("value", "small"), [
+    ([Mapping(k="v" * (refs.CHUNK + 1)), Plain.A], False),  # the Enum comes up first: the rest is only sized
+    ([["v" * (refs.CHUNK + 1)], Plain.A], False),
+    ([{"v" * (refs.CHUNK + 1)}, Plain.A], False),
+    ([Items(range(3000)), Plain.A], False),
+    ({1: "a", "k": ["v" * (refs.CHUNK + 1)]}, False),  # a key orjson refuses
+    ([Mapping(a=1), {3, 1}, Items([2.5]), Plain.A], True),
+    ({1: "a", 2: [Usage(tokens=1, cost=0.5)]}, True),
+])
+def test_the_walk_that_rules_orjson_out_sizes_the_value_for_json(value: Any, small: bool) -> None:
+    # One walk: past what orjson would write otherwise, it goes on sizing the value, so json streams what is
+    # large and writes the rest in one piece without a second walk.
+    assert refs._walk(value) is small
+    assert _same_as_json(value, 100) is False
 
 
 def test_typical_langgraph_values_take_the_fast_path() -> None:

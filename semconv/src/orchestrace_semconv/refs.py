@@ -15,7 +15,8 @@ serialization as text (what the SDK captures, before redaction and the size limi
 That serialization is ``json``'s (``json.dumps(value, sort_keys=True, separators=(",", ":"),
 ensure_ascii=False, default=...)``). Values of plain JSON types, pydantic models among them, are written by
 ``orjson`` instead, about ten times cheaper, only after a walk has seen nothing on which the two could differ
-(see ``_plain_json``); anything else takes ``json``.
+(see ``_walk``, which also decides whether ``json`` writes a value in one piece or streams it); anything else
+takes ``json``.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ REF_PREFIX = "sha256:"
 #: Strings are hashed, and values serialized, in pieces of this many characters.
 CHUNK = 1 << 20
 _SMALL_NODES = 2000
-#: Exact types whose canonical JSON is one short token.
-_SCALARS = frozenset({int, float, bool, type(None)})
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -62,7 +61,7 @@ def _json_default(value: Any) -> Any:
 _encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 _unsorted_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
 #: ``_encoder``'s C encoder, built once (``JSONEncoder.encode`` builds one per call) and without the circular
-#: check, for the values ``_is_small`` let through: its bounded walk rules out cycles among their containers
+#: check, for the values ``_walk`` calls small: its bounded walk rules out cycles among their containers
 #: (one hidden behind a ``default`` conversion ends in RecursionError, caught like the check's ValueError).
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # CPython's accelerator (not in typeshed)
 _small_encoder = (None if _c_make_encoder is None else _c_make_encoder(
@@ -75,88 +74,45 @@ def _encode_small(value: Any) -> str:
     return "".join(_small_encoder(value, 0))
 
 
-def _is_small(value: Any) -> bool:
-    """Whether ``value`` is surely small enough to serialize in one piece (fast, C-accelerated ``json``).
-
-    Visits at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value); strings
-    and bytes count by length. Leaves are sized where they are met and only containers are walked, with
-    exact-type checks first: this runs on every ref of a hot path.
-    """
-    stack = [value]
-    nodes = 0
-    size = 0
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        nodes += 1
-        if kind is dict or (kind is not list and kind is not tuple and isinstance(item, dict)):
-            nodes += 2 * len(item)
-            if nodes > _SMALL_NODES:
-                return False
-            for key, child in item.items():
-                if type(key) is str:
-                    size += len(key)
-                elif type(key) not in _SCALARS:
-                    stack.append(key)
-                if type(child) is str:
-                    size += len(child)
-                elif type(child) not in _SCALARS:
-                    stack.append(child)
-        elif kind is list or kind is tuple or isinstance(item, list | tuple | set | frozenset):
-            nodes += len(item)
-            if nodes > _SMALL_NODES:
-                return False
-            for child in item:
-                if type(child) is str:
-                    size += len(child)
-                elif type(child) not in _SCALARS:
-                    stack.append(child)
-        elif isinstance(item, str | bytes | bytearray | memoryview):
-            size += len(item)
-        if size > CHUNK:
-            return False
-    return True
-
-
 #: orjson writes these floats as ``repr`` does (fixed notation, the shortest digits that read back); below
 #: and above, its exponent notation is not Python's (``1e-05``: ``0.00001``; other versions ``1e16`` for
 #: ``1e+16``), and it writes NaN and infinities as ``null``.
 _FLOAT_LOW = 1e-4
 _FLOAT_HIGH = 1e16
 #: Sorted keys; everything orjson would write its own way (dataclasses, datetimes, subclasses of str, int,
-#: dict and list) goes to ``default`` instead, where ``_plain_json`` has ruled it out.
+#: dict and list) goes to ``default`` instead, where ``_walk`` has ruled it out.
 _ORJSON_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
                    | orjson.OPT_PASSTHROUGH_SUBCLASS)
 #: Objects ``json`` writes without ``default`` (subclasses of its types, as their base type), or orjson does
 #: (Enum members and UUIDs by value, fragments as they are), even when they have a ``model_dump``.
 _NOT_DEFAULTED = (str, int, float, list, tuple, dict, enum.Enum, uuid.UUID, orjson.Fragment)
+#: The walk's mark for an object it does not write with orjson (no ``model_dump``, or one that raised).
+_NOT_DUMPED = object()
 
 
-def _plain_json(value: Any) -> bytes | None:
-    """``_orjson_walk``'s answer, or ``None`` where orjson or a ``model_dump`` raised: ``json`` then
-    decides (and raises or not) on its own, as for every value it writes."""
-    try:
-        return _orjson_walk(value)
-    except Exception:
-        return None
+def _walk(value: Any) -> bytes | bool:
+    """One bounded walk of ``value`` that answers how to serialize it: its canonical JSON written by orjson,
+    when that is surely ``json``'s byte for byte (plain); else whether ``json`` may write it in one piece
+    (``True``: small) or must stream it (``False``: large). Never raises.
 
+    Bounds: at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value), and
+    ``CHUNK`` characters of strings and bytes, counted by length where they are met; past either, large.
 
-def _orjson_walk(value: Any) -> bytes | None:
-    """``value``'s canonical JSON written by orjson, when it is surely ``json``'s byte for byte; else ``None``
-    (then ``json`` writes it).
-
-    One walk, within ``_is_small``'s bounds, accepts only what both write alike: dicts (orjson raises on keys
-    other than ``str``, and sorts their UTF-8 bytes: code point order), lists, tuples, ``str`` (it raises on
+    Plain, as long as the walk has seen only what both libraries write alike: dicts (orjson refuses keys other
+    than ``str``, and sorts their UTF-8 bytes: code point order), lists, tuples, ``str`` (orjson raises on
     lone surrogates), ``int`` (it raises beyond 64 bits), ``bool``, ``None``, floats of the range above, all
     of exact type, and objects with a ``model_dump`` (what ``_json_default`` writes first; its JSON-mode
-    output is walked too: it may hold NaN or small floats). Anything else (Enum and UUID, which orjson writes
-    by value, sets, bytes, dataclasses, subclasses, other objects) means ``None``, and so does a ``str``
-    value (its ref hashes the text itself, not its JSON). Raises what orjson or a ``model_dump`` raises.
+    output is walked too: it may hold NaN or small floats). Anything else (Enum and UUID, which orjson
+    writes by value, sets, bytes, dataclasses, subclasses, other objects, a ``str`` as the value itself,
+    whose ref hashes the text) ends plainness, and the rest of the walk only sizes: objects are then leaves
+    (``json``'s ``default`` dumps them), and subclasses of dict, list and tuple, sets and frozensets are
+    walked as containers.
     """
-    dumps: dict[int, Any] = {}
+    dumps: dict[int, Any] = {}  # held here, so no id is reused while orjson runs
     stack = [value]
     nodes = 0
     size = 0
+    plain = True
     while stack:
         item = stack.pop()
         kind = type(item)
@@ -164,18 +120,23 @@ def _orjson_walk(value: Any) -> bytes | None:
         if kind is dict:
             nodes += 2 * len(item)
             if nodes > _SMALL_NODES:
-                return None
-            for key, child in item.items():
-                size += len(key)  # orjson raises on keys other than str
-                kind = type(child)
-                if kind is str:
-                    size += len(child)
-                elif kind is not int and kind is not bool and child is not None:
-                    stack.append(child)
+                return False
+            try:
+                for key, child in item.items():
+                    size += len(key)
+                    kind = type(child)
+                    if kind is str:
+                        size += len(child)
+                    elif kind is not int and kind is not bool and child is not None:
+                        stack.append(child)
+            except TypeError:  # a key without a length (a number, None, an object): orjson refuses it
+                plain = False
+                stack.extend(item)  # sized when they come up again (some twice: the bounds only grow safer)
+                stack.extend(item.values())
         elif kind is list or kind is tuple:
             nodes += len(item)
             if nodes > _SMALL_NODES:
-                return None
+                return False
             for child in item:
                 kind = type(child)
                 if kind is str:
@@ -183,39 +144,62 @@ def _orjson_walk(value: Any) -> bytes | None:
                 elif kind is not int and kind is not bool and child is not None:
                     stack.append(child)
         elif kind is float:
-            if not (_FLOAT_LOW <= abs(item) < _FLOAT_HIGH or item == 0.0):  # NaN fails both
-                return None
+            if plain and not (_FLOAT_LOW <= abs(item) < _FLOAT_HIGH or item == 0.0):  # NaN fails both
+                plain = False
         elif kind is not int and kind is not bool and item is not None:  # those only as the value itself
-            dump = None if isinstance(item, _NOT_DEFAULTED) else getattr(item, "model_dump", None)
-            if not callable(dump):
-                return None
-            dumps[id(item)] = dumped = dump(mode="json")  # held here, so no id is reused while orjson runs
-            stack.append(dumped)
+            if plain:
+                try:
+                    dump = None if isinstance(item, _NOT_DEFAULTED) else getattr(item, "model_dump", None)
+                    dumped = dump(mode="json") if callable(dump) else _NOT_DUMPED
+                except Exception:  # json then decides (and raises or not) on its own
+                    dumped = _NOT_DUMPED
+                if dumped is not _NOT_DUMPED:
+                    dumps[id(item)] = dumped
+                    stack.append(dumped)
+                    continue
+                plain = False
+            # Only sized from here on: the containers json writes, as their items come up.
+            if isinstance(item, dict):
+                nodes += 2 * len(item)
+                stack.extend(item)
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple | set | frozenset):
+                nodes += len(item)
+                stack.extend(item)
+            elif isinstance(item, str | bytes | bytearray | memoryview):
+                size += len(item)
+            if nodes > _SMALL_NODES:
+                return False
         if size > CHUNK:
-            return None
-    if not dumps:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS)
-    return orjson.dumps(value, default=lambda item: dumps[id(item)], option=_ORJSON_OPTIONS)
+            return False
+    if not plain:
+        return True
+    try:
+        if not dumps:
+            return orjson.dumps(value, option=_ORJSON_OPTIONS)
+        return orjson.dumps(value, default=lambda item: dumps[id(item)], option=_ORJSON_OPTIONS)
+    except Exception:  # orjson refused it (a lone surrogate, an int beyond 64 bits, ...): json writes it
+        return True
 
 
-def _text_chunks(value: Any, encoder: json.JSONEncoder = _encoder) -> Iterator[str]:
-    """The serialization of ``value`` as text: in one piece when small, else streamed in chunks so that a
-    large value is never copied whole."""
+def _text_chunks(value: Any, encoder: json.JSONEncoder, small: bool) -> Iterator[str]:
+    """The serialization of ``value`` as text: in one piece when ``small`` (``_walk``'s answer), else streamed
+    in chunks so that a large value is never copied whole."""
     if isinstance(value, str):
         for start in range(0, len(value), CHUNK):
             yield value[start:start + CHUNK]
-    elif _is_small(value):
+    elif small:
         yield encoder.encode(value)
     else:
         yield from encoder.iterencode(value)
 
 
-def _digest(value: Any, encoder: json.JSONEncoder) -> str:
+def _digest(value: Any, encoder: json.JSONEncoder, small: bool) -> str:
     digest = hashlib.sha256()
     if isinstance(value, _BYTES_LIKE):
         digest.update(value)
     else:
-        for chunk in _text_chunks(value, encoder):
+        for chunk in _text_chunks(value, encoder, small):
             digest.update(chunk.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -264,17 +248,17 @@ def content_ref(value: Any) -> str:
         ref = quick_ref(value)
         if ref is not None:
             return ref
-    plain = _plain_json(value)
-    if plain is not None:
-        return _ref(plain)
+    walked = _walk(value)
+    if type(walked) is bytes:
+        return _ref(walked)
     try:
-        if kind in _SCALARS or (not isinstance(value, _BYTES_LIKE) and _is_small(value)):
+        if walked and not isinstance(value, _BYTES_LIKE):
             # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
             return json_ref(_encode_small(value))
-        return REF_PREFIX + _digest(value, _encoder)
+        return REF_PREFIX + _digest(value, _encoder, False)
     except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
         try:
-            return REF_PREFIX + _digest(value, _unsorted_encoder)
+            return REF_PREFIX + _digest(value, _unsorted_encoder, walked is True)
         except Exception:
             pass
     except Exception:  # circular structures and the like: hash the repr instead
@@ -300,10 +284,10 @@ def _log_once(exc: Exception) -> None:
                                                "ref; its type name is hashed instead", exc_info=exc)
 
 
-def _prefix(value: Any, limit: int | None, encoder: json.JSONEncoder) -> tuple[str, bool]:
+def _prefix(value: Any, limit: int | None, encoder: json.JSONEncoder, small: bool) -> tuple[str, bool]:
     parts: list[str] = []
     size = 0
-    for chunk in _text_chunks(value, encoder):
+    for chunk in _text_chunks(value, encoder, small):
         if limit is not None and size + len(chunk) > limit:
             parts.append(chunk[: limit - size])
             return "".join(parts), True
@@ -319,18 +303,20 @@ def to_text(value: Any, limit: int | None = None) -> tuple[str, bool]:
     """
     if isinstance(value, bytes | bytearray | memoryview):
         raw = bytes(value[: None if limit is None else limit + 4])
-        text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder)
+        text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder, False)
         return text, cut or len(raw) < len(value)
+    small = False  # a text is cut in chunks whatever its size
     if not isinstance(value, str):
-        plain = _plain_json(value)
-        if plain is not None:
-            text = plain.decode()
+        walked = _walk(value)
+        if type(walked) is bytes:
+            text = walked.decode()
             return (text, False) if limit is None or len(text) <= limit else (text[:limit], True)
+        small = walked is True
     try:
-        return _prefix(value, limit, _encoder)
+        return _prefix(value, limit, _encoder, small)
     except TypeError:
         try:
-            return _prefix(value, limit, _unsorted_encoder)
+            return _prefix(value, limit, _unsorted_encoder, small)
         except Exception:
             pass
     except Exception:
