@@ -682,10 +682,7 @@ class Assembler:
             for trace_id in forgotten.traces if forgotten else ():
                 self._written_traces.pop(trace_id, None)
         if self._index is not None:
-            self._index.append(
-                _written_entry(key, self._written[key], self._writes.get(key)),
-                (_written_entry(k, r, self._writes.get(k)) for k, r in self._written.items()),
-            )
+            self._index.append(_written_entry(key, self._written[key], self._writes.get(key)), self._entries)
         self._retained[key] = episode
         self._retained_spans += len(episode.spans)
         self.retained_bytes += episode.nbytes
@@ -696,6 +693,10 @@ class Assembler:
             or (self.max_bytes and self.retained_bytes > self.max_bytes // 3)
         ):
             self._evict_oldest_retained()
+
+    def _entries(self) -> list[dict[str, Any]]:
+        """``written.idx``'s entries: one per remembered key (read when the file is rewritten)."""
+        return [_written_entry(k, r, self._writes.get(k)) for k, r in self._written.items()]
 
     def _evict_oldest_retained(self) -> None:
         old_key, old = self._retained.popitem(last=False)

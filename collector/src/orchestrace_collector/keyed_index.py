@@ -13,7 +13,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +51,13 @@ class KeyedIndex:
             self._rewrite(entries.values())
         return entries
 
-    def append(self, entry: Entry, remembered: Iterable[Entry]) -> None:
-        """Append one entry; ``remembered``: every entry still kept, for the rewrite when the file is full
-        (read only then)."""
+    def append(self, entry: Entry, remembered: Callable[[], Iterable[Entry]]) -> None:
+        """Append one entry; ``remembered()``: every entry still kept, for the rewrite when the file is full
+        (called only then). A function, not a generator: mypyc compiles a generator expression into a list,
+        so a compiled caller would build every entry on each append (quadratic in the entries)."""
         try:
             if self.lines >= 2 * self.limit:
-                self._rewrite(remembered)
+                self._rewrite(remembered())
             if self._fd < 0:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(self._fd, _line(entry).encode())

@@ -123,9 +123,11 @@ class Owners:
         if len(self._owner) > self.limit:
             self._owner.popitem(last=False)
         if self._index is not None:
-            self._index.append(
-                {"key": key, "sender": sender}, ({"key": k, "sender": s} for k, s in self._owner.items())
-            )
+            self._index.append({"key": key, "sender": sender}, self._entries)
+
+    def _entries(self) -> list[dict[str, str]]:
+        """``senders.idx``'s entries: one per remembered episode (read when the file is rewritten)."""
+        return [{"key": k, "sender": s} for k, s in self._owner.items()]
 
 
 def episode_keys(request: ExportTraceServiceRequest) -> Iterator[str]:
