@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
+import orchestrace as ot
 import pytest
 from collector_fixtures import validate_trace_dir
 from opentelemetry import trace as otel_trace
@@ -101,3 +103,43 @@ def test_a_trace_dir_whose_directory_another_writer_holds_writes_as_if_it_were_n
         provider.shutdown()
     traces = validate_trace_dir(tmp_path)
     assert sorted(t["task_id"] for t in traces.values()) == ["first", "second"]
+
+
+@pytest.mark.parametrize("where", ["under a file", "read-only"])
+def test_a_trace_dir_that_cannot_be_written_is_logged_once_and_tracing_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str) -> None:
+    """``configure(trace_dir=...)`` on a path it cannot write: one error naming it, no exception into the
+    program, and every span still reaches the other exporters (here ``memory``); the trace_dir exporter
+    drops what it is given. Before, the writer raised inside ``configure``, whose guard then gave back a
+    disabled handle: no span went anywhere."""
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only directory")
+        out = tmp_path / "read-only"
+        out.mkdir()
+        out.chmod(0o500)
+    else:
+        (tmp_path / "a-file").write_text("")
+        out = tmp_path / "a-file" / "traces"
+
+    @ot.agent
+    def worker(x: int) -> int:
+        if x < 0:
+            raise KeyError(x)
+        return x + 1
+
+    with caplog.at_level(logging.INFO):
+        handle = ot.configure("unwritable", exporter="memory", trace_dir=out, batch=False,
+                              tracer_provider=TracerProvider(shutdown_on_exit=False))
+        try:
+            assert ot.configure(trace_dir=out) is handle  # named again: nothing more installed or logged
+            assert worker(1) == 2
+            with pytest.raises(KeyError):
+                worker(-1)
+            assert handle.force_flush()
+            assert [s.name for s in handle.get_finished_spans()] == ["invoke_agent worker"] * 2
+        finally:
+            handle.shutdown()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and str(out) in errors[0] and "cannot be written" in errors[0], errors
+    assert not out.exists() or not any(out.iterdir())

@@ -5,7 +5,8 @@ An OpenTelemetry ``SpanExporter`` (so it composes with any other exporter), adde
 (no protobuf round trip) into the same assembler and writer as ``orchestrace collect``. A background thread
 completes episodes after the quiet period; ``force_flush`` writes every episode whose root span has ended,
 ``shutdown`` writes everything. Like all of orchestrace's instrumentation it never raises into the
-application.
+application: a directory it cannot create or write to is logged once, and the exporter then drops what it is
+given (other exporters are not affected).
 
 What earlier runs wrote into the directory: as every writer of it does (``output_log.OutputLog``), the
 exporter replays ``OUT/wal`` at start-up, so a span of an episode an earlier process wrote there makes its
@@ -16,6 +17,7 @@ meanwhile holds it: the exporter then writes as if the directory were new (logge
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,7 +76,19 @@ class TraceDirExporter(SpanExporter):
         converter: Converter | None = None,
         hook: EpisodeHook | None = None,
     ) -> None:
-        self._writer = TraceDirWriter(Path(out_dir))
+        self._out_dir = Path(out_dir)
+        self._stop = threading.Event()
+        self._warned = False
+        self._assembler: Assembler | None = None
+        try:
+            self._writer = TraceDirWriter(self._out_dir)
+        except OSError as exc:  # a path under a file, a directory it may not create
+            self._unusable(str(exc))
+            return
+        if not os.access(self._out_dir, os.W_OK | os.X_OK):
+            self._writer.close()
+            self._unusable("not writable")
+            return
 
         def build(wal: WriteAheadLog | None) -> Assembler:
             return Assembler(
@@ -93,16 +107,24 @@ class TraceDirExporter(SpanExporter):
                 self._output.replay()
             except Exception:
                 log.exception("orchestrace: TraceDirExporter could not read %s", self._output.wal.directory)
-        self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick_loop, name="orchestrace-trace-dir", daemon=True)
+        self._ticker = threading.Thread(
+            target=self._tick_loop, args=(self._assembler,), name="orchestrace-trace-dir", daemon=True
+        )
         self._ticker.start()
-        self._warned = False
+
+    def _unusable(self, why: str) -> None:
+        """The directory cannot be written: no traces go there for this exporter's life (every span would be
+        held in memory for writes that keep failing); the application and its other exporters go on."""
+        log.error("orchestrace: trace_dir %s cannot be written (%s): no orchestration traces are written "
+                  "there; other exporters still get every span", self._out_dir, why)
 
     @property
     def out_dir(self) -> Path:
-        return self._writer.out_dir
+        return self._out_dir
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._assembler is None:
+            return SpanExportResult.FAILURE
         try:
             self._assembler.add([span_from_readable(s) for s in spans])
         except Exception:
@@ -111,6 +133,8 @@ class TraceDirExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if self._assembler is None:
+            return True  # nothing held
         try:
             self._assembler.flush(only_ended=True)
         except Exception:
@@ -119,7 +143,7 @@ class TraceDirExporter(SpanExporter):
         return True
 
     def shutdown(self) -> None:
-        if self._stop.is_set():
+        if self._stop.is_set() or self._assembler is None:
             return
         self._stop.set()
         self._ticker.join(timeout=5.0)
@@ -133,11 +157,11 @@ class TraceDirExporter(SpanExporter):
         finally:
             self._writer.close()
 
-    def _tick_loop(self) -> None:
-        interval = min(0.5, max(0.05, self._assembler.quiet_period_s / 4))
+    def _tick_loop(self, assembler: Assembler) -> None:
+        interval = min(0.5, max(0.05, assembler.quiet_period_s / 4))
         while not self._stop.wait(interval):
             try:
-                self._assembler.tick()
+                assembler.tick()
             except Exception:
                 self._warn("could not write a trace")
 
@@ -151,7 +175,7 @@ class TraceDirExporter(SpanExporter):
 def _open_output(out_dir: Path, build: Callable[[WriteAheadLog], Assembler]) -> OutputLog | None:
     try:
         return OutputLog(out_dir, build)
-    except OSError as exc:  # held by another process (LogInUse), or not writable
+    except OSError as exc:  # held by another process (LogInUse), or its files unreadable
         # Info, not a warning: processes of one run sharing a directory (parallel rollouts) is a usual setup,
         # and each still writes all it gets, as before.
         log.info("orchestrace: trace_dir writes without what earlier runs wrote there (%s)", exc)
