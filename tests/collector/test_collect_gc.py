@@ -1,20 +1,74 @@
-"""The collector's cyclic garbage collector settings while it serves (``collect.freeze_and_tune_gc``)."""
+"""The process settings the collector changes while it serves (switch interval, signal handlers, the cyclic
+garbage collector's thresholds and frozen objects), and that it puts them back however it stops."""
 
 from __future__ import annotations
 
 import gc
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from orchestrace_collector.collect import GC_THRESHOLDS, freeze_and_tune_gc
+import pytest
+from orchestrace_collector.assemble import Assembler
+from orchestrace_collector.collect import GC_THRESHOLDS, CollectorOptions, freeze_and_tune_gc, run_collector
+from orchestrace_collector.output import WAL_DIR, TraceDirWriter
+from orchestrace_collector.output_log import OutputLog
+from orchestrace_collector.wal import KIND_WRITTEN, LogInUse, WriteAheadLog
 
 
 def test_serving_freezes_start_up_objects_and_sets_rare_passes() -> None:
     before = gc.get_threshold()
     try:
-        previous = freeze_and_tune_gc()
-        assert previous == before  # what run_collector restores when it stops
+        freeze_and_tune_gc()
         assert gc.get_threshold() == GC_THRESHOLDS
         assert GC_THRESHOLDS[0] > before[0]
         assert gc.get_freeze_count() > 0
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def _settings() -> tuple[Any, ...]:
+    return (sys.getswitchinterval(), gc.get_threshold(), gc.get_freeze_count(),
+            signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
+
+
+def _held(out: Path) -> Callable[[], None]:
+    """Another writer holds OUT (a collector or a convert): found once the ports are bound."""
+    writer = TraceDirWriter(out)
+    held = OutputLog(out, lambda wal: Assembler(writer, wal=wal))
+
+    def release() -> None:
+        held.close()
+        writer.close()
+
+    return release
+
+
+def _unreadable_marker(out: Path) -> Callable[[], None]:
+    """The log holds a written marker that is not JSON: its replay fails, after the GC was tuned."""
+    wal = WriteAheadLog(out / WAL_DIR)
+    wal.append(b"not json", KIND_WRITTEN)
+    wal.close()
+    return lambda: None
+
+
+@pytest.mark.parametrize(("setup", "error"), [(_held, LogInUse), (_unreadable_marker, json.JSONDecodeError)])
+def test_a_collector_that_fails_before_serving_puts_back_what_it_changed(
+        tmp_path: Path, setup: Callable[[Path], Callable[[], None]], error: type[Exception]) -> None:
+    """An in-process ``run_collector`` that raises before it serves leaves the process as it found it.
+    Before, it kept the 0.5 ms switch interval, its signal handlers (SIGINT no longer interrupted the
+    caller) and, failing after the replay started, the thresholds (50000, 10, 10) and the frozen objects."""
+    gc.set_threshold(700, 10, 10)
+    before = _settings()
+    assert before[2] == 0 and before[0] != 0.0005
+    release = setup(tmp_path)
+    try:
+        with pytest.raises(error):
+            run_collector(CollectorOptions(out=tmp_path, port=0, grpc_port=0))
+    finally:
+        release()
+    assert _settings() == before

@@ -26,10 +26,11 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
 from orchestrace_collector.feed_index import FeedIndex
@@ -44,6 +45,11 @@ from orchestrace_collector.receiver_grpc import bind_grpc_server, serve_grpc
 from orchestrace_collector.receiver_http import create_app
 from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
 from orchestrace_collector.wal import FsyncPolicy
+
+if TYPE_CHECKING:
+    import socket
+
+    import grpc
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -157,13 +163,44 @@ def run_collector(options: CollectorOptions) -> None:
     except OSError:
         http_socket.close()
         raise
+    with _serving_settings() as stop_requested:
+        _serve(options, http_socket, grpc_server, grpc_port, stop_requested)
+
+
+@contextmanager
+def _serving_settings() -> Iterator[threading.Event]:
+    """The process settings serving changes, put back on every way out (an in-process caller, a test, keeps
+    running): the switch interval, SIGTERM's and SIGINT's handlers, the cyclic collector's thresholds (set
+    by :func:`freeze_and_tune_gc`) and, unless the caller had frozen objects itself, what it froze. Yields the
+    event the handlers set."""
+    switch_interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    frozen_before = gc.get_freeze_count()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     # A signal before uvicorn serves must still end in a clean flush; and uvicorn re-raises the signal that
-    # stopped it once it has restored these handlers, which absorb it so the flush below runs.
+    # stopped it once it has restored these handlers, which absorb it so the flush runs.
     stop_requested = threading.Event()
-    previous_switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop_requested.set())
+    try:
+        for sig in handlers:
+            signal.signal(sig, lambda signum, frame: stop_requested.set())
+        yield stop_requested
+    finally:
+        sys.setswitchinterval(switch_interval)
+        gc.set_threshold(*thresholds)
+        if not frozen_before:
+            gc.unfreeze()
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: not set from Python, nothing to put back
+                signal.signal(sig, handler)
+
+
+def _serve(
+    options: CollectorOptions,
+    http_socket: socket.socket,
+    grpc_server: grpc.Server,
+    grpc_port: int,
+    stop_requested: threading.Event,
+) -> None:
     writer = TraceDirWriter(
         options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
     )
@@ -210,7 +247,7 @@ def run_collector(options: CollectorOptions) -> None:
         spool_only=options.spool_only,
         owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
     )
-    previous_gc_thresholds = freeze_and_tune_gc()
+    freeze_and_tune_gc()
     replayed = ingest.replay()
     if replayed:
         print(
@@ -254,8 +291,6 @@ def run_collector(options: CollectorOptions) -> None:
         _step("output files", writer.close)
         if forwarder is not None:
             _step("forwarding", lambda: forwarder.close(_until(deadline)))
-        sys.setswitchinterval(previous_switch_interval)
-        gc.set_threshold(*previous_gc_thresholds)
         print(
             f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
             f"rejected, {writer.written} traces written"
@@ -285,16 +320,14 @@ def run_collector(options: CollectorOptions) -> None:
         )
 
 
-def freeze_and_tune_gc() -> tuple[int, ...]:
-    """Freeze what exists now and set :data:`GC_THRESHOLDS`; returns the thresholds to restore."""
+def freeze_and_tune_gc() -> None:
+    """Freeze what exists now and set :data:`GC_THRESHOLDS` (:func:`_serving_settings` puts both back)."""
     # What exists now (modules, the collector's own parts) lives until exit: frozen, it is left out of the
     # cyclic collector's full passes, which otherwise walk it every time the held spans grow by a quarter
     # (bench/, section 3: those passes cost half as much).
     gc.collect()
     gc.freeze()
-    previous = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
-    return previous
 
 
 def _until(deadline: float) -> float:
