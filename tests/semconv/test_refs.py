@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from orchestrace_semconv import refs
 from pydantic import BaseModel, ConfigDict
 
@@ -274,6 +274,77 @@ def test_random_values_have_the_json_refs_and_texts(seed: int) -> None:
     assert 1500 < fast < 5000
 
 
+def _json_leaf(rng: random.Random) -> Any:
+    """What providers put in messages: texts (non-ASCII among them), numbers (floats of every kind), booleans
+    and nulls."""
+    return rng.choice([_str, _int, _float, lambda r: r.choice([True, False, None])])(rng)
+
+
+def _metadata(rng: random.Random, depth: int = 0) -> Any:
+    """A message's metadata or tool arguments: nested JSON mostly, now and then any value of the generator."""
+    pick = rng.random()
+    if pick < 0.08:
+        return _value(rng, 2)
+    if depth >= 3 or pick < 0.5:
+        return _json_leaf(rng)
+    if pick < 0.85:
+        return {_str(rng): _metadata(rng, depth + 1) for _ in range(rng.choice([0, 1, 2, 4]))}
+    return [_metadata(rng, depth + 1) for _ in range(rng.choice([0, 1, 3]))]
+
+
+def _kwargs(rng: random.Random) -> dict[str, Any]:
+    return {_str(rng): _metadata(rng) for _ in range(rng.choice([0, 0, 1, 3]))}
+
+
+def _content(rng: random.Random) -> Any:
+    if rng.random() < 0.7:
+        return _str(rng)
+    parts: list[Any] = [_str(rng), {"type": "text", "text": _str(rng)},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _str(rng)}},
+                        {"type": "text", "text": _str(rng), "extras": _metadata(rng)}]
+    return rng.sample(parts, rng.randint(0, len(parts)))
+
+
+def _langchain_message(rng: random.Random) -> BaseMessage:
+    """A random LangChain message of every kind a graph's state holds."""
+    common: dict[str, Any] = {"content": _content(rng), "additional_kwargs": _kwargs(rng),
+                              "response_metadata": _kwargs(rng)}
+    if rng.random() < 0.5:
+        common["id"] = rng.choice([f"lc_run--{uuid.UUID(int=rng.getrandbits(128))}-0", _str(rng)])
+    if rng.random() < 0.3:
+        common["name"] = _str(rng)
+    kind = rng.random()
+    if kind < 0.25:
+        return HumanMessage(**common)
+    if kind < 0.35:
+        return SystemMessage(**common)
+    if kind < 0.75:
+        calls = [{"name": _str(rng) or "t", "args": _kwargs(rng), "id": f"call_{rng.getrandbits(40):x}",
+                  "type": "tool_call"} for _ in range(rng.randint(0, 3))]
+        usage: dict[str, Any] = {"input_tokens": rng.randint(0, 10**6), "output_tokens": rng.randint(0, 999),
+                                 "total_tokens": rng.randint(0, 10**6)}
+        if rng.random() < 0.3:
+            usage["input_token_details"] = {"cache_read": rng.randint(0, 99), "audio": 0}
+        return AIMessage(**common, tool_calls=calls, usage_metadata=usage if rng.random() < 0.7 else None)
+    return ToolMessage(**common, tool_call_id=f"call_{rng.getrandbits(40):x}",
+                       status=rng.choice(["success", "error"]),
+                       artifact=_metadata(rng) if rng.random() < 0.3 else None)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_langchain_messages_have_the_json_refs_and_texts(seed: int) -> None:
+    # Messages as a graph's state updates, prompts and single values hold them: whatever the serializer route
+    # a model takes, the ref and text are json's of its model_dump(mode="json").
+    rng = random.Random(1000 + seed)
+    fast = 0
+    for n in range(1500):
+        messages = [_langchain_message(rng) for _ in range(rng.randint(1, 3))]
+        value = [{"messages": messages}, messages, messages[0]][n % 3]
+        fast += _same_as_json(value, rng.choice([None, 0, 40, 1000]))
+    # Both paths ran many times: orjson for plain messages, json for messages holding what it writes its way.
+    assert 300 < fast < 1400, fast
+
+
 # --- each known difference on its own: orjson alone writes it otherwise (or refuses it) -------------------
 
 
@@ -364,6 +435,18 @@ def test_typical_langgraph_values_take_the_fast_path() -> None:
     for value in ({"messages": [reply]}, prompt, {"topic": "t", "index": 3}, {"query": "topic"},
                   {"results": ["part of t #3"]}, None, 7, 0.5, context):
         assert _same_as_json(value), value
+
+
+class Overridden(Usage):
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return {"overridden": super().model_dump(**kwargs)}
+
+
+def test_a_models_own_model_dump_is_what_is_written() -> None:
+    # pydantic's model_dump is skipped for its serializer; a model's own model_dump never is.
+    value = {"u": Overridden(tokens=1, cost=0.5)}
+    assert _same_as_json(value)
+    assert refs._walk(value) == b'{"u":{"overridden":{"cost":0.5,"extra":null,"tokens":1}}}'
 
 
 def test_the_readme_names_every_dependency() -> None:

@@ -28,6 +28,7 @@ import hashlib
 import importlib
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -88,6 +89,30 @@ _ORJSON_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orj
 _NOT_DEFAULTED = (str, int, float, list, tuple, dict, enum.Enum, uuid.UUID, orjson.Fragment)
 #: The walk's mark for an object it does not write with orjson (no ``model_dump``, or one that raised).
 _NOT_DUMPED = object()
+#: Per type: whether ``json`` hands its objects to ``default`` (not one of ``_NOT_DEFAULTED``: decided by the
+#: type, as both libraries do). A cache, so that the walk does not test nine classes per object; bounded,
+#: for programs that make classes on the fly.
+_DEFAULTED: dict[type, bool] = {}
+_MAX_TYPES = 1024
+#: pydantic's own ``BaseModel.model_dump`` once pydantic is loaded (a placeholder until then): a model whose
+#: ``model_dump`` is this one is dumped by its serializer directly, which is all that method does, without
+#: its Python frame and fifteen keyword arguments (a third of the dump's cost for a LangChain message).
+_pydantic_dump: Any = object()
+
+
+def _defaulted(kind: type) -> bool:
+    """``_DEFAULTED[kind]``, decided and cached the first time ``kind`` is seen."""
+    global _pydantic_dump
+    if len(_DEFAULTED) >= _MAX_TYPES:
+        _DEFAULTED.clear()
+    main = sys.modules.get("pydantic.main")
+    dump = getattr(getattr(main, "BaseModel", None), "model_dump", None)
+    # The method pydantic defines, not a replacement patched into BaseModel (called then like any other).
+    if getattr(dump, "__module__", None) == "pydantic.main" and getattr(dump, "__qualname__", None) == (
+            "BaseModel.model_dump"):
+        _pydantic_dump = dump
+    answer = _DEFAULTED[kind] = not issubclass(kind, _NOT_DEFAULTED)
+    return answer
 
 
 def _walk(value: Any) -> bytes | bool:
@@ -148,9 +173,15 @@ def _walk(value: Any) -> bytes | bool:
                 plain = False
         elif kind is not int and kind is not bool and item is not None:  # those only as the value itself
             if plain:
+                defaulted = _DEFAULTED.get(kind)
                 try:
-                    dump = None if isinstance(item, _NOT_DEFAULTED) else getattr(item, "model_dump", None)
-                    dumped = dump(mode="json") if callable(dump) else _NOT_DUMPED
+                    dump = getattr(item, "model_dump", None) if defaulted or (
+                        defaulted is None and _defaulted(kind)) else None
+                    if getattr(dump, "__func__", None) is _pydantic_dump:
+                        # What pydantic's model_dump(mode="json") returns (same serializer, same defaults).
+                        dumped = item.__pydantic_serializer__.to_python(item, mode="json")
+                    else:
+                        dumped = dump(mode="json") if callable(dump) else _NOT_DUMPED
                 except Exception:  # json then decides (and raises or not) on its own
                     dumped = _NOT_DUMPED
                 if dumped is not _NOT_DUMPED:
