@@ -92,7 +92,7 @@ def test_internal_objects_of_another_shape_never_raise_into_the_graph(
         assert graph.invoke({"steps": []}) == {"steps": ["plan", "work"]}
         assert compat.read_task(Reshaped()) is None
         assert compat.graph_wiring(Reshaped()) == compat.NO_WIRING
-        assert compat.sends_written(Reshaped()) == []
+        assert compat.written(Reshaped(), True) == ([], frozenset())
         assert compat.returned_commands([Reshaped()]) == []
         assert compat.breakpoint_nodes(Reshaped(), {}, "interrupt_before", "interrupt_after") is None
         assert compat.branch_ends(Reshaped()) == {}

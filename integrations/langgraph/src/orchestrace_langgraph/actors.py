@@ -99,6 +99,8 @@ class Run(Actor):
     interrupted: bool = False
     #: The graph's fixed edges (its wiring): source node -> the nodes it always leads to.
     edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``edges`` without ``END``: source node -> the nodes its completion leads to.
+    routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Node -> the nodes a ``Command`` it returns may go to, where the graph declares them.
     destinations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes taken

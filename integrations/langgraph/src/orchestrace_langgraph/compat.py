@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from langgraph.constants import END
 from langgraph.types import Command, Send
 
 _SWARM_STATE: object = None  # langgraph-swarm's graphs' state schema, when it is installed
@@ -183,29 +184,22 @@ def read_task(task: Any) -> Task | None:
         return None
 
 
-def sends_written(task: Any) -> list[Send]:
-    """The ``Send`` packets a node execution wrote."""
-    # Every node execution's writes pass here: a loop guarded inline (a comprehension and a guard are a
+def written(task: Any, channels: bool) -> tuple[list[Send], frozenset[str]]:
+    """The ``Send`` packets a node execution wrote, and (``channels``: for a ``Send`` task, which its
+    aggregating node reads) the channels it wrote."""
+    # Every node execution's writes pass here: one loop, guarded inline (a comprehension and a guard are a
     # call each, and most executions write no Send).
     sends: list[Send] = []
+    names: set[str] = set()
     try:
         for channel, value in task.writes:
             if channel == TASKS and isinstance(value, Send):
                 sends.append(value)
+            if channels:
+                names.add(str(channel))
     except Exception:
-        return []
-    return sends
-
-
-def channels_written(task: Any) -> frozenset[str]:
-    """The channels a node execution wrote (read for every ``Send`` task: guarded inline, a plain loop)."""
-    channels: set[str] = set()
-    try:
-        for write in task.writes:
-            channels.add(str(write[0]))
-    except Exception:
-        return frozenset()
-    return frozenset(channels)
+        return [], frozenset()
+    return sends, frozenset(names)
 
 
 def node_functions(first_step: Any) -> tuple[Any, Any]:
@@ -225,11 +219,13 @@ class Wiring(NamedTuple):
     #: Node -> the nodes a ``Command`` it returns may go to, where declared (``add_node(destinations=...)``
     #: or the ``Command[Literal[...]]`` return annotation): a ``Command``'s options.
     destinations: _Edges
+    #: ``edges`` without ``END``: the routes to nodes a source's completion takes (read per node execution).
+    routes: _Edges
     #: The graph is a langgraph-swarm graph (:func:`is_swarm`).
     swarm: bool = False
 
 
-NO_WIRING = Wiring({}, {})
+NO_WIRING = Wiring({}, {}, {})
 #: Compiled graph -> (its builder, the wiring read from it): a compiled graph's edges (and state schema) do
 #: not change (LangGraph warns that an edge added after ``compile`` is not reflected), and every run reads
 #: them.
@@ -247,7 +243,10 @@ def graph_wiring(graph: Any) -> Wiring:
         cached = None
     if cached is not None and cached[0] is builder:
         return cached[1]
-    wiring = Wiring(_read_fixed_edges(builder), _read_destinations(builder), is_swarm(graph))
+    edges = _read_fixed_edges(builder)
+    routes = {source: kept for source, targets in edges.items()
+              if (kept := tuple(target for target in targets if target != END))}
+    wiring = Wiring(edges, _read_destinations(builder), routes, is_swarm(graph))
     with contextlib.suppress(TypeError):
         _WIRING[graph] = (builder, wiring)
     return wiring

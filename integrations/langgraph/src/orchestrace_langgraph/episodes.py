@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.types import Command
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Span
-from orchestrace.instrumentation import SPAN_KEY, current_task, failsafe
+from orchestrace.instrumentation import SPAN_KEY, current_task
 
 from orchestrace_langgraph import compat
 
@@ -40,12 +40,12 @@ class Episodes:
         self._size = size
         self._lock = threading.Lock()
 
-    @failsafe(None)
     def prepare(self, graph: Any, config: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                 ) -> tuple[tuple[Any, ...], dict[str, Any], str | None] | None:
         """The call's arguments with the episode id in the metadata of ``config`` (the call's, ensured: a copy
         of ours) when the run writes checkpoints, and that id; ``None`` for a subgraph run (its parent's
-        episode) or a run inside someone else's trace (the trace is the episode)."""
+        episode) or a run inside someone else's trace (the trace is the episode). May raise: its caller
+        (the run's start) is guarded."""
         conf = compat.configurable(config)
         if compat.is_subgraph_run(conf):
             return None

@@ -198,12 +198,14 @@ class NodeTracer:
         invocation = node.own.invocation if node is not None else None
         ended = False
         try:
-            if actor is not None:
-                sends = compat.sends_written(started.task)
-                if sends:
-                    routing.record_sends(actor, sends, run)
-            if exc is None and run is not None and read.name in run.edges:
-                routing.record_wiring(run, read.name, read.step)
+            # A Send task's channels (for the node aggregating it), read in the same pass as the packets.
+            sends, channels = compat.written(started.task, read.pushed and not started.tool_node)
+            if sends and actor is not None:
+                routing.record_sends(actor, sends, run)
+            if exc is None and run is not None:
+                targets = run.routes.get(read.name)
+                if targets:  # the graph's fixed edges out of it, recorded by routing.flush_wiring
+                    run.add_wiring(read.step, targets)
             if isinstance(exc, ParentCommand):
                 routing.record_handoff(exc, self._namespaces, actor)
             elif isinstance(exc, GraphInterrupt):
@@ -218,8 +220,7 @@ class NodeTracer:
             ref = content_ref(result)
             if run is not None:
                 run.node_completed(read.name, read.step)
-                if read.pushed and not started.tool_node:
-                    channels = compat.channels_written(started.task)
+                if channels:
                     run.add_send_result(SendResult(invocation.span.get_span_context(), channels))
             invocation.stop(result, ref=ref)  # an agent's output content too, with capture on
             ended = True

@@ -29,7 +29,7 @@ from typing import Any
 
 from langgraph.constants import END
 from langgraph.errors import GraphInterrupt, ParentCommand
-from langgraph.types import Send
+from langgraph.types import Command, Send
 from orchestrace import semconv as sc
 from orchestrace.instrumentation import failsafe
 
@@ -82,14 +82,6 @@ def record_sends(actor: Actor, sends: Sequence[Send], run: Run | None = None) ->
         events.spawn(send.node, content=send.arg, ref=ref)
 
 
-def record_wiring(run: Run, source: str, step: object) -> None:
-    """The graph's fixed edges out of ``source``, which completed in ``step``: the graph's own routes,
-    recorded by :func:`flush_wiring`."""
-    targets = run.edges.get(source)
-    if targets:
-        run.add_wiring(step, [target for target in targets if target != END])  # END: the run's stop says it
-
-
 def flush_wiring(run: Run, step: object = None) -> None:
     """Record the fixed routes taken before ``step`` (every one when ``None``): when the step they lead to
     begins, or the run ends. LangGraph follows them once the step that took them has ended, so they come
@@ -120,10 +112,9 @@ def record_run_abandoned(run: Run) -> None:
     flush_wiring(run)
 
 
-@failsafe(None)
 def record_run_end(run: Run) -> None:
     """A run that finished: the fixed routes its last nodes took, and for a top-level run its stop, unless a
-    route to END said it or a human was asked."""
+    route to END said it or a human was asked (its caller, the run's end, is guarded)."""
     flush_wiring(run)
     last = run.last_node
     if run.parent is None and not run.routed_to_end and not run.interrupted and last is not None:
@@ -201,15 +192,15 @@ def channel_write(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     """Wrapper of ``_assemble_writes`` (called by ``ChannelWrite.do_write``): the ``Command`` a node returned,
     seen where its writers turn it into writes (every execution mode passes here; streaming modes do not
     return the node's value to the task runner)."""
-    _record_written_commands(args[0] if args else kwargs.get("writes"))
+    # The read is guarded itself and finds no Command in most writes: the recording's guard only then.
+    commands = compat.returned_commands(args[0] if args else kwargs.get("writes"))
+    if commands:
+        _record_written_commands(commands)
     return wrapped(*args, **kwargs)
 
 
 @failsafe(None)
-def _record_written_commands(writes: Any) -> None:
-    commands = compat.returned_commands(writes)
-    if not commands:  # most writes: no actor lookup
-        return
+def _record_written_commands(commands: list[Command]) -> None:
     actor = current_actor()
     if actor is None:
         return

@@ -153,7 +153,7 @@ class WorkflowTracer:
         wiring = compat.graph_wiring(graph)
         run = Run(name, str(thread_id) if thread_id is not None else None,
                   parent=current_run() if nested else None, edges=wiring.edges,
-                  destinations=wiring.destinations)
+                  routes=wiring.routes, destinations=wiring.destinations)
         # A subgraph's run under the node that runs it, also when a callback tracer's span is current. A
         # swarm invoked as an entrypoint is a conversation turn under the latest GenAI conventions (the
         # framework steers it); any other graph the application's workflow.
