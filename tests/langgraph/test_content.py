@@ -319,6 +319,30 @@ def test_a_model_called_with_other_parameters_or_capture_gets_its_own_request_at
     assert {chat.attributes[sc.GEN_AI_REQUEST_MODEL] for chat in chats} == {"scripted-model"}
 
 
+@pytest.mark.parametrize("broken", ["messages_ref", "normalize"])
+def test_an_internal_error_at_a_model_calls_start_or_end_never_reaches_the_caller(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, broken: str
+) -> None:
+    """The handler's start and end each run under one guard (``ChatSpec.begin``, ``ChatCall.finish``
+    unguarded inside it): orchestrace failing at a call's start (its prompt ref) or end (reading the reply)
+    is logged once, the call's span is not written, and the model's reply reaches the caller unchanged."""
+    import orchestrace.chat as chat
+    from orchestrace_langgraph.chat_models import configure_hook
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("internal")
+
+    monkeypatch.setattr(chat, broken, fail)
+    llm = ScriptedChatModel(replies=[AIMessage("fine")])
+    for _ in range(2):
+        assert llm.invoke([HumanMessage("hi")]).content == "fine"
+    assert spans.named("chat scripted-model") == []
+    handler = configure_hook.get()
+    assert handler is not None and handler._calls == {}  # nothing left behind for a call that failed
+    logged = [r for r in caplog.records if r.name == "orchestrace" and "KeyError" in str(r.exc_info)]
+    assert len(logged) == 1
+
+
 # --- full_prompt: the whole prompt on every chat span, for backends that show one span at a time ----------
 #: What differs between two runs of one app whatever the option: ids of spans, traces and runs, and times.
 _RUN_SPECIFIC = frozenset({"trace_id", "task_id", "span_id", "otel_trace_id", "turn_id", "agent_id",

@@ -372,3 +372,26 @@ def test_every_shape_gives_the_same_turn(tmp_path: Path) -> None:
     assert (
         json.dumps(turns[0]["completion"][0]["tool_calls"][0]["function"]["arguments"]) == '{"city": "Paris"}'
     )
+
+
+def test_a_langchain_reply_s_metadata_is_read_from_its_fields_or_its_response_metadata() -> None:
+    """A LangChain message's usage, response id and model, read from its own fields first
+    (``fields.model_fields``): ``usage_metadata`` when it states counts, else the provider's usage in
+    ``response_metadata``; the provider's id before LangChain's run id; an ``AIMessageChunk`` alike."""
+    from orchestrace.replies import normalize
+    from orchestrace.usage import Usage
+
+    stated = AIMessage("a", id="run-1",
+                       usage_metadata={"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+                       response_metadata={"id": "resp-1", "model_name": "m-1", "finish_reason": "length",
+                                          "token_usage": {"prompt_tokens": 99, "completion_tokens": 99}})
+    provider_only = AIMessage("b", id="run-2", response_metadata={
+        "token_usage": {"prompt_tokens": 4, "completion_tokens": 1,
+                        "prompt_tokens_details": {"cached_tokens": 2}}})
+    nothing = AIMessageChunk(content="c")
+    replies = [normalize(m, False) for m in (stated, provider_only, nothing)]
+    assert [(r.usage, r.response_id, r.response_model, r.finish_reason) for r in replies if r] == [
+        (Usage(3, 2), "resp-1", "m-1", "length"),
+        (Usage(4, 1, 2), "run-2", None, None),
+        (None, None, None, None),
+    ]

@@ -68,11 +68,9 @@ class ChatCall:
         else:
             attributes[sc.ORCH_INPUT_REF] = messages_ref(prompt)
 
-    @failsafe(None)
-    def stop(self, message: Any = None, *, usage: Usage | None = None) -> None:
-        """The call returned ``message`` (its reply: a chat message or any reply shape
-        :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the
-        reply states none."""
+    def finish(self, message: Any = None, usage: Usage | None = None) -> None:
+        """:meth:`stop` unguarded, for a caller that guards its own code around it (one guard, not two, on a
+        model call's path)."""
         capture = self.telemetry.capture
         reply = None
         if message is not None:
@@ -86,6 +84,11 @@ class ChatCall:
         span = self._span(reply, capture)
         span.set_status(_OK)
         span.end()
+
+    #: The call returned ``message`` (its reply: a chat message or any reply shape
+    #: :func:`orchestrace.replies.normalize` reads); ``usage``: reported beside the reply, used when the reply
+    #: states none. Never raises (an internal failure is logged once).
+    stop = failsafe(None)(finish)
 
     @failsafe(None)
     def fail(self, exc: BaseException) -> None:
@@ -160,8 +163,10 @@ class _Untraced(ChatCall):
     def __init__(self) -> None:  # no record to keep
         pass
 
-    def stop(self, message: Any = None, *, usage: Usage | None = None) -> None:
+    def finish(self, message: Any = None, usage: Usage | None = None) -> None:
         return None
+
+    stop = finish
 
     def fail(self, exc: BaseException) -> None:
         return None
@@ -183,14 +188,16 @@ class ChatSpec:
         self.attributes = attributes
         self.capture_content = capture_content
 
-    @failsafe(UNTRACED)
-    def start(self, telemetry: Telemetry, messages: Sequence[Any], context: Context,
+    def begin(self, telemetry: Telemetry, messages: Sequence[Any], context: Context,
               history: _history.PromptHistory | None) -> ChatCall:
-        """A call of this model with the prompt ``messages``, under ``context`` (see :func:`chat_call`); its
-        prompt refs follow this spec's capture setting. On an internal failure (logged once) the call runs
-        untraced."""
+        """:meth:`start` unguarded, for a caller that guards its own code around it."""
         return ChatCall(telemetry, self.name, context, dict(self.attributes), messages, history,
                         self.capture_content)
+
+    #: A call of this model with the prompt ``messages``, under ``context`` (see :func:`chat_call`); its
+    #: prompt refs follow this spec's capture setting. On an internal failure (logged once) the call runs
+    #: untraced.
+    start = failsafe(UNTRACED)(begin)
 
 
 def chat_spec(*, model: str | None, label: str | None, provider: str | None, operation: str,

@@ -35,6 +35,19 @@ def field_of(value: Any, key: str, default: Any = None) -> Any:
     return getattr(value, key, default)
 
 
+_NO_FIELDS: dict[str, Any] = {}
+
+
+def model_fields(value: Any) -> dict[str, Any]:
+    """The fields of a pydantic model instance as ``field_of`` reads them first (its ``__dict__``: a key in it
+    is ``field_of``'s answer); empty for any other value (ask ``field_of``). For code that reads several
+    fields of one reply."""
+    kind = type(value)
+    if kind not in _OBJECT_CLASSES and kind is not dict:
+        field_of(value, "")  # tells the class apart once
+    return value.__dict__ if kind in _PYDANTIC_CLASSES else _NO_FIELDS
+
+
 def _is_pydantic_model(kind: type) -> bool:
     """A pydantic v2 model class that looks attributes up as pydantic does (no ``__getattr__`` of its own)."""
     getattr_ = getattr(kind, "__getattr__", None)

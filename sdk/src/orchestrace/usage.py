@@ -47,7 +47,8 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, _NUMBERS) and not isinstance(value, bool) else None
 
 
-def _from_usage_block(block: Any) -> Usage | None:
+def usage_from_block(block: Any) -> Usage | None:
+    """The usage a block states (``usage_metadata``, ``usage``, ``token_usage``: a dict or an object)."""
     if block is None:
         return None
     # A dict (LangChain's usage_metadata, JSON replies) is read with its own ``get``.
@@ -101,13 +102,13 @@ def extract_usage(result: Any) -> Usage | None:
     if result is None or isinstance(result, _SCALARS):
         return None
     for key in ("usage_metadata", "usage", "token_usage"):
-        usage = _from_usage_block(field_of(result, key))
+        usage = usage_from_block(field_of(result, key))
         if usage is not None:
             return usage
     metadata = field_of(result, "response_metadata")
     if metadata is not None:
-        return (_from_usage_block(field_of(metadata, "token_usage"))
-                or _from_usage_block(field_of(metadata, "usage")))
+        return (usage_from_block(field_of(metadata, "token_usage"))
+                or usage_from_block(field_of(metadata, "usage")))
     return None
 
 

@@ -108,7 +108,8 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
             self._specs[key] = (serialized, params, spec)
         current = otel_context.get_current()
         context = parent_context(self._namespaces, metadata, current) or current
-        self._calls[run_id.int] = spec.start(self._telemetry, prompt, context, self._history)
+        # ``begin``, not ``start``: this method's guard is the only one needed.
+        self._calls[run_id.int] = spec.begin(self._telemetry, prompt, context, self._history)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None,
                    **kwargs: Any) -> None:
@@ -127,7 +128,7 @@ class ChatModelCallbackHandler(BaseCallbackHandler):
         elif generation is not None:
             message = AIMessage(generation.text)
         # Usage a model reports only in ``llm_output`` (not on its message).
-        call.stop(message, usage=extract_usage(response.llm_output))
+        call.finish(message, extract_usage(response.llm_output))  # under _end's guard
 
     @failsafe(None)
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,

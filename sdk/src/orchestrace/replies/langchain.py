@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.fields import field_of
+from orchestrace.fields import field_of, model_fields
 from orchestrace.replies.reply import Reply, ToolCall, finish_reason, text_of
 from orchestrace.replies.stream import ReplyStream
-from orchestrace.usage import Usage, extract_usage
+from orchestrace.usage import Usage, extract_usage, usage_from_block
 
 AI_TYPES = frozenset({"ai", "AIMessageChunk"})
 
@@ -19,6 +19,8 @@ def is_ai_message(result: Any) -> bool:
 
 def _meta(reply: Reply, message: Any) -> None:
     metadata = field_of(message, "response_metadata") or {}
+    # A pydantic message's declared fields, read from its ``__dict__`` as ``field_of`` reads them first.
+    fields = model_fields(message)
     if type(metadata) is dict:  # what LangChain gives: read without a call per key
         reason = metadata.get("finish_reason") or metadata.get("stop_reason")
         response_id = metadata.get("id")
@@ -34,10 +36,13 @@ def _meta(reply: Reply, message: Any) -> None:
     model = field_of(message, "model")
     model = model if isinstance(model, str) else name if isinstance(name, str) else None
     reply.response_model = model or reply.response_model
-    response_id = response_id or field_of(message, "id")
+    response_id = response_id or (fields["id"] if "id" in fields else field_of(message, "id"))
     if isinstance(response_id, str) and response_id:
         reply.response_id = response_id
-    reply.usage = extract_usage(message) or reply.usage
+    # ``extract_usage``'s first place to look, ``usage_metadata``, read directly; the others when it has none.
+    block = fields.get("usage_metadata")
+    usage = usage_from_block(block) if block is not None else None
+    reply.usage = usage or extract_usage(message) or reply.usage
 
 
 def from_ai_message(result: Any, content: bool = True) -> Reply:
