@@ -18,6 +18,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext
+from orchestrace import semconv as sc
 from orchestrace.instrumentation import SPAN_KEY, Events, Invocation, resume_link
 
 _RUN_KEY = otel_context.create_key("orchestrace_langgraph.run")
@@ -106,7 +107,8 @@ class Run(Actor):
     _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes taken
     #: Fixed routes taken by completed nodes and not recorded yet: (step, target).
     pending_wiring: list[tuple[object, str]] = field(default_factory=list)
-    _sends: list[SendResult] = field(default_factory=list)
+    #: Finished ``Send`` tasks not yet handed to the node aggregating them (see :meth:`aggregate_links`).
+    send_results: list[SendResult] = field(default_factory=list)
     #: id() of a Send's payload -> (the payload, its content ref), until the task it starts reads it.
     _packets: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -145,15 +147,23 @@ class Run(Actor):
         step number) not recorded yet, by name: which node of a step completed first was a race."""
         if not self.pending_wiring:  # most node starts: no lock
             return []
+        bound = before if isinstance(before, int) else None
+        taken: list[str] = []
+        later: list[tuple[object, str]] = []
         with self._lock:
-            taken = [target for step, target in self.pending_wiring if not _later(step, before)]
-            self.pending_wiring = [(step, target) for step, target in self.pending_wiring
-                                   if _later(step, before)]
-        return sorted(taken)
+            for route in self.pending_wiring:  # a route to a step not begun yet (see ``before``) waits
+                step = route[0]
+                if bound is not None and isinstance(step, int) and step >= bound:
+                    later.append(route)
+                else:
+                    taken.append(route[1])
+            self.pending_wiring = later
+        taken.sort()
+        return taken
 
     def add_send_result(self, result: SendResult) -> None:
         with self._lock:
-            self._sends.append(result)
+            self.send_results.append(result)
 
     def sent(self, packet: Any, ref: str) -> None:
         """A ``Send``'s payload was hashed for its spawn: the task it starts takes that ref (the same object
@@ -169,25 +179,22 @@ class Run(Actor):
         found = self._packets.pop(id(packet), None)
         return found[1] if found is not None and found[0] is packet else None
 
-    def take_aggregate_inputs(self, triggers: Collection[str]) -> list[SpanContext]:
-        """Span contexts of the pushed tasks whose writes trigger a node; each is handed out once."""
-        if not self._sends:  # most nodes of most runs: no lock, no set
-            return []
+    def aggregate_links(self, triggers: Collection[str]) -> list[Link]:
+        """Links to the pushed tasks whose writes trigger a node (each is handed out once); its caller
+        checks :attr:`send_results` first (most nodes of most runs: no call)."""
         wanted = frozenset(triggers)
         with self._lock:
-            hits = [s for s in self._sends if s.channels & wanted]
+            hits = [s for s in self.send_results if s.channels & wanted]
             if hits:
-                self._sends = [s for s in self._sends if not (s.channels & wanted)]
-        return [s.span_context for s in hits]
+                self.send_results = [s for s in self.send_results if not (s.channels & wanted)]
+        return [Link(s.span_context, _LINK_AGGREGATE) for s in hits]
 
+
+#: The attributes of a link from an aggregating node to a pushed task it aggregates.
+_LINK_AGGREGATE = {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}
 
 #: Send payloads a run keeps for the tasks they start (see ``Run.sent``).
 _MAX_PACKETS = 1024
-
-
-def _later(step: object, before: object) -> bool:
-    """Whether a route taken in ``step`` leads to a step after ``before`` (not begun yet)."""
-    return isinstance(before, int) and isinstance(step, int) and step >= before
 
 
 @dataclass(slots=True)

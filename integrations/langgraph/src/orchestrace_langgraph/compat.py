@@ -292,7 +292,9 @@ def returned_commands(writes: Any) -> list[Command]:
     found: list[Command] = []
     for write in writes:  # every write of every node passes here: the value is read only behind a mapper
         if getattr(write, "mapper", None) is not None:
-            found.extend(commands_in(getattr(write, "value", None)))
+            value = getattr(write, "value", None)
+            if isinstance(value, (Command, list, tuple)):  # what commands_in finds in: most values are not
+                found.extend(commands_in(value))
     return found
 
 

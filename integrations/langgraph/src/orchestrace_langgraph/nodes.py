@@ -49,13 +49,6 @@ AGENT_METADATA_KEY: Final = "orchestrace.agent"
 AGENT_ROLE_METADATA_KEY: Final = sc.ORCH_AGENT_ROLE
 
 _MAX_TRIGGERS = 16
-_LINK_AGGREGATE = {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}
-
-
-def is_agent(task: compat.Task) -> bool:
-    """A node is an agent when it runs a compiled graph (a prebuilt react agent, the agents of
-    langgraph-supervisor and langgraph-swarm: LangGraph finds them as the task's subgraphs) or is marked."""
-    return task.runs_graph or bool(task.metadata.get(AGENT_METADATA_KEY))
 
 
 @failsafe(None)
@@ -159,13 +152,16 @@ class NodeTracer:
         if run is not None:
             if run.pending_wiring:  # most node starts: no call
                 routing.flush_wiring(run, step)  # the routes that led here, before this node's span starts
-            if not read.pushed:
-                links = [Link(done, _LINK_AGGREGATE) for done in run.take_aggregate_inputs(triggers)]
+            if run.send_results and not read.pushed:
+                links = run.aggregate_links(triggers)
         parent = parent_context(context=ctx) or ctx
         node = Node(read.name, namespace=namespace)
         invocation: Invocation
         tool_node = False
-        if is_agent(read):
+        # An agent: a node that runs a compiled graph (a prebuilt react agent, the agents of
+        # langgraph-supervisor and langgraph-swarm: LangGraph finds them as the task's subgraphs), or one
+        # marked as such.
+        if read.runs_graph or read.metadata.get(AGENT_METADATA_KEY):
             role = read.metadata.get(AGENT_ROLE_METADATA_KEY)
             # The SDK sees the node as the running agent (ot.message, ot.spawn, nested @ot.agent inside it),
             # and an @ot.agent node function adds no second agent span.
