@@ -122,6 +122,7 @@ def _walk(value: Any) -> bytes | bool:
 
     Bounds: at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value), and
     ``CHUNK`` characters of strings and bytes, counted by length where they are met; past either, large.
+    Empty dicts and lists met as items are not walked (nor counted): both libraries write them alike.
 
     Plain, as long as the walk has seen only what both libraries write alike: dicts (orjson refuses keys other
     than ``str``, and sorts their UTF-8 bytes: code point order), lists, tuples, ``str`` (orjson raises on
@@ -152,7 +153,8 @@ def _walk(value: Any) -> bytes | bool:
                     kind = type(child)
                     if kind is str:
                         size += len(child)
-                    elif kind is not int and kind is not bool and child is not None:
+                    elif kind is not int and kind is not bool and child is not None and (
+                            (kind is not dict and kind is not list) or child):  # empty ones: nothing to see
                         stack.append(child)
             except TypeError:  # a key without a length (a number, None, an object): orjson refuses it
                 plain = False
@@ -166,7 +168,8 @@ def _walk(value: Any) -> bytes | bool:
                 kind = type(child)
                 if kind is str:
                     size += len(child)
-                elif kind is not int and kind is not bool and child is not None:
+                elif kind is not int and kind is not bool and child is not None and (
+                        (kind is not dict and kind is not list) or child):  # empty ones: nothing to see
                     stack.append(child)
         elif kind is float:
             if plain and not (_FLOAT_LOW <= abs(item) < _FLOAT_HIGH or item == 0.0):  # NaN fails both
