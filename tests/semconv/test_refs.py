@@ -394,6 +394,43 @@ def test_values_json_writes_by_its_other_rules_have_its_refs(name: str) -> None:
     _same_as_json(SAME_BY_OTHER_RULES[name], 50)
 
 
+class Unhashable(type):
+    """A metaclass that makes its classes unhashable (``__eq__`` without ``__hash__``)."""
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Odd(metaclass=Unhashable):
+    def __repr__(self) -> str:
+        return "<odd>"
+
+
+class BadLength:
+    def __len__(self) -> int:
+        raise ValueError("no length")
+
+    def __repr__(self) -> str:
+        return "<bad length>"
+
+
+class BadItems(list[Any]):
+    def __iter__(self) -> Any:
+        raise RuntimeError("no items")
+
+
+#: Values whose own methods raise where the walk or json call them: never an exception, json's ref or repr's.
+RAISING = {"unhashable class": [Odd()], "key whose len raises": {BadLength(): 1},
+           "list whose iteration raises, sized after an Enum": [BadItems([1]), Plain.A]}
+
+
+@pytest.mark.parametrize("name", list(RAISING))
+def test_values_whose_own_methods_raise_have_the_json_or_repr_ref(name: str) -> None:
+    assert not _same_as_json(RAISING[name], 50)
+
+
 def test_non_ascii_keys_sort_by_code_point() -> None:
     # UTF-8 bytes sort as code points do (UTF-16 units would put U+1F600 before U+FFFF).
     value = {"\U0001F600": 1, "\uffff": 2, "\ue000": 3, "é": 4, "z": 5, "": 6, "\x00": 7, "a\x00": 8}

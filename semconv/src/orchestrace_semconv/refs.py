@@ -118,7 +118,8 @@ def _defaulted(kind: type) -> bool:
 def _walk(value: Any) -> bytes | bool:
     """One bounded walk of ``value`` that answers how to serialize it: its canonical JSON written by orjson,
     when that is surely ``json``'s byte for byte (plain); else whether ``json`` may write it in one piece
-    (``True``: small) or must stream it (``False``: large). Never raises.
+    (``True``: small) or must stream it (``False``: large). Raises only what the value's own ``__len__``,
+    ``__iter__`` or ``items`` raise (json would call them too).
 
     Bounds: at most ``_SMALL_NODES`` containers and items (a dict item counts twice: key and value), and
     ``CHUNK`` characters of strings and bytes, counted by length where they are met; past either, large.
@@ -156,7 +157,7 @@ def _walk(value: Any) -> bytes | bool:
                     elif kind is not int and kind is not bool and child is not None and (
                             (kind is not dict and kind is not list) or child):  # empty ones: nothing to see
                         stack.append(child)
-            except TypeError:  # a key without a length (a number, None, an object): orjson refuses it
+            except Exception:  # a key without a length (a number, None, an object): orjson refuses it
                 plain = False
                 stack.extend(item)  # sized when they come up again (some twice: the bounds only grow safer)
                 stack.extend(item.values())
@@ -176,8 +177,8 @@ def _walk(value: Any) -> bytes | bool:
                 plain = False
         elif kind is not int and kind is not bool and item is not None:  # those only as the value itself
             if plain:
-                defaulted = _DEFAULTED.get(kind)
                 try:
+                    defaulted = _DEFAULTED.get(kind)  # a metaclass may make its classes unhashable
                     dump = getattr(item, "model_dump", None) if defaulted or (
                         defaulted is None and _defaulted(kind)) else None
                     if getattr(dump, "__func__", None) is _pydantic_dump:
@@ -195,15 +196,17 @@ def _walk(value: Any) -> bytes | bool:
             # Only sized from here on: the containers json writes, as their items come up.
             if isinstance(item, dict):
                 nodes += 2 * len(item)
-                stack.extend(item)
-                stack.extend(item.values())
+                if nodes > _SMALL_NODES:
+                    return False
+                for pair in item.items():
+                    stack.extend(pair)
             elif isinstance(item, list | tuple | set | frozenset):
                 nodes += len(item)
+                if nodes > _SMALL_NODES:
+                    return False
                 stack.extend(item)
             elif isinstance(item, str | bytes | bytearray | memoryview):
                 size += len(item)
-            if nodes > _SMALL_NODES:
-                return False
         if size > CHUNK:
             return False
     if not plain:
@@ -282,21 +285,25 @@ def content_ref(value: Any) -> str:
         ref = quick_ref(value)
         if ref is not None:
             return ref
-    walked = _walk(value)
+    try:
+        walked = _walk(value)
+    except Exception:  # the value's own methods raised, as they would in json: hash the repr instead
+        walked = None
     if type(walked) is bytes:
         return _ref(walked)
-    try:
-        if walked and not isinstance(value, _BYTES_LIKE):
-            # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
-            return json_ref(_encode_small(value))
-        return REF_PREFIX + _digest(value, _encoder, False)
-    except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
+    if walked is not None:
         try:
-            return REF_PREFIX + _digest(value, _unsorted_encoder, walked is True)
-        except Exception:
+            if walked and not isinstance(value, _BYTES_LIKE):
+                # Small JSON: one encode, one hash (what ``_digest`` does, without its generator).
+                return json_ref(_encode_small(value))
+            return REF_PREFIX + _digest(value, _encoder, False)
+        except TypeError:  # dict keys of mixed types cannot be sorted: keep insertion order
+            try:
+                return REF_PREFIX + _digest(value, _unsorted_encoder, walked is True)
+            except Exception:
+                pass
+        except Exception:  # circular structures and the like: hash the repr instead
             pass
-    except Exception:  # circular structures and the like: hash the repr instead
-        pass
     try:
         return _ref(repr(value).encode("utf-8", "surrogatepass"))
     except Exception as exc:
@@ -339,22 +346,26 @@ def to_text(value: Any, limit: int | None = None) -> tuple[str, bool]:
         raw = bytes(value[: None if limit is None else limit + 4])
         text, cut = _prefix(raw.decode("utf-8", "backslashreplace"), limit, _encoder, False)
         return text, cut or len(raw) < len(value)
-    small = False  # a text is cut in chunks whatever its size
+    walked: bytes | bool | None = False  # a text is cut in chunks whatever its size
     if not isinstance(value, str):
-        walked = _walk(value)
+        try:
+            walked = _walk(value)
+        except Exception:  # as in content_ref: the repr
+            walked = None
         if type(walked) is bytes:
             text = walked.decode()
             return (text, False) if limit is None or len(text) <= limit else (text[:limit], True)
+    if walked is not None:
         small = walked is True
-    try:
-        return _prefix(value, limit, _encoder, small)
-    except TypeError:
         try:
-            return _prefix(value, limit, _unsorted_encoder, small)
+            return _prefix(value, limit, _encoder, small)
+        except TypeError:
+            try:
+                return _prefix(value, limit, _unsorted_encoder, small)
+            except Exception:
+                pass
         except Exception:
             pass
-    except Exception:
-        pass
     try:
         text = repr(value)
     except Exception:
