@@ -107,6 +107,9 @@ class Run(Actor):
     _wired: set[tuple[object, str]] = field(default_factory=set)  # (step, target) fixed routes taken
     #: Fixed routes taken by completed nodes and not recorded yet: (step, target).
     pending_wiring: list[tuple[object, str]] = field(default_factory=list)
+    #: The earliest step of ``pending_wiring`` when every one is a step number, else ``None``: a node
+    #: starting in that step or before (a fan-out's other workers) takes none of them.
+    _pending_from: int | None = None
     #: Finished ``Send`` tasks not yet handed to the node aggregating them (see :meth:`aggregate_links`).
     send_results: list[SendResult] = field(default_factory=list)
     #: id() of a Send's payload -> (the payload, its content ref), until the task it starts reads it.
@@ -140,6 +143,7 @@ class Run(Actor):
             for target in targets:
                 if (step, target) not in self._wired:
                     self._wired.add((step, target))
+                    self._pending_from = _earliest(self._pending_from if self.pending_wiring else step, step)
                     self.pending_wiring.append((step, target))
 
     def take_wiring(self, before: object = None) -> list[str]:
@@ -148,16 +152,22 @@ class Run(Actor):
         if not self.pending_wiring:  # most node starts: no lock
             return []
         bound = before if isinstance(before, int) else None
+        pending_from = self._pending_from
+        if bound is not None and pending_from is not None and pending_from >= bound:
+            return []  # every pending route leads to a step not begun yet: no lock
         taken: list[str] = []
         later: list[tuple[object, str]] = []
         with self._lock:
+            pending_from = None
             for route in self.pending_wiring:  # a route to a step not begun yet (see ``before``) waits
                 step = route[0]
                 if bound is not None and isinstance(step, int) and step >= bound:
+                    pending_from = _earliest(pending_from if later else step, step)
                     later.append(route)
                 else:
                     taken.append(route[1])
             self.pending_wiring = later
+            self._pending_from = pending_from
         taken.sort()
         return taken
 
@@ -192,6 +202,13 @@ class Run(Actor):
 
 #: The attributes of a link from an aggregating node to a pushed task it aggregates.
 _LINK_AGGREGATE = {sc.ORCH_LINK_TYPE: sc.LINK_AGGREGATE_INPUT}
+
+def _earliest(pending_from: object, step: object) -> int | None:
+    """The earliest step of the pending routes once one of ``step`` joins them (``None``: not all numbers)."""
+    if isinstance(pending_from, int) and isinstance(step, int):
+        return min(pending_from, step)
+    return None
+
 
 #: Send payloads a run keeps for the tasks they start (see ``Run.sent``).
 _MAX_PACKETS = 1024

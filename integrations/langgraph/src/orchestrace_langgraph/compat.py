@@ -119,10 +119,12 @@ def is_swarm(graph: Any) -> bool:
 
 
 # --- configs ------------------------------------------------------------------------------------------------
-@_safe({})
 def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ``configurable`` part of a run's or task's config."""
-    return config.get(CONF) or {}
+    """The ``configurable`` part of a run's or task's config (read several times a run: guarded inline)."""
+    try:
+        return config.get(CONF) or {}
+    except Exception:
+        return {}
 
 
 def is_subgraph_run(conf: Mapping[str, Any]) -> bool:
@@ -283,18 +285,20 @@ def branch_ends(branch: Any) -> Mapping[Any, Any]:
     return getattr(branch, "ends", None) or {}
 
 
-@_safe([])
 def returned_commands(writes: Any) -> list[Command]:
     """The ``Command`` objects among a node's writes (itself, or inside a list such as a ToolNode's output),
     as its writers see them (entries with a mapper)."""
-    if not isinstance(writes, (list, tuple)):
-        return []
+    # Every write of every node passes here: guarded inline, the value read only behind a mapper.
     found: list[Command] = []
-    for write in writes:  # every write of every node passes here: the value is read only behind a mapper
-        if getattr(write, "mapper", None) is not None:
-            value = getattr(write, "value", None)
-            if isinstance(value, (Command, list, tuple)):  # what commands_in finds in: most values are not
-                found.extend(commands_in(value))
+    try:
+        if isinstance(writes, (list, tuple)):
+            for write in writes:
+                if getattr(write, "mapper", None) is not None:
+                    value = getattr(write, "value", None)
+                    if isinstance(value, (Command, list, tuple)):  # what commands_in finds in: most are not
+                        found.extend(commands_in(value))
+    except Exception:
+        return []
     return found
 
 
