@@ -20,8 +20,10 @@ other, gave fan-out verdicts anywhere between 0.34 and 0.72 for the same code.
 Time is also backed by CPU instructions per run (valgrind's callgrind, when valgrind is installed:
 deterministic, the same count whatever else the machine does). Instructions are not time (they weigh a
 cache miss or a contended lock like any other), so the verdict stays the timed one. They are counted with
-spans handed to an in-memory list (SimpleSpanProcessor): the instrumentation's own work, without the
-exporter's thread, whose batches would fall at different runs from one count to the next.
+spans handed to an in-memory list (SimpleSpanProcessor) and each run's spans encoded as one OTLP protobuf
+request at its end, as the timed runs' exporter thread does in batches (whose batches would fall at different
+runs from one count to the next): the encoding is counted alone too, since it grows with every attribute and
+event a span carries (fan-out 64 with orchestrace: about a fifth of its added CPU time), not with its bytes.
 
 Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --warmup N --serve``
 answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--callgrind --runs N``: under
@@ -133,9 +135,15 @@ def _bare_spans(provider: TracerProvider, spans: int) -> None:
     root.end()
 
 
+#: Suffix of the part counting only the OTLP encoding of a graph's runs.
+_EXPORT = ".export"
+
+
 def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: dict[str, int]) -> None:
-    """Under callgrind: the instructions of ``runs`` runs of each graph, dumped as a part named after it
-    (``spans``: ``spans_only``'s spans per run of each graph)."""
+    """Under callgrind: the instructions of ``runs`` runs of each graph with each run's spans encoded as OTLP
+    protobuf, dumped as a part named after it, and of that encoding alone (``{graph}.export``) for as many
+    more runs (``spans``: ``spans_only``'s spans per run of each graph)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -156,7 +164,17 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: 
             for _ in range(runs):
                 graph.invoke(inputs)
                 _bare_spans(provider, spans.get(name, 0))
+                encode_spans(exporter.spans).SerializeToString()
                 exporter.clear()
+        batches = []
+        for _ in range(runs):
+            graph.invoke(inputs)
+            _bare_spans(provider, spans.get(name, 0))
+            batches.append(list(exporter.spans))
+            exporter.clear()
+        with counted(f"{name}{_EXPORT}"):
+            for batch in batches:
+                encode_spans(batch).SerializeToString()
 
 
 class _OtlpCounting:
@@ -313,7 +331,11 @@ def instructions(sizes: Sizes, spans: dict[str, int]) -> dict[str, Any]:
         base = row.get("uninstrumented")
         if not base:
             continue
-        cell: dict[str, Any] = {"per_run": row, "ratio": {m: v / base for m, v in row.items()}}
+        cell: dict[str, Any] = {
+            "per_run": row,
+            "ratio": {m: v / base for m, v in row.items()},
+            "export_per_run": {m: c[name + _EXPORT] for m, c in per_mode.items() if name + _EXPORT in c},
+        }
         competitors = [row[m] - base for m in COMPETITORS if m in row]
         if PEER_MODE in row and competitors:
             cell["fraction_of_lighter"] = _fraction(row[PEER_MODE] - base, min(competitors))

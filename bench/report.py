@@ -167,13 +167,24 @@ def _instructions(r: dict[str, Any]) -> list[str]:
                 _f(cell.get("fraction_of_lighter"), 2),
             ]
         )
+    export_rows = [
+        [f"`{graph}`", *(_f(cell["export_per_run"][m] / 1e6, 2) + " M" if m in cell.get("export_per_run", {})
+                         else "n/a" for m in modes[1:])]
+        for graph, cell in r["graphs"].items()
+    ]
     return [
         f"CPU instructions per run (valgrind callgrind, counting only {r['runs']} measured runs per graph "
-        "after the warm-up; deterministic, so one process per mode). Instructions are not time: a cache "
-        "miss, a contended lock or a thread switch costs more than its instructions, which is why the timed "
-        "verdict above is the one that counts.",
+        "after the warm-up; deterministic, so one process per mode), each run's spans encoded as one OTLP "
+        "protobuf request, as the exporter's thread does in the timed runs. Instructions are not time: a "
+        "cache miss, a contended lock or a thread switch costs more than its instructions, which is why the "
+        "timed verdict above is the one that counts.",
         "",
         *_table(["graph", *modes, "orchestrace_content overhead ÷ lighter other's"], rows),
+        "",
+        "Of which the OTLP encoding of a run's spans (it grows with each attribute and event, whatever its "
+        "size):",
+        "",
+        *_table(["graph", *modes[1:]], export_rows),
     ]
 
 

@@ -103,6 +103,9 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
     if "skipped" not in counted:  # valgrind installed
         chain = counted["graphs"]["chain3"]
         assert chain["per_run"]["orchestrace"] > chain["per_run"]["uninstrumented"] > 0
+        # Each run's spans are encoded as OTLP inside the count; the encoding is counted alone too.
+        export = chain["export_per_run"]
+        assert 0 < export["uninstrumented"] < export["orchestrace"] < chain["per_run"]["orchestrace"]
 
 
 def test_collector_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
