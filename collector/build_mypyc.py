@@ -34,15 +34,16 @@ SRC_ROOTS = (REPO / "collector" / "src", REPO / "semconv" / "src")
 CONVERT = REPO / "collector" / "src" / "orchestrace_collector" / "convert"
 #: The conversion package and its vocabularies but the packages' ``__init__``, ``construct`` (pydantic's
 #: internals: nothing to gain) and ``gcpause`` (runs once per conversion), the output limit's scan of
-#: every written record, and the span itself with its decoder (a compiled ``Span`` is a native class whose
-#: fields the compiled conversion reads directly, and the collector decodes every received span). Not the
-#: assembler: compiled, converting 1,000,000 spans in 10,000 traces spent its time in the cyclic GC (117 s in
-#: make bench against 25.5 s interpreted).
+#: every written record, the span itself with its decoder (a compiled ``Span`` is a native class whose
+#: fields the compiled conversion reads directly, and the collector decodes every received span) and the
+#: assembler, which files every received span by its ids into its episode. mypyc makes a generator
+#: expression a list: a compiled module passes a function where a callee reads an iterable only sometimes
+#: (the assembler's ``written.idx`` entries, built on every write when it passed a generator).
 COMPILED = sorted(
     [p for p in CONVERT.rglob("*.py") if p.stem not in ("__init__", "construct", "gcpause")]
     + [
         REPO / "collector" / "src" / "orchestrace_collector" / name
-        for name in ("output_limit.py", "spans.py", "decode.py")
+        for name in ("output_limit.py", "spans.py", "decode.py", "assemble.py")
     ]
 )
 
