@@ -3,8 +3,10 @@ garbage collector's thresholds and frozen objects), and that it puts them back h
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -65,6 +67,7 @@ def test_a_collector_that_fails_before_serving_puts_back_what_it_changed(
     gc.set_threshold(700, 10, 10)
     before = _settings()
     assert before[2] == 0 and before[0] != 0.0005
+    sockets = _sockets()
     release = setup(tmp_path)
     try:
         with pytest.raises(error):
@@ -72,3 +75,22 @@ def test_a_collector_that_fails_before_serving_puts_back_what_it_changed(
     finally:
         release()
     assert _settings() == before
+    # And what it opened is let go: its two listening sockets, and OUT's log (a retry in the same process
+    # can take it). Before, a failing replay left both ports bound and OUT locked.
+    assert _sockets() <= sockets
+    writer = TraceDirWriter(tmp_path)
+    OutputLog(tmp_path, lambda wal: Assembler(writer, wal=wal)).close()
+    writer.close()
+
+
+def _sockets() -> set[str]:
+    """The inodes of the process's listening TCP sockets, from /proc."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            listening |= {row.split()[9] for row in list(rows)[1:] if row.split()[3] == "0A"}
+    own = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed while listed
+            own.add(os.readlink(fd))
+    return {link[8:-1] for link in own if link.startswith("socket:")} & listening

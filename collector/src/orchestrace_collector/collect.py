@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -201,10 +202,12 @@ def _serve(
     grpc_port: int,
     stop_requested: threading.Event,
 ) -> None:
-    writer = TraceDirWriter(
-        options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
-    )
-    try:  # another collector or a convert on OUT: LogInUse
+    opened: list[Callable[[], object]] = [http_socket.close, partial(_release, grpc_server)]
+    try:  # until it serves: what fails (OUT held: LogInUse; an unreadable log) lets go of what was opened
+        writer = TraceDirWriter(
+            options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
+        )
+        opened.append(writer.close)
         output = OutputLog(
             options.out,
             lambda wal: Assembler(
@@ -223,40 +226,43 @@ def _serve(
             else options.wal_segment_bytes,
             max_bytes=0 if options.spool_only else options.wal_max_bytes,
         )
-    except OSError:
-        http_socket.close()
-        grpc_server.stop(None)
-        writer.close()
+        opened.append(output.close)
+        wal, assembler = output.wal, output.assembler
+        forwarder = None
+        if options.forward:
+            forwarder = Forwarder(
+                options.forward,
+                max_queued_bytes=options.forward_queue_bytes,
+                state_dir=options.out / FORWARD_DIR,
+                headers=options.forward_headers,
+                verify=(
+                    ssl.create_default_context(cafile=str(options.forward_ca)) if options.forward_ca else True
+                ),
+            )
+            opened.append(partial(forwarder.close, 0.0))
+        ingest = Ingest(
+            wal,
+            assembler,
+            forwarder=forwarder,
+            max_queued_batches=options.max_queued_batches,
+            memory_limit_bytes=options.memory_limit_bytes,
+            spool_only=options.spool_only,
+            owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
+        )
+        freeze_and_tune_gc()
+        replayed = ingest.replay()
+        if replayed:
+            print(
+                f"orchestrace: replayed {replayed} batches from the write-ahead log, "
+                f"{assembler.open_episodes} episodes open",
+                file=sys.stderr,
+                flush=True,
+            )
+        assembler.tick()
+    except BaseException:
+        for close in reversed(opened):
+            _step("closing", close)
         raise
-    wal, assembler = output.wal, output.assembler
-    forwarder = None
-    if options.forward:
-        forwarder = Forwarder(
-            options.forward,
-            max_queued_bytes=options.forward_queue_bytes,
-            state_dir=options.out / FORWARD_DIR,
-            headers=options.forward_headers,
-            verify=ssl.create_default_context(cafile=str(options.forward_ca)) if options.forward_ca else True,
-        )
-    ingest = Ingest(
-        wal,
-        assembler,
-        forwarder=forwarder,
-        max_queued_batches=options.max_queued_batches,
-        memory_limit_bytes=options.memory_limit_bytes,
-        spool_only=options.spool_only,
-        owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
-    )
-    freeze_and_tune_gc()
-    replayed = ingest.replay()
-    if replayed:
-        print(
-            f"orchestrace: replayed {replayed} batches from the write-ahead log, "
-            f"{assembler.open_episodes} episodes open",
-            file=sys.stderr,
-            flush=True,
-        )
-    assembler.tick()
     ingest.start()
     scheme = "https" if options.tls_cert else "http"
     left = 0
@@ -332,6 +338,13 @@ def freeze_and_tune_gc() -> None:
 
 def _until(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
+
+
+def _release(server: grpc.Server) -> None:
+    """Let go of a gRPC server's port when it never served: grpc keeps a bound port until a started server
+    stops (stopping, even deleting, one never started keeps it bound), so it is started with no service."""
+    server.start()
+    server.stop(None).wait()
 
 
 def _step(what: str, action: Callable[[], T]) -> T | None:
