@@ -144,34 +144,26 @@ def _walk(value: Any) -> bytes | bool:
         item = stack.pop()
         kind = type(item)
         nodes += 1
-        if kind is dict:
-            nodes += 2 * len(item)
+        if kind is dict or kind is list or kind is tuple:
+            nodes += 2 * len(item) if kind is dict else len(item)
             if nodes > _SMALL_NODES:
                 return False
             try:
-                for key, child in item.items():
-                    size += len(key)
+                children = item
+                if kind is dict:
+                    size += sum(map(len, item))  # its keys
+                    children = item.values()
+                for child in children:
                     kind = type(child)
                     if kind is str:
                         size += len(child)
                     elif kind is not int and kind is not bool and child is not None and (
                             (kind is not dict and kind is not list) or child):  # empty ones: nothing to see
                         stack.append(child)
-            except Exception:  # a key without a length (a number, None, an object): orjson refuses it
+            except Exception:  # a dict key without a length (a number, None, an object): orjson refuses it
                 plain = False
-                stack.extend(item)  # sized when they come up again (some twice: the bounds only grow safer)
+                stack.extend(item)  # sized when they come up again
                 stack.extend(item.values())
-        elif kind is list or kind is tuple:
-            nodes += len(item)
-            if nodes > _SMALL_NODES:
-                return False
-            for child in item:
-                kind = type(child)
-                if kind is str:
-                    size += len(child)
-                elif kind is not int and kind is not bool and child is not None and (
-                        (kind is not dict and kind is not list) or child):  # empty ones: nothing to see
-                    stack.append(child)
         elif kind is float:
             if plain and not (_FLOAT_LOW <= abs(item) < _FLOAT_HIGH or item == 0.0):  # NaN fails both
                 plain = False
