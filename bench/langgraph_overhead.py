@@ -5,11 +5,12 @@ message content captured), ``openinference`` (openinference-instrumentation-lang
 (opentelemetry-instrumentation-langchain), each with its default configuration; and ``spans_only``, the floor
 under any instrumentation that writes as many spans as orchestrace: the uninstrumented run followed by that
 many OTel spans with nothing in them (one root, the others its children), through the same exporter. Every
-mode exports as users run it: a BatchSpanProcessor with its default settings and the OTLP/HTTP exporter, to
-one loopback receiver (``bench.otlp_sink``) that all modes share. The exporter's thread works in the same
-process as the graph, so its encoding and sending are part of each mode's wall and CPU time (spread over the
-runs that fill a batch). Spans and OTLP protobuf bytes per run are counted from one extra run after the timed
-ones.
+mode exports as users run it: a BatchSpanProcessor with its default settings and the OTLP/HTTP exporter that
+``ot.configure`` installs (OTel's exporter sending the bytes of OTel's encoder, written by
+``orchestrace.trace_encoder`` for a fraction of the CPU), to one loopback receiver (``bench.otlp_sink``)
+that all modes share. The exporter's thread works in the same process as the graph, so its encoding and
+sending are part of each mode's wall and CPU time (spread over the runs that fill a batch). Spans and OTLP
+protobuf bytes per run are counted from one extra run after the timed ones.
 
 Each mode lives in its own process for the whole group, and the processes take turns one graph run at a
 time (a round: every mode once, the order rotated). A shared machine's speed drifts by up to 2x within
@@ -23,7 +24,8 @@ cache miss or a contended lock like any other), so the verdict stays the timed o
 spans handed to an in-memory list (SimpleSpanProcessor) and each run's spans encoded as one OTLP protobuf
 request at its end, as the timed runs' exporter thread does in batches (whose batches would fall at different
 runs from one count to the next): the encoding is counted alone too, since it grows with every attribute and
-event a span carries (fan-out 64 with orchestrace: about a fifth of its added CPU time), not with its bytes.
+event a span carries, not with its bytes, and so is OTel's own encoder's (``encode_spans``) for the same
+spans, what an OTel exporter set up by hand pays instead.
 
 Run as a worker: ``python -m bench.langgraph_overhead --mode MODE --graphs a,b --warmup N --serve``
 answers ``time GRAPH`` and ``count GRAPH`` lines on stdin with JSON lines (``--callgrind --runs N``: under
@@ -135,17 +137,19 @@ def _bare_spans(provider: TracerProvider, spans: int) -> None:
     root.end()
 
 
-#: Suffix of the part counting only the OTLP encoding of a graph's runs.
-_EXPORT = ".export"
+#: Suffixes of the parts counting only the OTLP encoding of a graph's runs: orchestrace's encoder, OTel's.
+_EXPORT, _EXPORT_OTEL = ".export", ".export_otel"
 
 
 def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: dict[str, int]) -> None:
     """Under callgrind: the instructions of ``runs`` runs of each graph with each run's spans encoded as OTLP
-    protobuf, dumped as a part named after it, and of that encoding alone (``{graph}.export``) for as many
-    more runs (``spans``: ``spans_only``'s spans per run of each graph)."""
+    protobuf, dumped as a part named after it, and of that encoding alone (``{graph}.export``; with OTel's
+    encoder: ``{graph}.export_otel``) for as many more runs (``spans``: ``spans_only``'s spans per run of each
+    graph)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from orchestrace.trace_encoder import encode_request
 
     exporter = CountingExporter()
     provider = TracerProvider()
@@ -164,7 +168,7 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: 
             for _ in range(runs):
                 graph.invoke(inputs)
                 _bare_spans(provider, spans.get(name, 0))
-                encode_spans(exporter.spans).SerializeToString()
+                encode_request(exporter.spans)
                 exporter.clear()
         batches = []
         for _ in range(runs):
@@ -174,26 +178,32 @@ def counted_worker(mode: str, graphs: list[str], runs: int, warmup: int, spans: 
             exporter.clear()
         with counted(f"{name}{_EXPORT}"):
             for batch in batches:
+                encode_request(batch)
+        with counted(f"{name}{_EXPORT_OTEL}"):
+            for batch in batches:
                 encode_spans(batch).SerializeToString()
 
 
 class _OtlpCounting:
-    """The OTLP/HTTP span exporter, counting the spans it exports and (while ``measure``) their bytes."""
+    """``ot.configure``'s OTLP/HTTP span exporter, counting the spans it exports and (while ``measure``) their
+    bytes."""
 
     def __init__(self, endpoint: str) -> None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from orchestrace.exporters import create_exporter
 
-        self._otlp = OTLPSpanExporter(endpoint=endpoint)
+        otlp = create_exporter("otlp-http", endpoint)
+        assert otlp is not None
+        self._otlp = otlp
         self.spans = 0
         self.bytes = 0
         self.measure = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> Any:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from orchestrace.trace_encoder import encode_request
 
         self.spans += len(spans)
         if self.measure:
-            self.bytes += len(encode_spans(spans).SerializeToString())
+            self.bytes += len(encode_request(spans))
         return self._otlp.export(spans)
 
     def shutdown(self) -> None:
@@ -335,6 +345,8 @@ def instructions(sizes: Sizes, spans: dict[str, int]) -> dict[str, Any]:
             "per_run": row,
             "ratio": {m: v / base for m, v in row.items()},
             "export_per_run": {m: c[name + _EXPORT] for m, c in per_mode.items() if name + _EXPORT in c},
+            "export_otel_per_run": {m: c[name + _EXPORT_OTEL] for m, c in per_mode.items()
+                                    if name + _EXPORT_OTEL in c},
         }
         competitors = [row[m] - base for m in COMPETITORS if m in row]
         if PEER_MODE in row and competitors:
@@ -445,8 +457,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         graphs[name] = row
     return {
         "sizes": sizes.__dict__,
-        "exporter": "BatchSpanProcessor (defaults) -> OTLP/HTTP protobuf to a loopback receiver "
-        "(same for every mode)",
+        "exporter": "BatchSpanProcessor (defaults) -> ot.configure's OTLP/HTTP protobuf exporter to a "
+        "loopback receiver (same for every mode)",
         "ratio_targets": RATIO_TARGETS,
         "peer_fraction_target": PEER_FRACTION_TARGET,
         "modes": list(MODES),
