@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -48,8 +48,6 @@ from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
 from orchestrace_collector.wal import FsyncPolicy
 
 if TYPE_CHECKING:
-    import socket
-
     import grpc
 
 log = logging.getLogger(__name__)
@@ -147,12 +145,18 @@ def run_collector(options: CollectorOptions) -> None:
             "this address can write training data",
             options.host,
         )
-    # Both ports first: a taken one is an error before the output directory or the log exist.
     tls = None
     if options.tls_cert is not None and options.tls_key is not None:
         tls = (options.tls_cert.read_bytes(), options.tls_key.read_bytes())
-    http_socket = bind(options.host, options.port)
-    try:
+    # The collector's lifetime is one stack, left on every way out. Until it serves, each part pushes its
+    # closing on `opened` as it is opened, so a failure (a taken gRPC port, OUT held: LogInUse, an unreadable
+    # log) lets go of what was opened; once it serves, _shut_down takes all of it over. The process settings
+    # serving changes are put back last.
+    with ExitStack() as stack:
+        opened = stack.enter_context(ExitStack())
+        # Both ports first: a taken one is an error before the output directory or the log exist.
+        http_socket = bind(options.host, options.port)
+        opened.callback(_step, "HTTP port", http_socket.close)
         grpc_server, grpc_port = bind_grpc_server(
             options.host,
             options.grpc_port,
@@ -161,11 +165,85 @@ def run_collector(options: CollectorOptions) -> None:
             tls=tls,
             max_connection_idle_s=options.limits.keepalive_timeout_s,
         )
-    except OSError:
-        http_socket.close()
-        raise
-    with _serving_settings() as stop_requested:
-        _serve(options, http_socket, grpc_server, grpc_port, stop_requested)
+        opened.callback(_step, "gRPC port", partial(_release, grpc_server))
+        stop_requested = stack.enter_context(_serving_settings())
+        writer = TraceDirWriter(
+            options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
+        )
+        opened.callback(_step, "output files", writer.close)
+        output = OutputLog(
+            options.out,
+            lambda wal: Assembler(
+                writer,
+                quiet_period_s=options.quiet_period_s,
+                idle_timeout_s=options.idle_timeout_s,
+                converter=options.converter,
+                hook=options.hook,
+                wal=wal,
+                max_open_episodes=options.max_open_episodes,
+            ),
+            fsync=options.fsync,
+            # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
+            segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
+            if options.wal_max_bytes and not options.spool_only
+            else options.wal_segment_bytes,
+            max_bytes=0 if options.spool_only else options.wal_max_bytes,
+        )
+        opened.callback(_step, "write-ahead log", output.close)
+        forwarder = None
+        if options.forward:
+            forwarder = Forwarder(
+                options.forward,
+                max_queued_bytes=options.forward_queue_bytes,
+                state_dir=options.out / FORWARD_DIR,
+                headers=options.forward_headers,
+                verify=(
+                    ssl.create_default_context(cafile=str(options.forward_ca)) if options.forward_ca else True
+                ),
+            )
+            opened.callback(_step, "forwarding", partial(forwarder.close, 0.0))
+        ingest = Ingest(
+            output.wal,
+            output.assembler,
+            forwarder=forwarder,
+            max_queued_batches=options.max_queued_batches,
+            memory_limit_bytes=options.memory_limit_bytes,
+            spool_only=options.spool_only,
+            owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
+        )
+        freeze_and_tune_gc()
+        replayed = ingest.replay()
+        if replayed:
+            print(
+                f"orchestrace: replayed {replayed} batches from the write-ahead log, "
+                f"{output.assembler.open_episodes} episodes open",
+                file=sys.stderr,
+                flush=True,
+            )
+        output.assembler.tick()
+        ingest.start()
+        opened.pop_all()  # it serves: from here _shut_down closes all of it, in its own order
+        stack.callback(_shut_down, options, grpc_server, ingest, output, writer, forwarder)
+        allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
+        serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
+        app = create_app(
+            ingest,
+            max_body_bytes=options.max_body_bytes,
+            credentials=options.credentials,
+            allowed_hosts=allowed_hosts,
+            body_timeout_s=options.body_timeout_s,
+            feed=FeedIndex(options.out),
+        )
+        server = make_server(app, options.limits, tls_cert=options.tls_cert, tls_key=options.tls_key)
+        scheme, http_port = "https" if options.tls_cert else "http", http_socket.getsockname()[1]
+        print(
+            f"orchestrace collector ready: {scheme}://{options.host}:{http_port}/v1/traces "
+            f"grpc={options.host}:{grpc_port} out={options.out}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if not stop_requested.is_set():
+            server.run(sockets=[http_socket])
 
 
 @contextmanager
@@ -195,135 +273,51 @@ def _serving_settings() -> Iterator[threading.Event]:
                 signal.signal(sig, handler)
 
 
-def _serve(
+def _shut_down(
     options: CollectorOptions,
-    http_socket: socket.socket,
     grpc_server: grpc.Server,
-    grpc_port: int,
-    stop_requested: threading.Event,
+    ingest: Ingest,
+    output: OutputLog,
+    writer: TraceDirWriter,
+    forwarder: Forwarder | None,
 ) -> None:
-    opened: list[Callable[[], object]] = [http_socket.close, partial(_release, grpc_server)]
-    try:  # until it serves: what fails (OUT held: LogInUse; an unreadable log) lets go of what was opened
-        writer = TraceDirWriter(
-            options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
+    """A serving collector's stop, in the module docstring's order: the receivers (uvicorn has stopped the
+    HTTP one), assembly, the WAL, the output files, forwarding. Each step on its own (a failing one, storage
+    still broken, must not skip the others); all share one deadline."""
+    deadline = time.monotonic() + options.shutdown_timeout_s
+    grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
+    left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
+    _step("write-ahead log", output.close)
+    _step("output files", writer.close)
+    if forwarder is not None:
+        _step("forwarding", lambda: forwarder.close(_until(deadline)))
+    print(
+        f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
+        f"rejected, {writer.written} traces written"
+        + (
+            f", {ingest.owners.refused_spans} spans refused as another sender's episode"
+            if ingest.owners is not None and ingest.owners.refused_spans
+            else ""
         )
-        opened.append(writer.close)
-        output = OutputLog(
-            options.out,
-            lambda wal: Assembler(
-                writer,
-                quiet_period_s=options.quiet_period_s,
-                idle_timeout_s=options.idle_timeout_s,
-                converter=options.converter,
-                hook=options.hook,
-                wal=wal,
-                max_open_episodes=options.max_open_episodes,
-            ),
-            fsync=options.fsync,
-            # A cap below a few segments could never be met (only whole segments are deleted): smaller ones.
-            segment_bytes=min(options.wal_segment_bytes, max(options.wal_max_bytes // 4, 1 << 16))
-            if options.wal_max_bytes and not options.spool_only
-            else options.wal_segment_bytes,
-            max_bytes=0 if options.spool_only else options.wal_max_bytes,
+        + (
+            f", {ingest.too_large_requests} requests refused as too large (413)"
+            if ingest.too_large_requests
+            else ""
         )
-        opened.append(output.close)
-        wal, assembler = output.wal, output.assembler
-        forwarder = None
-        if options.forward:
-            forwarder = Forwarder(
-                options.forward,
-                max_queued_bytes=options.forward_queue_bytes,
-                state_dir=options.out / FORWARD_DIR,
-                headers=options.forward_headers,
-                verify=(
-                    ssl.create_default_context(cafile=str(options.forward_ca)) if options.forward_ca else True
-                ),
-            )
-            opened.append(partial(forwarder.close, 0.0))
-        ingest = Ingest(
-            wal,
-            assembler,
-            forwarder=forwarder,
-            max_queued_batches=options.max_queued_batches,
-            memory_limit_bytes=options.memory_limit_bytes,
-            spool_only=options.spool_only,
-            owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
+        + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
+        + (
+            f", {ingest.batches_left} batches left in the write-ahead log for the next start"
+            if ingest.batches_left
+            else ""
         )
-        freeze_and_tune_gc()
-        replayed = ingest.replay()
-        if replayed:
-            print(
-                f"orchestrace: replayed {replayed} batches from the write-ahead log, "
-                f"{assembler.open_episodes} episodes open",
-                file=sys.stderr,
-                flush=True,
-            )
-        assembler.tick()
-    except BaseException:
-        for close in reversed(opened):
-            _step("closing", close)
-        raise
-    ingest.start()
-    scheme = "https" if options.tls_cert else "http"
-    left = 0
-    try:
-        allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
-        serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
-        app = create_app(
-            ingest,
-            max_body_bytes=options.max_body_bytes,
-            credentials=options.credentials,
-            allowed_hosts=allowed_hosts,
-            body_timeout_s=options.body_timeout_s,
-            feed=FeedIndex(options.out),
-        )
-        server = make_server(app, options.limits, tls_cert=options.tls_cert, tls_key=options.tls_key)
-        http_port = http_socket.getsockname()[1]
-        print(
-            f"orchestrace collector ready: {scheme}://{options.host}:{http_port}/v1/traces "
-            f"grpc={options.host}:{grpc_port} out={options.out}",
-            file=sys.stderr,
-            flush=True,
-        )
-        if not stop_requested.is_set():
-            server.run(sockets=[http_socket])
-    finally:
-        # Each step on its own: a failing one (storage still broken) must not skip the others; all share
-        # one deadline.
-        deadline = time.monotonic() + options.shutdown_timeout_s
-        grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
-        left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
-        _step("write-ahead log", output.close)
-        _step("output files", writer.close)
-        if forwarder is not None:
-            _step("forwarding", lambda: forwarder.close(_until(deadline)))
-        print(
-            f"orchestrace collector stopped: {ingest.accepted_spans} spans accepted, {ingest.rejected_spans} "
-            f"rejected, {writer.written} traces written"
-            + (
-                f", {ingest.owners.refused_spans} spans refused as another sender's episode"
-                if ingest.owners is not None and ingest.owners.refused_spans
-                else ""
-            )
-            + (
-                f", {ingest.too_large_requests} requests refused as too large (413)"
-                if ingest.too_large_requests
-                else ""
-            )
-            + (f", {left} episodes left in the write-ahead log for the next start" if left else "")
-            + (
-                f", {ingest.batches_left} batches left in the write-ahead log for the next start"
-                if ingest.batches_left
-                else ""
-            )
-            + (
-                f"; forwarded {forwarder.sent}, dropped {forwarder.dropped}, rejected {forwarder.rejected}"
-                if forwarder is not None
-                else ""
-            ),
-            file=sys.stderr,
-            flush=True,
-        )
+        + (
+            f"; forwarded {forwarder.sent}, dropped {forwarder.dropped}, rejected {forwarder.rejected}"
+            if forwarder is not None
+            else ""
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def freeze_and_tune_gc() -> None:
