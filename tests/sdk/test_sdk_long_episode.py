@@ -152,3 +152,57 @@ def test_a_span_too_large_even_without_content_is_dropped_and_counted(
         set_config(None)
         assert collector.stop() == 0
     assert not list(collector.out.glob("traces*.jsonl"))  # nothing arrived: nothing written
+
+
+
+GRPC_LIMIT = 50_000  # under the collector's body limit: gRPC retries a request refused for its size
+
+
+def _grpc_configure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RunningCollector, Any]:
+    assert GRPC_LIMIT < BODY_MB * (1 << 20)
+    monkeypatch.setenv(ENV_MAX_REQUEST_BYTES, str(GRPC_LIMIT))
+    collector = _collector(tmp_path)
+    return collector, ot.configure(exporter="otlp-grpc", endpoint=f"http://{collector.grpc_endpoint}",
+                                   tracer_provider=new_provider(), capture_content=True)
+
+
+def test_over_grpc_the_exporters_limit_splits_batches(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """gRPC cannot tell a request refused for its size (it retries until its timeout), so the exporter's own
+    limit is what splits: every turn arrives whole."""
+    collector, handle = _grpc_configure(tmp_path, monkeypatch)
+    try:
+        received = _episode(30, 3000)  # 90 KB of replies: batches over the limit
+        assert handle.force_flush()
+        assert (handle.cut_spans, handle.dropped_spans) == (0, 0)
+    finally:
+        handle.shutdown()
+        set_config(None)
+        assert collector.stop() == 0
+    _check_turns(collector.out, received)
+
+
+def test_over_grpc_a_span_too_large_alone_goes_without_its_content(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    collector, handle = _grpc_configure(tmp_path, monkeypatch)
+
+    @ot.tool
+    def store(blob: str) -> int:
+        return len(blob)
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="orchestrace"):
+            with ot.task("big-tool"):
+                store("y" * 4 * GRPC_LIMIT)
+                ot.reward(0.5)
+            assert handle.force_flush()
+        assert (handle.cut_spans, handle.dropped_spans) == (1, 0)
+        assert f"over the {GRPC_LIMIT}-byte request limit" in caplog.text
+    finally:
+        handle.shutdown()
+        set_config(None)
+        assert collector.stop() == 0
+    (trace,) = validate_trace_dir(collector.out).values()
+    assert trace["task_id"] == "big-tool" and trace["rewards"]["team"] == 0.5
+    (call,) = [event for event in trace["events"] if event["type"] == "tool_call"]
+    assert call["tool"] == "store" and call["content_ref"].startswith("sha256:")

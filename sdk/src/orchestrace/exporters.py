@@ -9,8 +9,8 @@ failed one check it with one TCP connection first, and are dropped at once, with
 whole process, instead of being retried for seconds with a log line per attempt (which also held the program
 at exit); ``ORCHESTRACE_QUIET=false`` gives the exporter's own retries and messages back.
 
-The OTLP/HTTP exporter encodes its requests with :mod:`orchestrace.trace_encoder`: the bytes of OTel's
-encoder for a fraction of its CPU, which the exporter's thread takes from the traced program.
+The OTLP exporters encode their requests with :mod:`orchestrace.trace_encoder`: the bytes of OTel's encoder
+for a fraction of its CPU, which the exporter's thread takes from the traced program.
 
 The OTLP exporters never lose spans to a size limit: a batch whose request is larger than
 ``ORCHESTRACE_OTLP_MAX_REQUEST_BYTES`` (default 8 MiB, under the orchestrace collector's 16 MiB body
@@ -54,6 +54,7 @@ _TOO_LARGE = 413
 #: OTel's 10 s so that a flush or exit with the endpoint down (retries until the timeout) stays short.
 DEFAULT_OTLP_TIMEOUT_S = 5.0
 _TRACES_PATH = "/v1/traces"
+_GRPC_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
@@ -178,66 +179,14 @@ def _halves(spans: Sequence[ReadableSpan]) -> tuple[Sequence[ReadableSpan], Sequ
     return spans[: len(spans) // 2], spans[len(spans) // 2 :]
 
 
-def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -> SpanExporter:
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+class _Splitting:
+    """What both OTLP exporters add to OTel's: requests encoded once by :mod:`orchestrace.trace_encoder`, a
+    batch too large to send split (see the module docstring); ``dropped_spans`` and ``cut_spans``."""
 
-    class SplittingHttpExporter(OTLPSpanExporter):
-        """OTLP/HTTP that splits a batch too large to send (see the module docstring); ``dropped_spans``."""
+    _shutdown: bool
 
-        def __init__(self, **options: Any) -> None:
-            limit = max_request_bytes()
-            super().__init__(max_request_size=limit, **options)
-            self._limit = limit
-            self._too_large = _TooLarge()
-
-        @property
-        def dropped_spans(self) -> int:
-            return self._too_large.dropped
-
-        @property
-        def cut_spans(self) -> int:
-            return self._too_large.cut
-
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            if self._shutdown:
-                return SpanExportResult.FAILURE
-            return self._send(spans)
-
-        def _send(self, spans: Sequence[ReadableSpan], stripped: bool = False) -> SpanExportResult:
-            try:
-                data = encode_request(spans)
-            except Exception as exc:
-                log_once("exporters.SplittingHttpExporter.export", exc)
-                return SpanExportResult.FAILURE
-            size = len(data)
-            if size <= self._limit:
-                result = self._client.export(data)
-                del data  # not held while the halves are sent
-                if result.success:
-                    return SpanExportResult.SUCCESS
-                if result.status_code != _TOO_LARGE:
-                    return SpanExportResult.FAILURE
-            else:
-                del data
-            why = (f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
-                   if size > self._limit else "refused as too large by the receiver (413)")
-            return self._too_large.split(spans, size, why, stripped, self._send)
-
-    if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
-        endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-    # headers=None: the exporter reads OTEL_EXPORTER_OTLP[_TRACES]_HEADERS itself.
-    return SplittingHttpExporter(endpoint=endpoint, timeout=_timeout(),
-                                 headers=dict(headers) if headers else None)
-
-
-class SizeLimitedExporter(SpanExporter):
-    """Sends ``inner`` batches no larger than ``limit`` serialized bytes, halving a larger one; a single span
-    larger alone is sent without its content, else dropped (see the module docstring). For exporters that
-    cannot tell a request refused for its size (gRPC retries ``RESOURCE_EXHAUSTED`` until its timeout)."""
-
-    def __init__(self, inner: SpanExporter, limit: int) -> None:
-        self.inner = inner
-        self.limit = limit
+    def _split_batches(self, limit: int) -> None:
+        self._limit = limit
         self._too_large = _TooLarge()
 
     @property
@@ -249,24 +198,92 @@ class SizeLimitedExporter(SpanExporter):
         return self._too_large.cut
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
         return self._send(spans)
 
     def _send(self, spans: Sequence[ReadableSpan], stripped: bool = False) -> SpanExportResult:
         try:
-            size = len(encode_request(spans))
+            data = encode_request(spans)
         except Exception as exc:
-            log_once("exporters.SizeLimitedExporter.export", exc)
+            log_once(f"exporters.{type(self).__name__}.export", exc)
             return SpanExportResult.FAILURE
-        if size <= self.limit:
-            return self.inner.export(spans)
-        why = f"over the {self.limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
+        size = len(data)
+        if size <= self._limit:
+            result = self._request(spans, data)
+            del data  # not held while the halves are sent
+            if result is not None:
+                return result
+            why = "refused as too large by the receiver (413)"
+        else:
+            del data
+            why = f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
         return self._too_large.split(spans, size, why, stripped, self._send)
 
-    def shutdown(self) -> None:
-        self.inner.shutdown()
+    def _request(self, spans: Sequence[ReadableSpan], data: bytes) -> SpanExportResult | None:
+        """Send one encoded request of ``spans``; ``None``: the receiver refused it as too large."""
+        raise NotImplementedError
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+
+def _otlp_http(endpoint: str | None, headers: Mapping[str, str] | None = None) -> SpanExporter:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    class SplittingHttpExporter(_Splitting, OTLPSpanExporter):
+        def __init__(self, **options: Any) -> None:
+            limit = max_request_bytes()
+            super().__init__(max_request_size=limit, **options)
+            self._split_batches(limit)
+
+        def _request(self, spans: Sequence[ReadableSpan], data: bytes) -> SpanExportResult | None:
+            result = self._client.export(data)
+            if result.success:
+                return SpanExportResult.SUCCESS
+            return None if result.status_code == _TOO_LARGE else SpanExportResult.FAILURE
+
+    if endpoint is not None and not endpoint.rstrip("/").endswith(_TRACES_PATH):
+        endpoint = endpoint.rstrip("/") + _TRACES_PATH  # the base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
+    # headers=None: the exporter reads OTEL_EXPORTER_OTLP[_TRACES]_HEADERS itself.
+    return SplittingHttpExporter(endpoint=endpoint, timeout=_timeout(),
+                                 headers=dict(headers) if headers else None)
+
+
+def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
+               headers: Mapping[str, str] | None = None) -> SpanExporter:
+    import grpc
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    class EncodedRequestStub:
+        """TraceService's client for requests already serialized: OTel's exporter calls ``Export`` with what
+        ``_translate_data`` returns, here the bytes of :func:`encode_request`."""
+
+        def __init__(self, channel: grpc.Channel) -> None:
+            self.Export = channel.unary_unary(_GRPC_EXPORT_METHOD,
+                                              response_deserializer=ExportTraceServiceResponse.FromString)
+
+    class SplittingGrpcExporter(_Splitting, OTLPSpanExporter):
+        """gRPC retries a request refused for its size (``RESOURCE_EXHAUSTED``) until its timeout: only the
+        size limit splits here."""
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self._split_batches(max_request_bytes())
+            # Also what a reconnection builds its client with. OTel types ``_client`` by its own stub.
+            self._stub = EncodedRequestStub
+            self._client = EncodedRequestStub(self._channel)  # type: ignore[assignment]
+
+        def _request(self, spans: Sequence[ReadableSpan], data: bytes) -> SpanExportResult:
+            return self._export((spans, data))  # type: ignore[arg-type]
+
+        def _translate_data(self, data: Any) -> Any:
+            return data[1]
+
+        def _count_data(self, data: Any) -> int:
+            return len(data[0])
+
+    # gRPC metadata keys must be lowercase.
+    metadata = {key.lower(): value for key, value in headers.items()} if headers else None
+    return SplittingGrpcExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout(), headers=metadata)
 
 
 class ListeningExporter(SpanExporter):
@@ -322,21 +339,10 @@ class ListeningExporter(SpanExporter):
 
 def _listening_only(exporter: SpanExporter) -> SpanExporter:
     """``exporter`` behind a :class:`ListeningExporter` unless ``ORCHESTRACE_QUIET=false``."""
-    inner = exporter.inner if isinstance(exporter, SizeLimitedExporter) else exporter
-    endpoint = getattr(inner, "_endpoint", None)  # resolved by the OTLP exporter (arguments, then OTEL_*)
+    endpoint = getattr(exporter, "_endpoint", None)  # resolved by the OTLP exporter (arguments, then OTEL_*)
     if not quiet() or not isinstance(endpoint, str):
         return exporter
     return ListeningExporter(exporter, endpoint)
-
-
-def _otlp_grpc(endpoint: str | None, insecure: bool | None = None,
-               headers: Mapping[str, str] | None = None) -> SpanExporter:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-    # gRPC metadata keys must be lowercase.
-    metadata = {key.lower(): value for key, value in headers.items()} if headers else None
-    return SizeLimitedExporter(OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=_timeout(),
-                                                headers=metadata), max_request_bytes())
 
 
 def _otlp_protocol() -> str:
