@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from orchestrace_collector.assemble import Assembler
-from orchestrace_collector.collect import GC_THRESHOLDS, CollectorOptions, freeze_and_tune_gc, run_collector
+from orchestrace_collector.collect import CollectorOptions, run_collector
+from orchestrace_collector.convert.gcpause import SERVING_THRESHOLDS, gc_tuned_for_serving
 from orchestrace_collector.output import WAL_DIR, TraceDirWriter
 from orchestrace_collector.output_log import OutputLog
 from orchestrace_collector.wal import KIND_WRITTEN, LogInUse, WriteAheadLog
@@ -23,13 +24,20 @@ from orchestrace_collector.wal import KIND_WRITTEN, LogInUse, WriteAheadLog
 
 def test_serving_freezes_start_up_objects_and_sets_rare_passes() -> None:
     before = gc.get_threshold()
-    try:
-        freeze_and_tune_gc()
-        assert gc.get_threshold() == GC_THRESHOLDS
-        assert GC_THRESHOLDS[0] > before[0]
+    assert gc.get_freeze_count() == 0
+    with gc_tuned_for_serving():
+        assert gc.get_threshold() == SERVING_THRESHOLDS
+        assert SERVING_THRESHOLDS[0] > before[0]
         assert gc.get_freeze_count() > 0
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (before, 0)
+    # A caller that froze objects itself keeps them frozen.
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_tuned_for_serving():
+            pass
+        assert gc.get_freeze_count() >= frozen > 0
     finally:
-        gc.set_threshold(*before)
         gc.unfreeze()
 
 

@@ -18,7 +18,6 @@ whose spans arrived at different collectors.
 
 from __future__ import annotations
 
-import gc
 import ipaddress
 import logging
 import signal
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from orchestrace_collector.assemble import Assembler, Converter, EpisodeHook, default_converter
+from orchestrace_collector.convert.gcpause import gc_tuned_for_serving
 from orchestrace_collector.feed_index import FeedIndex
 from orchestrace_collector.forward import Forwarder
 from orchestrace_collector.http_server import HttpLimits, bind, make_server
@@ -61,11 +61,6 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: under load (bench/, section 3) at no measurable cost in total CPU or time to written traces.
 SWITCH_INTERVAL_S = 0.0005
 GRPC_GRACE_S = 2.0  # for gRPC calls in flight at shutdown
-#: The cyclic collector's thresholds while serving. At CPython's (700, 10, 10) a burst ran a young pass every
-#: 700 new objects and a full pass, walking every held span, every few thousand requests: 5 % of the
-#: collector's CPU (bench/, section 3). The collector makes almost no cyclic garbage (what a pass finds is
-#: start-up's), so passes this rare cost a few MiB at most.
-GC_THRESHOLDS = (50_000, 10, 10)
 
 
 @dataclass(frozen=True)
@@ -211,7 +206,7 @@ def run_collector(options: CollectorOptions) -> None:
             spool_only=options.spool_only,
             owners=Owners(options.out / WAL_DIR, options.annotators) if options.senders else None,
         )
-        freeze_and_tune_gc()
+        stack.enter_context(gc_tuned_for_serving())
         replayed = ingest.replay()
         if replayed:
             print(
@@ -248,12 +243,9 @@ def run_collector(options: CollectorOptions) -> None:
 
 @contextmanager
 def _serving_settings() -> Iterator[threading.Event]:
-    """The process settings serving changes, put back on every way out (an in-process caller, a test, keeps
-    running): the switch interval, SIGTERM's and SIGINT's handlers, the cyclic collector's thresholds (set
-    by :func:`freeze_and_tune_gc`) and, unless the caller had frozen objects itself, what it froze. Yields the
-    event the handlers set."""
-    switch_interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
-    frozen_before = gc.get_freeze_count()
+    """The switch interval and SIGTERM's and SIGINT's handlers while serving, put back on every way out (an
+    in-process caller, a test, keeps running). Yields the event the handlers set."""
+    switch_interval = sys.getswitchinterval()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     # A signal before uvicorn serves must still end in a clean flush; and uvicorn re-raises the signal that
     # stopped it once it has restored these handlers, which absorb it so the flush runs.
@@ -265,9 +257,6 @@ def _serving_settings() -> Iterator[threading.Event]:
         yield stop_requested
     finally:
         sys.setswitchinterval(switch_interval)
-        gc.set_threshold(*thresholds)
-        if not frozen_before:
-            gc.unfreeze()
         for sig, handler in handlers.items():
             if handler is not None:  # None: not set from Python, nothing to put back
                 signal.signal(sig, handler)
@@ -318,16 +307,6 @@ def _shut_down(
         file=sys.stderr,
         flush=True,
     )
-
-
-def freeze_and_tune_gc() -> None:
-    """Freeze what exists now and set :data:`GC_THRESHOLDS` (:func:`_serving_settings` puts both back)."""
-    # What exists now (modules, the collector's own parts) lives until exit: frozen, it is left out of the
-    # cyclic collector's full passes, which otherwise walk it every time the held spans grow by a quarter
-    # (bench/, section 3: those passes cost half as much).
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _until(deadline: float) -> float:
