@@ -110,6 +110,28 @@ def test_exporters_from_env_and_none_and_unknown(monkeypatch: pytest.MonkeyPatch
     handle.shutdown()
 
 
+def test_an_exporter_otel_cannot_create_is_left_out_and_the_others_get_the_spans(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        trace_dir_validator: Any) -> None:
+    """A typo in an OTEL_EXPORTER_OTLP_* variable makes OTel's gRPC exporter raise as it is made (the HTTP
+    one warns and goes on): that exporter is left out, logged; tracing, the other exporters and trace_dir
+    work (before: no tracing at all)."""
+    exporter = "otlp-grpc"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "five seconds")
+    with caplog.at_level(logging.ERROR, logger="orchestrace"):
+        handle = ot.configure(exporter=[exporter, "memory"], trace_dir=tmp_path / "traces",
+                              tracer_provider=new_provider())
+    try:
+        assert f"cannot create the exporter '{exporter}'" in caplog.text and "five seconds" in caplog.text
+        _team("typo-task")
+        assert len(handle.get_finished_spans()) == 7
+        assert handle.force_flush()
+        (trace,) = trace_dir_validator(tmp_path / "traces").values()
+        assert trace["task_id"] == "typo-task"
+    finally:
+        handle.shutdown()
+
+
 def test_configure_is_idempotent_and_adds_new_exporters(tmp_path: Path) -> None:
     provider = new_provider()
     first = ot.configure(exporter="memory", tracer_provider=provider, batch=False)

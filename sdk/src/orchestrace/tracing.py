@@ -205,7 +205,12 @@ def _install(handle: TracingHandle, specs: list[ExporterSpec], endpoint: str | N
         key = spec.strip().lower() if not spec.strip().lower().startswith("file:") else spec.strip()
         if key in handle._installed:
             continue
-        exporter = create_exporter(spec, endpoint, headers)
+        try:
+            exporter = create_exporter(spec, endpoint, headers)
+        except Exception as exc:  # OTel's exporter cannot read an OTEL_EXPORTER_OTLP_* variable, say
+            logger.error("orchestrace: cannot create the exporter %r (%s: %s); its spans are not exported, "
+                         "the other exporters get them", spec, type(exc).__name__, exc)
+            continue
         if exporter is not None:
             handle._add(key, exporter, batch)
     if trace_dir is not None:
