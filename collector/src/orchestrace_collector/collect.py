@@ -4,8 +4,8 @@ Start-up order: bind both ports (a busy port is an error here, exit code 1, befo
 replay the WAL left by a previous run (its unfinished episodes are reassembled and complete as usual), start
 the assembly thread, print one ``ready`` line, serve. SIGTERM / SIGINT stop the receivers first (requests in
 flight get up to ``http_server.GRACEFUL_SHUTDOWN_S``), then, all within ``shutdown_timeout_s``: queued
-batches are assembled, open episodes written and the forward queue sent; what is left then stays in the WAL
-(and the forward queue on disk) for the next start. Then the log and the files are closed.
+batches are assembled and open episodes written, the log and the files are closed, and the forward queue is
+sent; what is not done by then stays in the WAL (and the forward queue on disk) for the next start.
 
 Exposure: the receivers bind ``host`` (default loopback). On loopback, the ``Host`` header must name a
 loopback address (a web page cannot reach the port by DNS rebinding); on any other address a bearer token is
