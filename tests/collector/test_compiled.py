@@ -4,6 +4,7 @@ sources is not used."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import logging
@@ -259,3 +260,37 @@ def test_make_goes_on_when_the_compile_left_no_build(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert stamp.exists()
+
+
+# mypyc makes a generator expression passed to a function a list ("Treating generator comprehension as
+# list"), so a callee that reads its iterable only sometimes, or only its start, builds every item anyway: the
+# compiled assembler built every remembered ``written.idx`` entry on every write that way, quadratic
+# (9c6f651). Builtins that read the whole iterable, or that mypyc runs in place as a loop, are fine.
+_CONSUMING_BUILTINS = frozenset({"all", "any", "dict", "frozenset", "list", "max", "min", "next", "set",
+                                 "sorted", "sum", "tuple"})
+_CONSUMING_METHODS = frozenset({"extend", "join", "update"})
+
+
+def _generators_passed_to_functions(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = node.func
+        if (isinstance(callee, ast.Name) and callee.id in _CONSUMING_BUILTINS) or (
+                isinstance(callee, ast.Attribute) and callee.attr in _CONSUMING_METHODS):
+            continue
+        if any(isinstance(arg, ast.GeneratorExp) for arg in [*node.args, *(k.value for k in node.keywords)]):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_compiled_module_passes_a_generator_expression_to_a_function() -> None:
+    compiled = _build_script().COMPILED
+    assert len(compiled) > 10
+    found = {str(path): hits for path in compiled
+             if (hits := _generators_passed_to_functions(path.read_text(encoding="utf-8")))}
+    assert found == {}, "pass a list, or a function the callee calls when it needs the items"
+    before_9c6f651 = "self._index.append(entry, (written(key) for key in self._written))"
+    assert _generators_passed_to_functions(before_9c6f651) == [f"line 1: {before_9c6f651}"]
+    assert _generators_passed_to_functions("any(x for x in y); ', '.join(str(x) for x in y)") == []

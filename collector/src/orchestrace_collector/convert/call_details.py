@@ -59,8 +59,8 @@ def details(attrs: Attributes) -> dict[str, Any] | None:
         "policy_version": text(attrs, sc.ORCH_POLICY_VERSION),
         # A cut reply's output message says "stop" (the GenAI shape needs a word): the model's own word only.
         "finish_reason": explicit_finish_reason(attrs) if incomplete else finish_reason(attrs),
-        "cache_read_input_tokens": first(count(attrs, key) for key in CACHE_READ_INPUT_TOKENS),
-        "cache_creation_input_tokens": first(count(attrs, key) for key in CACHE_WRITE_INPUT_TOKENS),
+        "cache_read_input_tokens": first_count(attrs, CACHE_READ_INPUT_TOKENS),
+        "cache_creation_input_tokens": first_count(attrs, CACHE_WRITE_INPUT_TOKENS),
         "completion_incomplete": True if incomplete else None,
     }
     return {key: value for key, value in found.items() if value is not None} or None
@@ -117,8 +117,13 @@ def count(attrs: Attributes, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def first(values: Iterable[int | None]) -> int | None:
-    return next((value for value in values if value is not None), None)
+def first_count(attrs: Attributes, keys: Iterable[str]) -> int | None:
+    """The count under the first of ``keys`` holding one."""
+    for key in keys:
+        value = count(attrs, key)
+        if value is not None:
+            return value
+    return None
 
 
 def numbers(attrs: Attributes, key: str, kind: type) -> list[Any] | None:
