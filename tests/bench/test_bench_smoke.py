@@ -106,8 +106,9 @@ def test_langgraph_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:
         # Each run's spans are encoded as OTLP inside the count; the encoding is counted alone too.
         export = chain["export_per_run"]
         assert 0 < export["uninstrumented"] < export["orchestrace"] < chain["per_run"]["orchestrace"]
-        # ot.configure's exporter writes OTel's bytes (test_sdk_trace_encoder.py) for fewer instructions.
-        assert export["orchestrace"] < chain["export_otel_per_run"]["orchestrace"]
+        # ot.configure's exporter writes OTel's bytes (test_sdk_trace_encoder.py) in about half the
+        # instructions (docs/sdk-export-size.md).
+        assert export["orchestrace"] < 0.6 * chain["export_otel_per_run"]["orchestrace"]
 
 
 def test_collector_figures(quick_results: tuple[Path, dict[str, Any]]) -> None:

@@ -4,7 +4,7 @@ The same bytes as OTel's ``encode_spans(spans).SerializeToString()`` (OTLP's com
 tests/sdk/test_sdk_trace_encoder.py compares them on random spans, tests/langgraph/test_otlp_bytes.py on
 LangGraph runs), without first building a protobuf object per attribute, event and span and copying each into
 its parent: OTel's encoder costs about 127 k instructions a span and 26 k an attribute, paid by the exporter's
-thread inside the traced program, under its GIL; this one well under half. Fields are written in field-number
+thread inside the traced program, under its GIL; this one about half. Fields are written in field-number
 order, zero and empty ones left out, as protobuf does. An attribute whose value cannot be encoded is left out
 and logged, as OTel's encoder does.
 """
