@@ -11,9 +11,10 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
+from orchestrace_collector import collect
 from orchestrace_collector.assemble import Assembler
 from orchestrace_collector.collect import CollectorOptions, run_collector
 from orchestrace_collector.convert.gcpause import SERVING_THRESHOLDS, gc_tuned_for_serving
@@ -89,6 +90,25 @@ def test_a_collector_that_fails_before_serving_puts_back_what_it_changed(
     writer = TraceDirWriter(tmp_path)
     OutputLog(tmp_path, lambda wal: Assembler(writer, wal=wal)).close()
     writer.close()
+
+
+def test_a_collector_whose_http_server_cannot_be_made_lets_go_of_both_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It fails after it started serving gRPC (a TLS key uvicorn cannot load, say): the ordered shutdown runs
+    and the HTTP socket, which uvicorn never took, is closed too (before: left open in the process)."""
+    sockets = _sockets()
+
+    def cannot(*args: object, **kwargs: object) -> NoReturn:
+        raise RuntimeError("no HTTP server")
+
+    monkeypatch.setattr(collect, "make_server", cannot)
+    try:
+        run_collector(CollectorOptions(out=tmp_path, port=0, grpc_port=0))
+    except RuntimeError as exc:  # its traceback (the failed call's frames) still held, as a caller holds it
+        assert str(exc) == "no HTTP server"
+        assert _sockets() <= sockets
+    else:
+        pytest.fail("run_collector returned")
 
 
 def _sockets() -> set[str]:

@@ -219,6 +219,9 @@ def run_collector(options: CollectorOptions) -> None:
         ingest.start()
         opened.pop_all()  # it serves: from here _shut_down closes all of it, in its own order
         stack.callback(_shut_down, options, grpc_server, ingest, output, writer, forwarder)
+        # First of all (uvicorn closes it when it served; a signal before serving, or a server that could not
+        # be made, a bad TLS key say, left it open).
+        stack.callback(_step, "HTTP port", http_socket.close)
         allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
         serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
         app = create_app(
