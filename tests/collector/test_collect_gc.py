@@ -92,20 +92,23 @@ def test_a_collector_that_fails_before_serving_puts_back_what_it_changed(
     writer.close()
 
 
-def test_a_collector_whose_http_server_cannot_be_made_lets_go_of_both_ports(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """It fails after it started serving gRPC (a TLS key uvicorn cannot load, say): the ordered shutdown runs
-    and the HTTP socket, which uvicorn never took, is closed too (before: left open in the process)."""
+@pytest.mark.parametrize("failing", ["make_server", "serve_grpc"])
+def test_a_collector_failing_once_it_serves_lets_go_of_both_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """It fails after the hand-over to the ordered shutdown: its HTTP server cannot be made once gRPC
+    serves (a TLS key uvicorn cannot load, say), or gRPC cannot be served. The shutdown runs, the HTTP socket
+    uvicorn never took is closed and the gRPC server that never started lets go of its port (before: both
+    stayed open in the process)."""
     sockets = _sockets()
 
     def cannot(*args: object, **kwargs: object) -> NoReturn:
-        raise RuntimeError("no HTTP server")
+        raise RuntimeError(f"no {failing}")
 
-    monkeypatch.setattr(collect, "make_server", cannot)
+    monkeypatch.setattr(collect, failing, cannot)
     try:
         run_collector(CollectorOptions(out=tmp_path, port=0, grpc_port=0))
     except RuntimeError as exc:  # its traceback (the failed call's frames) still held, as a caller holds it
-        assert str(exc) == "no HTTP server"
+        assert str(exc) == f"no {failing}"
         assert _sockets() <= sockets
     else:
         pytest.fail("run_collector returned")

@@ -223,7 +223,11 @@ def run_collector(options: CollectorOptions) -> None:
         # be made, a bad TLS key say, left it open).
         stack.callback(_step, "HTTP port", http_socket.close)
         allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
-        serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
+        try:
+            serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
+        except BaseException:  # never started: _shut_down's stop would leave its port bound
+            _step("gRPC port", partial(_release, grpc_server))
+            raise
         app = create_app(
             ingest,
             max_body_bytes=options.max_body_bytes,
