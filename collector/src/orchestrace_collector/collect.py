@@ -18,6 +18,7 @@ whose spans arrived at different collectors.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import signal
@@ -48,6 +49,8 @@ from orchestrace_collector.senders import ANY_SENDER, Credentials, Owners
 from orchestrace_collector.wal import FsyncPolicy
 
 if TYPE_CHECKING:
+    import socket
+
     import grpc
 
 log = logging.getLogger(__name__)
@@ -160,7 +163,7 @@ def run_collector(options: CollectorOptions) -> None:
             tls=tls,
             max_connection_idle_s=options.limits.keepalive_timeout_s,
         )
-        opened.callback(_step, "gRPC port", partial(_release, grpc_server))
+        opened.callback(_step, "gRPC port", partial(_stop_grpc, grpc_server, None))
         stop_requested = stack.enter_context(_serving_settings())
         writer = TraceDirWriter(
             options.out, rotate_bytes=options.rotate_bytes, max_trace_bytes=options.max_trace_bytes
@@ -218,16 +221,9 @@ def run_collector(options: CollectorOptions) -> None:
         output.assembler.tick()
         ingest.start()
         opened.pop_all()  # it serves: from here _shut_down closes all of it, in its own order
-        stack.callback(_shut_down, options, grpc_server, ingest, output, writer, forwarder)
-        # First of all (uvicorn closes it when it served; a signal before serving, or a server that could not
-        # be made, a bad TLS key say, left it open).
-        stack.callback(_step, "HTTP port", http_socket.close)
+        stack.callback(_shut_down, options, http_socket, grpc_server, ingest, output, writer, forwarder)
         allowed_hosts = LOOPBACK_NAMES if is_loopback(options.host) else None
-        try:
-            serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
-        except BaseException:  # never started: _shut_down's stop would leave its port bound
-            _step("gRPC port", partial(_release, grpc_server))
-            raise
+        serve_grpc(grpc_server, ingest, options.credentials, allowed_hosts)
         app = create_app(
             ingest,
             max_body_bytes=options.max_body_bytes,
@@ -271,17 +267,20 @@ def _serving_settings() -> Iterator[threading.Event]:
 
 def _shut_down(
     options: CollectorOptions,
+    http_socket: socket.socket,
     grpc_server: grpc.Server,
     ingest: Ingest,
     output: OutputLog,
     writer: TraceDirWriter,
     forwarder: Forwarder | None,
 ) -> None:
-    """A serving collector's stop, in the module docstring's order: the receivers (uvicorn has stopped the
-    HTTP one), assembly, the WAL, the output files, forwarding. Each step on its own (a failing one, storage
-    still broken, must not skip the others); all share one deadline."""
+    """A serving collector's stop, in the module docstring's order: the receivers, assembly, the WAL, the
+    output files, forwarding. Each step on its own (a failing one, storage still broken, must not skip the
+    others); all share one deadline. The HTTP socket is closed here too: uvicorn closes it once it served,
+    not when a signal came first or its server could not be made (a TLS key it cannot load, say)."""
     deadline = time.monotonic() + options.shutdown_timeout_s
-    grpc_server.stop(grace=min(GRPC_GRACE_S, options.shutdown_timeout_s)).wait()
+    _step("HTTP port", http_socket.close)
+    _step("gRPC port", partial(_stop_grpc, grpc_server, min(GRPC_GRACE_S, options.shutdown_timeout_s)))
     left = _step("assembly", lambda: ingest.stop(_until(deadline))) or 0
     _step("write-ahead log", output.close)
     _step("output files", writer.close)
@@ -320,11 +319,13 @@ def _until(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-def _release(server: grpc.Server) -> None:
-    """Let go of a gRPC server's port when it never served: grpc keeps a bound port until a started server
-    stops (stopping, even deleting, one never started keeps it bound), so it is started with no service."""
-    server.start()
-    server.stop(None).wait()
+def _stop_grpc(server: grpc.Server, grace: float | None) -> None:
+    """Stop a gRPC server and let go of its port, whether it served or not: grpc keeps a bound port until a
+    started server stops (stopping, even deleting, one never started keeps it bound), so one that never
+    started is started first (with no service, or before its requests are taken)."""
+    with contextlib.suppress(ValueError):  # "Cannot start already-started server!": it serves
+        server.start()
+    server.stop(grace).wait()
 
 
 def _step(what: str, action: Callable[[], T]) -> T | None:

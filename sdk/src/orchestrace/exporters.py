@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -120,42 +120,6 @@ def max_request_bytes() -> int:
         return DEFAULT_MAX_REQUEST_BYTES
 
 
-class _TooLarge:
-    """Spans too large alone for a request: sent without their content (``cut``), else dropped
-    (``dropped``); each logged once, counted."""
-
-    def __init__(self) -> None:
-        self.cut = 0
-        self.dropped = 0
-        self._lock = threading.Lock()
-
-    def add(self, span: ReadableSpan, size: int, why: str, stripped: bool) -> ReadableSpan | None:
-        """The span to send instead (``None``: drop it). ``stripped``: ``span`` is already without content."""
-        with self._lock:
-            if stripped:
-                self.dropped += 1
-                first = self.dropped == 1
-            else:
-                self.cut += 1
-                first = self.cut == 1
-        if first:
-            logger.error("orchestrace: %s span %r: %d bytes alone, %s (further ones are counted, not logged)",
-                         "dropped" if stripped else "sending without its content", span.name, size, why)
-        return None if stripped else without_content(span)
-
-    def split(self, spans: Sequence[ReadableSpan], size: int, why: str, stripped: bool,
-              send: Callable[[Sequence[ReadableSpan], bool], SpanExportResult]) -> SpanExportResult:
-        """Send a batch too large for one request with ``send``: a single span without its content (else
-        dropped), more spans in halves."""
-        if len(spans) == 1:
-            instead = self.add(spans[0], size, why, stripped)
-            return SpanExportResult.FAILURE if instead is None else send([instead], True)
-        first, second = _halves(spans)
-        ok = send(first, False) == SpanExportResult.SUCCESS
-        return SpanExportResult.SUCCESS if send(second, False) == SpanExportResult.SUCCESS and ok \
-            else SpanExportResult.FAILURE
-
-
 #: String attributes longer than this are content (messages, tool arguments and results, states).
 _CONTENT_CHARS = 1024
 
@@ -175,27 +139,18 @@ def without_content(span: ReadableSpan) -> ReadableSpan:
                         instrumentation_scope=span.instrumentation_scope)
 
 
-def _halves(spans: Sequence[ReadableSpan]) -> tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]:
-    return spans[: len(spans) // 2], spans[len(spans) // 2 :]
-
-
 class _Splitting:
     """What both OTLP exporters add to OTel's: requests encoded once by :mod:`orchestrace.trace_encoder`, a
-    batch too large to send split (see the module docstring); ``dropped_spans`` and ``cut_spans``."""
+    batch too large to send split in halves, a span too large alone sent without its content (``cut_spans``),
+    else dropped (``dropped_spans``); each of those logged once (see the module docstring)."""
 
     _shutdown: bool
 
     def _split_batches(self, limit: int) -> None:
         self._limit = limit
-        self._too_large = _TooLarge()
-
-    @property
-    def dropped_spans(self) -> int:
-        return self._too_large.dropped
-
-    @property
-    def cut_spans(self) -> int:
-        return self._too_large.cut
+        self.cut_spans = 0
+        self.dropped_spans = 0
+        self._counts_lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
@@ -218,7 +173,22 @@ class _Splitting:
         else:
             del data
             why = f"over the {self._limit}-byte request limit ({ENV_MAX_REQUEST_BYTES})"
-        return self._too_large.split(spans, size, why, stripped, self._send)
+        if len(spans) > 1:
+            first, second = spans[: len(spans) // 2], spans[len(spans) // 2 :]
+            ok = self._send(first) == SpanExportResult.SUCCESS
+            return SpanExportResult.SUCCESS if self._send(second) == SpanExportResult.SUCCESS and ok \
+                else SpanExportResult.FAILURE
+        with self._counts_lock:
+            if stripped:
+                self.dropped_spans += 1
+                first_one = self.dropped_spans == 1
+            else:
+                self.cut_spans += 1
+                first_one = self.cut_spans == 1
+        if first_one:
+            logger.error("orchestrace: %s span %r: %d bytes alone, %s (further ones are counted, not logged)",
+                         "dropped" if stripped else "sending without its content", spans[0].name, size, why)
+        return SpanExportResult.FAILURE if stripped else self._send([without_content(spans[0])], True)
 
     def _request(self, spans: Sequence[ReadableSpan], data: bytes) -> SpanExportResult | None:
         """Send one encoded request of ``spans``; ``None``: the receiver refused it as too large."""

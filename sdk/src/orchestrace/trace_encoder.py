@@ -5,13 +5,12 @@ tests/sdk/test_sdk_trace_encoder.py compares them on random spans, tests/langgra
 LangGraph runs), without first building a protobuf object per attribute, event and span and copying each into
 its parent: OTel's encoder costs about 127 k instructions a span and 26 k an attribute, paid by the exporter's
 thread inside the traced program, under its GIL; this one about half. Fields are written in field-number
-order, zero and empty ones left out, as protobuf does. An attribute whose value cannot be encoded is left out
-and logged, as OTel's encoder does.
+order, zero and empty ones left out, as protobuf does. An attribute whose value cannot be encoded is left out,
+as OTel's encoder does, and logged once per key (OTel's logs it in every export).
 """
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-_logger = logging.getLogger(__name__)
+from orchestrace.failsafe import log_once
 
 _SMALL = [bytes((n,)) for n in range(0x80)]  # the varints of one byte
 _FIXED64 = struct.Struct("<Q").pack
@@ -144,8 +143,8 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> list[bytes]
     for key, value in attributes.items():
         try:
             body = _key_value(key, value)
-        except Exception as error:
-            _logger.exception("Failed to encode key %s: %s", key, error)
+        except Exception as error:  # once per key and error: every export would repeat it
+            log_once(f"trace_encoder (Failed to encode key {key!r})", error)
             continue
         out.append(tag + _varint(len(body)) + body)
     return out
